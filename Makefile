@@ -1,0 +1,27 @@
+# `make verify` and `make test` set up .venv on first use (torch==2.13.0 first, so that no CUDA
+# build is ever pulled), then run. Nothing but Python 3.11 is needed beforehand.
+PY ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: verify test docs bench demo clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[render,plot]'
+	touch $(STAMP)
+
+verify: $(STAMP)
+	$(BIN)/slotwarden verify
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+docs: $(STAMP)
+	$(BIN)/slotwarden docs
+
+clean:
+	rm -rf $(VENV) build *.egg-info .hypothesis

@@ -1,0 +1,76 @@
+"""Typed errors of the lifecycle. The runtime raises the same types as the model."""
+
+from __future__ import annotations
+
+from .vocabulary import NOBODY, Actor, Event, Slot
+
+
+class DeclarationError(ValueError):
+    """A lifecycle declaration is malformed (unknown state, duplicate transition, ...)."""
+
+
+class LifecycleError(RuntimeError):
+    """Base of every error the lifecycle raises at run time."""
+
+
+class IllegalMove(LifecycleError):
+    """An event that the lifecycle forbids. Raised before anything changes.
+
+    Names the slot id (when known), its state, owner and borrower, the event and the actor,
+    and why the move is illegal; each is kept as an attribute for programs. `reason` is a
+    string or a zero-argument callable giving one: the text is built only when read, so a
+    symbolic checker exploring the model never has to render numbers.
+    """
+
+    def __init__(self, reason, *, slot: Slot, event: Event, actor: Actor, slot_id: int | None = None):
+        super().__init__()
+        self._reason = reason
+        self.slot = slot
+        self.event = event
+        self.actor = actor
+        self.slot_id = slot_id
+
+    @property
+    def reason(self) -> str:
+        return self._reason() if callable(self._reason) else self._reason
+
+    def __str__(self) -> str:
+        try:
+            return self._describe()
+        except Exception:  # e.g. symbolic values rendered outside a symbolic checker's trace
+            return "illegal move"
+
+    def _describe(self) -> str:
+        where = f"slot {self.slot_id}" if self.slot_id is not None else "slot"
+        owner = "nobody" if self.slot.owner == NOBODY else str(self.slot.owner)
+        lent = "" if self.slot.borrower == NOBODY else f", lent to request {self.slot.borrower}"
+        return (
+            f"illegal {self.event.name.lower()} by {self.actor} on {where} "
+            f"(state {self.slot.state.name}, owner {owner}{lent}): {self.reason}"
+        )
+
+    def __reduce__(self):
+        return (_rebuild, (self.reason, self.slot, self.event, self.actor, self.slot_id))
+
+
+def _rebuild(reason, slot, event, actor, slot_id):
+    return IllegalMove(reason, slot=slot, event=event, actor=actor, slot_id=slot_id)
+
+
+class BadSlotId(LifecycleError, ValueError):
+    """A slot id that is not a real slot (the pad slot, a sentinel, out of range), or one
+    named twice in a batch. Raised before anything changes."""
+
+    def __init__(self, reason: str, *, slot_id: int, event: Event, actor: Actor):
+        self.reason = reason
+        self.slot_id = slot_id
+        self.event = event
+        self.actor = actor
+        super().__init__(f"bad slot id {slot_id} for {event.name.lower()} by {actor}: {reason}")
+
+    def __reduce__(self):
+        return (_rebuild_bad_id, (self.reason, self.slot_id, self.event, self.actor))
+
+
+def _rebuild_bad_id(reason, slot_id, event, actor):
+    return BadSlotId(reason, slot_id=slot_id, event=event, actor=actor)

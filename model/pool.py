@@ -1,0 +1,91 @@
+"""A pure pool of slots: the reference the torch pool is checked against, slot by slot.
+
+`Pool.slots[i]` is the record of slot id `i + 1`; slot 0 is the pad slot, outside the machine.
+Every operation takes a batch and is all-or-nothing: it returns a new pool or raises before
+building one. Freed slots join the tail of the free list in the order the batch names them (a
+fence names them in id order); alloc takes the head.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+from .declaration import Lifecycle
+from .errors import BadSlotId, IllegalMove
+from .lifecycle import LIFECYCLE
+from .step import step
+from .vocabulary import FREE_SLOT, NOBODY, Actor, Event, Slot, State
+
+
+class Pool(NamedTuple):
+    slots: tuple  # tuple[Slot, ...]; slots[i] is slot id i + 1
+    free: tuple  # tuple[int, ...]; the free list, head first
+
+
+def new_pool(capacity: int) -> Pool:
+    return Pool((FREE_SLOT,) * capacity, tuple(range(1, capacity + 1)))
+
+
+def check_ids(ids: Sequence[int], capacity: int, event: Event, actor: Actor) -> None:
+    """Raise `BadSlotId` unless every id is a real slot (1..capacity) named once."""
+    seen = set()
+    for i in ids:
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise BadSlotId(f"not an integer: {i!r}", slot_id=i, event=event, actor=actor)
+        if i == 0:
+            raise BadSlotId("slot 0 is the pad slot, never allocated or freed", slot_id=i, event=event, actor=actor)
+        if not 1 <= i <= capacity:
+            raise BadSlotId(f"not a slot of a pool of {capacity}", slot_id=i, event=event, actor=actor)
+        if i in seen:
+            raise BadSlotId("named twice in one batch", slot_id=i, event=event, actor=actor)
+        seen.add(i)
+
+
+def apply(
+    pool: Pool,
+    ids: Sequence[int],
+    event: Event,
+    actor: Actor,
+    target: int = NOBODY,
+    epoch: int = 0,
+    lifecycle: Lifecycle = LIFECYCLE,
+) -> Pool:
+    """Fire `event` by `actor` on every slot in `ids`; all of them move, or none does."""
+    if not ids:
+        raise BadSlotId("an empty batch", slot_id=NOBODY, event=event, actor=actor)
+    check_ids(ids, len(pool.slots), event, actor)
+    slots = list(pool.slots)
+    for i in ids:
+        slots[i - 1] = step(slots[i - 1], event, actor, target, epoch, lifecycle, slot_id=i)
+    slots = tuple(slots)
+    return Pool(slots, settle(pool.free, slots, ids))
+
+
+def alloc(pool: Pool, n: int, actor: Actor, lifecycle: Lifecycle = LIFECYCLE) -> tuple[Pool, tuple] | None:
+    """Take the `n` slots at the head of the free list for `actor`; None if fewer are free."""
+    if n < 1:
+        raise BadSlotId(f"cannot allocate {n} slots", slot_id=NOBODY, event=Event.ALLOC, actor=actor)
+    if n > len(pool.free):
+        return None
+    ids = pool.free[:n]
+    return apply(pool, ids, Event.ALLOC, actor, lifecycle=lifecycle), ids
+
+
+def fence(pool: Pool, completed: int, lifecycle: Lifecycle = LIFECYCLE) -> Pool:
+    """The device finished step `completed`: every released slot waiting for it (or an
+    earlier step) becomes free. Releases waiting for a later step stay released."""
+    due = [i + 1 for i, s in enumerate(pool.slots) if s.state is State.RELEASED and s.fence <= completed]
+    if not due:
+        return pool
+    return apply(pool, due, Event.FENCE, Actor.fence(completed), lifecycle=lifecycle)
+
+
+def settle(free: tuple, slots: tuple, moved: Sequence[int]) -> tuple:
+    """The free list after the slots `moved` moved: slots still free keep their order, slots
+    taken leave it, newly freed ones are appended in the order they were named."""
+    kept = tuple(i for i in free if slots[i - 1].state is State.FREE)
+    added = tuple(i for i in moved if slots[i - 1].state is State.FREE and i not in free)
+    return kept + added
+
+
+__all__ = ["Pool", "new_pool", "apply", "alloc", "fence", "check_ids", "settle", "IllegalMove", "BadSlotId"]

@@ -1,0 +1,103 @@
+"""The words of the slot lifecycle: states, events, actors and how an actor relates to a slot.
+
+These enums are only names. What may happen between them is declared once, in
+`slotwarden.model.lifecycle`; everything else (the `transitions` machine, `step`, the dense
+table the runtime compiles onto a device, the diagrams) is derived from that declaration.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import NamedTuple
+
+NOBODY = -1
+"""The owner/borrower field of a slot that has none. Never a valid actor id, never returned."""
+
+
+class State(IntEnum):
+    """Where a slot is in its lifecycle (the pad slot and sentinels are outside the machine)."""
+
+    FREE = 0
+    TAKEN = 1  # batch-owned: a candidate of the batch being built took it
+    RUNNING = 2  # batch-owned: its request was admitted to the running batch
+    PARKED = 3  # session-owned: between turns, nobody borrows it
+    LENT = 4  # session-owned: lent to the session's candidate turn
+    LENT_RUNNING = 5  # session-owned: lent to the session's admitted, running turn
+    RELEASED = 6  # given back; may still be used by a step on the device until its fence
+
+
+class Group(IntEnum):
+    """The four states of the brief; each `State` belongs to one."""
+
+    FREE = 0
+    BATCH_OWNED = 1
+    SESSION_OWNED = 2
+    RELEASED = 3
+
+
+class Event(IntEnum):
+    """Everything that can happen to a slot."""
+
+    ALLOC = 0  # a request takes a free slot
+    LEND = 1  # a session lends its parked slot to its next turn
+    ADMIT = 2  # the batch builder admits the candidate holding the slot to the running batch
+    ROLLBACK = 3  # the candidate did not fit: give back what it took, to where it came from
+    PARK = 4  # a turn's state is saved to its session: the request hands its slot over
+    FINISH = 5  # the request is done
+    RETRACT = 6  # the request is preempted and will be recomputed
+    ABORT = 7  # the request is cancelled, at any point
+    CLOSE = 8  # the session ends (or is reaped)
+    FENCE = 9  # the device finished a step: released slots it may have used become free
+
+
+class ActorKind(IntEnum):
+    """Who fires events."""
+
+    REQUEST = 0
+    SESSION = 1
+    SCHEDULER = 2  # fires fences; its id is the step (epoch) the device has finished
+
+
+class Relation(IntEnum):
+    """How the actor firing an event relates to the slot: the owner rule's vocabulary."""
+
+    NONE = 0  # no claim on the slot
+    OWNER = 1  # the actor owns the slot
+    BORROWER = 2  # the slot is lent to the actor (a request) by its owning session
+    DUE = 3  # a fence at or past the step the released slot waits for
+    EARLY = 4  # a fence for a step before the one the released slot waits for
+
+
+class Slot(NamedTuple):
+    """One slot's record: its state, its owner, the request it is lent to, and, while
+    RELEASED, the step whose fence frees it. Unused fields hold `NOBODY` (fence: 0)."""
+
+    state: State
+    owner: int = NOBODY
+    borrower: int = NOBODY
+    fence: int = 0
+
+
+class Actor(NamedTuple):
+    """Who fires an event: a request id, a session id, or the scheduler with a finished step."""
+
+    kind: ActorKind
+    id: int
+
+    @classmethod
+    def request(cls, rid: int) -> "Actor":
+        return cls(ActorKind.REQUEST, rid)
+
+    @classmethod
+    def session(cls, sid: int) -> "Actor":
+        return cls(ActorKind.SESSION, sid)
+
+    @classmethod
+    def fence(cls, step: int) -> "Actor":
+        return cls(ActorKind.SCHEDULER, step)
+
+    def __str__(self) -> str:
+        return f"{self.kind.name.lower()} {self.id}"
+
+
+FREE_SLOT = Slot(State.FREE)

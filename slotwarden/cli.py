@@ -1,0 +1,89 @@
+"""The `slotwarden` command line. Each subcommand imports what it needs when it runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DOCS = Path("docs")
+
+
+def _diagram(args) -> int:
+    from slotwarden.model.diagram import RenderUnavailable, render
+
+    try:
+        data = render(args.format)
+    except RenderUnavailable as exc:
+        print(f"slotwarden diagram: {exc}", file=sys.stderr)
+        return 2
+    if args.output:
+        Path(args.output).write_bytes(data)
+        print(f"wrote {args.output} ({args.format}, {len(data)} bytes)")
+    elif args.format in ("svg", "png") and sys.stdout.isatty():
+        print("slotwarden diagram: refusing to print binary output to a terminal; use -o FILE", file=sys.stderr)
+        return 2
+    else:
+        sys.stdout.buffer.write(data)
+    return 0
+
+
+def _docs(args) -> int:
+    from slotwarden.docs import write_docs
+
+    for path in write_docs(Path(args.dir)):
+        print(f"wrote {path}")
+    return 0
+
+
+def _verify(args) -> int:
+    from slotwarden.verification.main import run_verify
+
+    return run_verify(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="slotwarden",
+        description="The lifecycle of recurrent-state slots in LLM serving: declared once, enforced, verified.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser(
+        "diagram",
+        help="draw the slot lifecycle",
+        description="Draw the slot lifecycle from its declaration. Mermaid and DOT need nothing more; "
+        "SVG and PNG need pygraphviz (pip install 'slotwarden[render]').",
+    )
+    p.add_argument("--format", choices=("mermaid", "dot", "svg", "png"), default="mermaid", help="output format (default: mermaid)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p.set_defaults(func=_diagram)
+
+    p = sub.add_parser(
+        "docs",
+        help="regenerate docs/lifecycle.md and docs/lifecycle.svg",
+        description="Regenerate the generated documentation from the declaration (a test fails when it drifts).",
+    )
+    p.add_argument("--dir", default=str(DOCS), help="the docs folder (default: docs)")
+    p.set_defaults(func=_docs)
+
+    p = sub.add_parser(
+        "verify",
+        help="run the full verification (the main job)",
+        description="Prove the model's safety properties with CrossHair and check that the transitions machine, "
+        "step() and the compiled table agree on every (state, event, actor, relation). "
+        "Exits 0 only if every proof is CONFIRMED and every check holds.",
+    )
+    p.add_argument("--proof-timeout", type=float, default=None, metavar="S", help="CrossHair per-condition timeout in seconds (default: 120)")
+    p.add_argument("--only", action="append", metavar="PROOF", help="run only this proof (repeatable)")
+    p.set_defaults(func=_verify)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
