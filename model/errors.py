@@ -58,15 +58,17 @@ def _rebuild(reason, slot, event, actor, slot_id):
 
 
 class BadSlotId(LifecycleError, ValueError):
-    """A slot id that is not a real slot (the pad slot, a sentinel, out of range), or one
-    named twice in a batch. Raised before anything changes."""
+    """A slot id that is not a real slot (the pad slot, a sentinel, out of range), one named
+    twice in a batch, or a batch that is not a batch of ids (empty, not integers, on the wrong
+    device). Raised before anything changes."""
 
-    def __init__(self, reason: str, *, slot_id: int, event: Event, actor: Actor):
+    def __init__(self, reason: str, *, slot_id, event: Event, actor: Actor):
         self.reason = reason
         self.slot_id = slot_id
         self.event = event
         self.actor = actor
-        super().__init__(f"bad slot id {slot_id} for {event.name.lower()} by {actor}: {reason}")
+        what = event.name.lower() if isinstance(event, Event) else str(event)
+        super().__init__(f"bad slot id {slot_id} for {what} by {actor}: {reason}")
 
     def __reduce__(self):
         return (_rebuild_bad_id, (self.reason, self.slot_id, self.event, self.actor))
@@ -74,3 +76,17 @@ class BadSlotId(LifecycleError, ValueError):
 
 def _rebuild_bad_id(reason, slot_id, event, actor):
     return BadSlotId(reason, slot_id=slot_id, event=event, actor=actor)
+
+
+class FenceError(LifecycleError):
+    """A fence for a step that the device has not finished (or that was never launched)."""
+
+
+class IllegalCopy(LifecycleError):
+    """A copy or fork of slot state that the ownership rules forbid (from a slot nobody holds,
+    into a slot the actor does not hold). Raised before any state is copied."""
+
+    def __init__(self, reason: str, *, slot_id: int, slot: Slot, actor: Actor):
+        self.reason, self.slot_id, self.slot, self.actor = reason, slot_id, slot, actor
+        owner = "nobody" if slot.owner == NOBODY else str(slot.owner)
+        super().__init__(f"illegal copy by {actor} with slot {slot_id} (state {slot.state.name}, owner {owner}): {reason}")

@@ -1,0 +1,75 @@
+"""`LedgerGuard`: our ownership ledger in front of an engine's own slot allocator.
+
+An engine keeps its allocator (anything with SGLang's `MambaSlotAllocator` shape:
+`alloc(n) -> index tensor or None`, `free(index tensor)`) and routes every slot move through
+the guard, naming who makes it. The guard checks the move against the lifecycle first and
+raises at the call that makes a bad one (a double free, a rollback freeing a session's slot,
+the pad slot or a `-1` sentinel freed), with the engine's free list untouched. Released slots
+reach the engine's free list only at the fence of the step that may still use them.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from slotwarden.model.vocabulary import NOBODY, Actor, Event, State
+
+from .ledger import SlotLedger
+
+
+_FREE = int(State.FREE)
+
+
+class SlotAllocator(Protocol):
+    """The allocator shape the guard wraps (SGLang's `MambaSlotAllocator`)."""
+
+    def alloc(self, need_size: int) -> torch.Tensor | None: ...
+
+    def free(self, free_index: torch.Tensor) -> None: ...
+
+
+class LedgerGuard:
+    """Wraps `allocator` (slots 1..capacity) with the lifecycle's ownership ledger."""
+
+    def __init__(self, allocator: SlotAllocator, capacity: int, *, check: str = "strict"):
+        self.allocator = allocator
+        self.ledger = SlotLedger(capacity, check=check, free_list=False)
+        self.device = torch.device("cpu")  # where the engine's index tensors live (from alloc)
+
+    def alloc(self, n: int, owner: Actor) -> torch.Tensor | None:
+        """The engine allocates; the guard records `owner` for every slot, or hands the slots
+        back to the engine and raises if the engine gave out a slot that is not free."""
+        ids = self.allocator.alloc(n)
+        if ids is None:
+            return None
+        self.device = ids.device
+        try:
+            self.ledger.apply(ids, Event.ALLOC, owner)
+        except Exception:
+            self.allocator.free(ids)
+            raise
+        return ids
+
+    def fire(self, ids, event: Event, actor: Actor, target: int = NOBODY) -> torch.Tensor:
+        """`actor` moves `ids` by `event` (rollback, finish, retract, abort, admit, park, lend,
+        close): checked whole first, then applied. Slots that become FREE at once (a
+        candidate's rollback or abort) go back to the engine now, released ones at their
+        fence. Returns the ids given back to the engine now."""
+        ids = self.ledger.apply(ids, event, actor, target)
+        return self._give_back(ids[self.ledger.cols.state[ids] == _FREE])
+
+    def launch(self, done=None) -> int:
+        return self.ledger.launch(done)
+
+    def fence(self, step: int | None = None) -> torch.Tensor:
+        """Released slots whose step has finished go back to the engine's free list."""
+        return self._give_back(self.ledger.fence(step))
+
+    def _give_back(self, ids: np.ndarray) -> torch.Tensor:
+        back = torch.from_numpy(ids).to(self.device)
+        if ids.size:
+            self.allocator.free(back)
+        return back

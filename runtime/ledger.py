@@ -1,0 +1,335 @@
+"""The ownership ledger: per slot a state, an owner, a borrower and a fence, enforced by the
+table compiled from the model.
+
+The ledger lives on the host, in torch CPU tensors worked on through numpy views: checking a
+batch never needs a device sync, whatever device holds the state (see `StatePool`). Every
+operation is a batch of one lifecycle event and is all-or-nothing: the whole batch is checked
+against the table and the owner rule (duplicates included) before anything is written, and on
+a violation the model's typed error names the slot, its state, owner, the event and the actor.
+
+Memory: 30 bytes a slot (state 1, owner 8, borrower 8, fence 4, last event 1, free ring 4,
+duplicate stamp 4), plus the flight recorder's bounded list of recent batches.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+import torch
+
+from slotwarden.kernels.transition import Batch, Columns, compile_events, look_up, write
+from slotwarden.model.declaration import Lifecycle
+from slotwarden.model.errors import BadSlotId, FenceError, IllegalMove
+from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.table import ILLEGAL, NO_KIND, compile_table
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Group, Slot, State
+
+from .recorder import FlightRecorder
+
+CHECKS = ("strict", "off")
+_FREE = int(State.FREE)
+_RELEASED = int(State.RELEASED)
+
+
+class Leak(NamedTuple):
+    slot: int
+    state: State
+    owner: int
+    borrower: int
+    last_event: Event
+    history: str
+
+
+class Audit(NamedTuple):
+    """The ledger's integrity: counts per group, the free list's agreement with the FREE set,
+    and the leaks (held slots whose owner is gone, releases whose fence has passed)."""
+
+    capacity: int
+    counts: dict  # Group -> number of slots
+    free_list_ok: bool
+    problems: tuple  # text of each integrity failure
+    leaks: tuple  # Leak, each attributed to its owner and the event that left it there
+
+    @property
+    def clean(self) -> bool:
+        return self.free_list_ok and not self.problems and not self.leaks
+
+
+class SlotLedger:
+    """Ownership of slots 1..capacity (slot 0 is the pad slot, outside the lifecycle).
+
+    `check="strict"` validates every batch (the default); `check="off"` trusts the caller and
+    only applies the table (for measuring what the checks cost). With `free_list=False` the
+    ledger keeps no free list of its own (`LedgerGuard` wraps an engine allocator that does)
+    and `alloc` events name their ids.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        check: str = "strict",
+        free_list: bool = True,
+        recorder_depth: int = 512,
+        lifecycle: Lifecycle = LIFECYCLE,
+    ):
+        if not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"a ledger needs a capacity of at least 1 slot, not {capacity!r}")
+        if check not in CHECKS:
+            raise ValueError(f"check must be one of {CHECKS}, not {check!r}")
+        self.capacity, self.check, self.lifecycle = capacity, check, lifecycle
+        n = capacity + 1
+        self.tensors = {
+            "state": torch.zeros(n, dtype=torch.uint8),
+            "owner": torch.full((n,), NOBODY, dtype=torch.int64),
+            "borrower": torch.full((n,), NOBODY, dtype=torch.int64),
+            "fence": torch.zeros(n, dtype=torch.int32),
+            "last_event": torch.zeros(n, dtype=torch.uint8),
+            "ring": torch.arange(1, n, dtype=torch.int32),
+            "stamp": torch.full((n,), -1, dtype=torch.int32),
+        }
+        v = {k: t.numpy() for k, t in self.tensors.items()}  # views: same memory
+        self.cols = Columns(v["state"], v["owner"], v["borrower"], v["fence"], v["last_event"])
+        self._ring, self._stamp = v["ring"], v["stamp"]
+        self._seq = np.arange(n, dtype=np.int32)
+        self.has_free_list = free_list
+        self._head, self._count = 0, (capacity if free_list else 0)
+        self.tables = compile_events(lifecycle)
+        self._alloc = self.tables[Event.ALLOC]
+        table = compile_table(lifecycle)
+        self._owner_kind = np.array(table.owner_kind, dtype=np.uint8)
+        self._lent = np.array(table.lent, dtype=bool)
+        self._group = np.array(table.group, dtype=np.uint8)
+        self.recorder = FlightRecorder(recorder_depth)
+        self.launched = 0  # the latest step handed to the device
+        self.completed = 0  # the latest step fenced
+        self._pending: dict[int, Callable[[], bool]] = {}
+
+    # -- queries -----------------------------------------------------------------------------
+    def available(self) -> int:
+        """How many slots `alloc` can hand out now."""
+        return self._count
+
+    def state_of(self, ids) -> np.ndarray:
+        ids = self._ids(ids, Event.ALLOC, Actor.request(NOBODY), allow_empty=True)
+        return self.cols.state[ids].copy()
+
+    def record(self, slot: int) -> Slot:
+        c = self.cols
+        return Slot(State(int(c.state[slot])), int(c.owner[slot]), int(c.borrower[slot]), int(c.fence[slot]))
+
+    def held_by(self, actor: Actor) -> np.ndarray:
+        """The slot ids `actor` owns or borrows, in id order."""
+        c = self.cols
+        owns = (c.owner == actor.id) & (self._owner_kind[c.state] == int(actor.kind))
+        if actor.kind is ActorKind.REQUEST:
+            owns |= (c.borrower == actor.id) & self._lent[c.state]
+        owns[0] = False
+        return np.flatnonzero(owns)
+
+    def free_list(self) -> np.ndarray:
+        """The free list, head first (what the next allocs will take, in order)."""
+        pos = (self._head + np.arange(self._count)) % self.capacity
+        return self._ring[pos].astype(np.int64)
+
+    def counts(self) -> dict:
+        per_group = np.bincount(self._group[self.cols.state[1:]], minlength=len(Group))
+        return {g: int(per_group[g]) for g in Group}
+
+    # -- events ------------------------------------------------------------------------------
+    def alloc(self, n: int, actor: Actor) -> np.ndarray | None:
+        """Take `n` slots from the head of the free list for request `actor`, all or none.
+        Returns their ids, or None when fewer than `n` are free (nothing changes)."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise BadSlotId(f"alloc needs a positive count, not {n!r}", slot_id=None, event=Event.ALLOC, actor=actor)
+        if not self.has_free_list:
+            raise BadSlotId("this ledger keeps no free list: name the ids", slot_id=None, event=Event.ALLOC, actor=actor)
+        if n > self._count:
+            return None
+        ids = self._peek(int(n))
+        if self.check == "strict":
+            self._check_actor(ids, Event.ALLOC, actor, NOBODY)
+            if (self.cols.state[ids] != _FREE).any():  # the free list is the FREE set, or the ledger is corrupt
+                self._check_batch(look_up(self.cols, self._alloc, ids, actor.id), Event.ALLOC, actor, NOBODY)
+        batch = Batch(ids, np.full(ids.size, _FREE * 8), None, np.full(ids.size, self._alloc.next_state[_FREE * 8], np.uint8))
+        write(self.cols, self._alloc, batch, Event.ALLOC, actor.id, NOBODY, self.launched)
+        self.recorder.record(Event.ALLOC, actor, NOBODY, self.launched, ids, _FREE, batch.after)
+        self._head = (self._head + int(n)) % self.capacity
+        self._count -= int(n)
+        return ids
+
+    def apply(self, ids, event: Event, actor: Actor, target: int = NOBODY) -> np.ndarray:
+        """Fire `event` by `actor` on every slot in `ids` (all or none); returns the ids."""
+        ids = self._ids(ids, event, actor)
+        if event is Event.ALLOC and self.has_free_list:
+            raise BadSlotId("alloc takes a count here: the pool chooses the slots", slot_id=None, event=event, actor=actor)
+        return self._apply(ids, event, actor, target)
+
+    def launch(self, done: Callable[[], bool] | None = None) -> int:
+        """A step is handed to the device; returns its number. `done()` says, without waiting,
+        whether the device has finished it (a CUDA event's `query`); None: finished at once.
+        Slots released from now on wait for this step's fence."""
+        self.launched += 1
+        self._pending[self.launched] = done or _already_done
+        return self.launched
+
+    def finished_steps(self) -> int:
+        """The latest step such that it and every step before it have finished (no wait)."""
+        step = self.completed
+        while step + 1 in self._pending and self._pending[step + 1]():
+            step += 1
+        return step
+
+    def fence(self, step: int | None = None) -> np.ndarray:
+        """The device finished `step` (default: every step it has finished): each released slot
+        waiting for it or an earlier step becomes free. Returns the freed ids. Raises
+        `FenceError` for a step not launched or not finished yet."""
+        done = self.finished_steps()
+        if step is None:
+            step = done
+        if step > self.launched:
+            raise FenceError(f"fence of step {step}, but only {self.launched} steps were launched")
+        if step > done:
+            raise FenceError(f"fence of step {step} before the device finished it (finished: {done})")
+        for s in range(self.completed + 1, step + 1):
+            self._pending.pop(s, None)
+        self.completed = max(self.completed, step)
+        c = self.cols
+        due = np.flatnonzero((c.state == _RELEASED) & (c.fence <= step))
+        if due.size:
+            self._apply(due, Event.FENCE, Actor.fence(step), NOBODY)
+        return due
+
+    # -- integrity ---------------------------------------------------------------------------
+    def audit(self, live_requests=None, live_sessions=None) -> Audit:
+        """Conservation and leaks. With live sets given, a held slot whose owner or borrower
+        is not live is a leak; a released slot whose fence has passed is one too."""
+        c = self.cols
+        counts = self.counts()
+        problems = []
+        if sum(counts.values()) != self.capacity:
+            problems.append(f"counts {counts} do not add up to the capacity {self.capacity}")
+        free_ok = True
+        if self.has_free_list:
+            fl = self.free_list()
+            free_ids = np.flatnonzero(c.state[1:] == _FREE) + 1
+            if len(fl) != len(np.unique(fl)):
+                free_ok = False
+                problems.append(f"the free list holds {len(fl) - len(np.unique(fl))} duplicate ids")
+            if not np.array_equal(np.sort(fl), free_ids):
+                free_ok = False
+                problems.append(f"the free list ({len(fl)} ids) is not the set of FREE slots ({len(free_ids)})")
+        leaking = np.zeros(self.capacity + 1, dtype=bool)
+        leaking[1:] = (c.state[1:] == _RELEASED) & (c.fence[1:] <= self.completed)
+        if live_requests is not None or live_sessions is not None:
+            reqs = np.array(sorted(live_requests or ()), dtype=np.int64)
+            sess = np.array(sorted(live_sessions or ()), dtype=np.int64)
+            kind = self._owner_kind[c.state]
+            owner_live = np.where(kind == int(ActorKind.REQUEST), np.isin(c.owner, reqs), np.isin(c.owner, sess))
+            leaking |= (kind != NO_KIND) & ~owner_live
+            leaking |= self._lent[c.state] & ~np.isin(c.borrower, reqs)
+            leaking[0] = False
+        leaks = tuple(
+            Leak(int(s), State(int(c.state[s])), int(c.owner[s]), int(c.borrower[s]), Event(int(c.last_event[s])), self.recorder.explain([s]))
+            for s in np.flatnonzero(leaking)
+        )
+        return Audit(self.capacity, counts, free_ok, tuple(problems), leaks)
+
+    def snapshot(self) -> dict:
+        """Copies of every column and counter, to compare before and after a call."""
+        snap = {k: t.clone() for k, t in self.tensors.items()}
+        snap["counters"] = (self._head, self._count, self.launched, self.completed)
+        return snap
+
+    # -- internals ---------------------------------------------------------------------------
+    def _apply(self, ids: np.ndarray, event: Event, actor: Actor, target: int) -> np.ndarray:
+        table = self.tables[event]
+        if self.check == "strict":
+            self._check_actor(ids, event, actor, target)
+        batch = look_up(self.cols, table, ids, actor.id)
+        if self.check == "strict":
+            self._check_batch(batch, event, actor, target)
+        write(self.cols, table, batch, event, actor.id, target, self.launched)
+        freed = ids[batch.after == _FREE] if event is not Event.ALLOC else ids[:0]
+        if freed.size and self.has_free_list:
+            self._push(freed)
+        self.recorder.record(event, actor, target, self.launched, ids, batch.before, batch.after)
+        return ids
+
+    def _check_actor(self, ids, event: Event, actor: Actor, target: int) -> None:
+        spec = self.lifecycle.event(event)
+        if actor.kind is not spec.actor or (spec.target is not None and target < 0):
+            from slotwarden.model.step import legal_rule  # the model says why, in its words
+
+            legal_rule(self.record(int(ids[0])), event, actor, target, self.lifecycle, slot_id=int(ids[0]))
+
+    def _check_batch(self, batch: Batch, event: Event, actor: Actor, target: int) -> None:
+        bad = batch.after == ILLEGAL
+        if bad.any():
+            p = int(np.argmax(bad))
+            slot_id = int(batch.ids[p])
+            from slotwarden.model.step import refusal
+            from slotwarden.model.declaration import relation_of
+
+            rec = self.record(slot_id)
+            rel = relation_of(self.lifecycle.spec(rec.state), rec, actor)
+            more = int(bad.sum()) - 1
+            reason = refusal(self.lifecycle, rec, event, rel) + (f" (and {more} more slots in this batch)" if more else "")
+            history = self.recorder.explain([slot_id])
+            raise IllegalMove(reason + "\n" + history, slot=rec, event=event, actor=actor, slot_id=slot_id)
+
+    def _ids(self, ids, event: Event, actor: Actor, allow_empty: bool = False) -> np.ndarray:
+        """Normalise a batch of ids to a 1-D int64 numpy array and check it (strict mode):
+        integers, real slots 1..capacity, each named once."""
+        if isinstance(ids, torch.Tensor):
+            if ids.is_floating_point() or ids.is_complex() or ids.dtype is torch.bool:
+                raise BadSlotId(f"slot ids must be integers, not {ids.dtype}", slot_id=None, event=event, actor=actor)
+            if ids.device.type != "cpu":
+                ids = ids.cpu()  # device sync: only for ids handed over on a device (LedgerGuard)
+            arr = ids.numpy()
+        else:
+            arr = np.asarray(ids)
+        if arr.dtype.kind not in "iu":
+            if arr.size == 0 and allow_empty:
+                return np.zeros(0, dtype=np.int64)
+            raise BadSlotId(f"slot ids must be integers, not {arr.dtype}", slot_id=None, event=event, actor=actor)
+        arr = arr.reshape(-1).astype(np.int64, copy=False)
+        if arr.size == 0:
+            if allow_empty:
+                return arr
+            raise BadSlotId("an empty batch", slot_id=None, event=event, actor=actor)
+        if self.check == "off":
+            return arr
+        out = (arr - 1).view(np.uint64) >= np.uint64(self.capacity)
+        if out.any():
+            bad = int(arr[np.argmax(out)])
+            why = "slot 0 is the pad slot, never allocated or freed" if bad == 0 else f"not a slot of a pool of {self.capacity}"
+            raise BadSlotId(why, slot_id=bad, event=event, actor=actor)
+        n = arr.size
+        self._stamp[arr] = self._seq[:n]
+        dup = self._stamp[arr] != self._seq[:n]
+        if dup.any():
+            raise BadSlotId("named twice in one batch", slot_id=int(arr[np.argmax(dup)]), event=event, actor=actor)
+        return arr
+
+    def _peek(self, n: int) -> np.ndarray:
+        h = self._head
+        if h + n <= self.capacity:
+            return self._ring[h : h + n].astype(np.int64)
+        return np.concatenate((self._ring[h:], self._ring[: h + n - self.capacity])).astype(np.int64)
+
+    def _push(self, ids: np.ndarray) -> None:
+        n = ids.size
+        if self._count + n > self.capacity:  # cannot happen while the lifecycle holds
+            raise RuntimeError(f"free list overflow: {self._count} + {n} > {self.capacity}")
+        tail = (self._head + self._count) % self.capacity
+        first = min(n, self.capacity - tail)
+        self._ring[tail : tail + first] = ids[:first]
+        if first < n:
+            self._ring[: n - first] = ids[first:]
+        self._count += n
+
+
+def _already_done() -> bool:
+    return True

@@ -1,0 +1,143 @@
+"""`StatePool`: a hybrid model's recurrent-state slots, with their lifecycle enforced.
+
+The state tensors live on the configured device; the ownership ledger lives on the host (see
+`SlotLedger`), so checking an operation never waits for the device. Slot ids go in and come
+out as host int64 tensors (or anything array-like); `on_device(ids)` gives the copy kernels
+index with. Every operation is a batch of one lifecycle event, checked whole before anything
+changes; an illegal batch raises `IllegalMove`/`BadSlotId` and leaves ledger and state as
+they were.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from slotwarden.kernels.slots import copy_slots, zero_slots
+from slotwarden.model.errors import BadSlotId, IllegalCopy
+from slotwarden.model.vocabulary import NOBODY, Actor, Event, Group, State
+
+from .config import PoolConfig
+from .ledger import SlotLedger
+
+
+class StatePool:
+    """Conv and SSM state for `config.num_slots` slots (ids 1..num_slots; 0 is the pad slot)."""
+
+    def __init__(self, config: PoolConfig, *, check: str = "strict", recorder_depth: int = 512):
+        self.config = config
+        self.device = torch.device(config.device)
+        self.conv = [torch.zeros(s, dtype=config.conv_dtype, device=self.device) for s in config.conv_shapes()]
+        self.ssm = torch.zeros(config.ssm_shape(), dtype=config.ssm_dtype, device=self.device)
+        self.ledger = SlotLedger(config.num_slots, check=check, recorder_depth=recorder_depth)
+
+    @property
+    def tensors(self) -> list[torch.Tensor]:
+        return [*self.conv, self.ssm]
+
+    @property
+    def capacity(self) -> int:
+        return self.config.num_slots
+
+    # -- queries -----------------------------------------------------------------------------
+    def available(self) -> int:
+        return self.ledger.available()
+
+    def held_by(self, actor: Actor) -> torch.Tensor:
+        return torch.from_numpy(self.ledger.held_by(actor))
+
+    def state_of(self, ids) -> list[State]:
+        return [State(int(s)) for s in self.ledger.state_of(ids)]
+
+    def audit(self, live_requests=None, live_sessions=None):
+        return self.ledger.audit(live_requests, live_sessions)
+
+    def history(self, slot: int, limit: int = 8):
+        return self.ledger.recorder.history(slot, limit)
+
+    def on_device(self, ids) -> torch.Tensor:
+        """`ids` as int64 on the state's device (an async host-to-device copy on CUDA)."""
+        t = ids if isinstance(ids, torch.Tensor) else torch.as_tensor(np.asarray(ids, dtype=np.int64))
+        return t.to(self.device, dtype=torch.int64, non_blocking=True)
+
+    # -- lifecycle events --------------------------------------------------------------------
+    def alloc(self, n: int, owner: Actor) -> torch.Tensor | None:
+        """`n` zeroed slots for request `owner`, or None if fewer than `n` are free (then
+        nothing changes: never a partial allocation)."""
+        ids = self.ledger.alloc(n, owner)
+        if ids is None:
+            return None
+        zero_slots(self.tensors, self.on_device(ids))
+        return torch.from_numpy(ids)
+
+    def fire(self, event: Event, ids, actor: Actor, target: int = NOBODY) -> torch.Tensor:
+        """Fire `event` by `actor` on every slot of `ids` (all or none); returns the ids."""
+        return torch.from_numpy(self.ledger.apply(ids, event, actor, target))
+
+    def admit(self, ids, request: Actor):
+        return self.fire(Event.ADMIT, ids, request)
+
+    def rollback(self, ids, request: Actor):
+        return self.fire(Event.ROLLBACK, ids, request)
+
+    def finish(self, ids, request: Actor):
+        return self.fire(Event.FINISH, ids, request)
+
+    def retract(self, ids, request: Actor):
+        return self.fire(Event.RETRACT, ids, request)
+
+    def abort(self, ids, request: Actor):
+        return self.fire(Event.ABORT, ids, request)
+
+    def park(self, ids, request: Actor, session: int):
+        return self.fire(Event.PARK, ids, request, session)
+
+    def lend(self, ids, session: Actor, request: int):
+        return self.fire(Event.LEND, ids, session, request)
+
+    def close(self, session: Actor) -> torch.Tensor:
+        """Release every slot `session` owns (raises if one is lent to a turn in flight)."""
+        ids = self.ledger.held_by(session)
+        if ids.size == 0:
+            return torch.from_numpy(ids)
+        return self.fire(Event.CLOSE, ids, session)
+
+    def launch(self, done=None) -> int:
+        return self.ledger.launch(done)
+
+    def fence(self, step: int | None = None) -> torch.Tensor:
+        return torch.from_numpy(self.ledger.fence(step))
+
+    # -- data --------------------------------------------------------------------------------
+    def copy(self, src, dst, actor: Actor) -> None:
+        """Copy the state of slots `src` into slots `dst`, which `actor` must hold."""
+        src_ids = self.ledger._ids(src, "copy", actor)
+        dst_ids = self.ledger._ids(dst, "copy", actor)
+        if src_ids.size != dst_ids.size:
+            raise BadSlotId(f"copy of {src_ids.size} slots into {dst_ids.size}", slot_id=None, event="copy", actor=actor)
+        self._require_held(src_ids, actor, "copied from")
+        mine = np.isin(dst_ids, self.ledger.held_by(actor))
+        if not mine.all():
+            slot = int(dst_ids[np.argmin(mine)])
+            raise IllegalCopy(f"copy into a slot {actor} does not hold", slot=self.ledger.record(slot), actor=actor, slot_id=slot)
+        if np.intersect1d(src_ids, dst_ids).size:
+            overlap = int(np.intersect1d(src_ids, dst_ids)[0])
+            raise BadSlotId("copy source and destination overlap", slot_id=overlap, event="copy", actor=actor)
+        copy_slots(self.tensors, self.on_device(src_ids), self.on_device(dst_ids))
+
+    def fork(self, src: int, owner: Actor) -> torch.Tensor | None:
+        """A new slot for request `owner` holding a copy of slot `src`'s state (copy-on-write
+        prefix sharing); None if no slot is free."""
+        src_ids = self.ledger._ids([src], Event.ALLOC, owner)
+        self._require_held(src_ids, owner, "forked")
+        ids = self.alloc(1, owner)
+        if ids is not None:
+            copy_slots(self.tensors, self.on_device(src_ids), self.on_device(ids))
+        return ids
+
+    def _require_held(self, ids: np.ndarray, actor: Actor, what: str) -> None:
+        groups = self.ledger._group[self.ledger.cols.state[ids]]
+        held = (groups == int(Group.BATCH_OWNED)) | (groups == int(Group.SESSION_OWNED))
+        if not held.all():
+            slot = int(ids[np.argmin(held)])
+            raise IllegalCopy(f"a slot that nobody holds cannot be {what}", slot=self.ledger.record(slot), actor=actor, slot_id=slot)
