@@ -42,6 +42,14 @@ def _verify(args) -> int:
     return run_verify(args)
 
 
+def _bench(args) -> int:
+    if args.target == "pool":
+        from slotwarden.bench_pool import run
+    else:
+        from slotwarden.bench_scheduler import run
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="slotwarden",
@@ -77,6 +85,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--proof-timeout", type=float, default=None, metavar="S", help="CrossHair per-condition timeout in seconds (default: 120)")
     p.add_argument("--only", action="append", metavar="PROOF", help="run only this proof (repeatable)")
     p.set_defaults(func=_verify)
+
+    p = sub.add_parser(
+        "bench",
+        help="side-by-side timings (pool: against SGLang's allocator; scheduler: host overhead per step)",
+        description="Time the checked pool against real peers (pool) or the scheduler's host overhead per step "
+        "(scheduler), in one run on one device, and report ratios. Prints a table; --json writes the numbers.",
+    )
+    p.add_argument("target", choices=("pool", "scheduler"), help="what to measure")
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
+    p.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, noisier numbers)")
+    p.set_defaults(func=_bench)
     return parser
 
 
