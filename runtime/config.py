@@ -42,7 +42,10 @@ class PoolConfig:
             dtype = getattr(self, name)
             if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
                 raise ValueError(f"PoolConfig.{name} must be a floating torch dtype, not {dtype!r}")
-        torch.device(self.device)  # raises for a malformed device string
+        try:
+            torch.device(self.device)
+        except (RuntimeError, TypeError) as e:  # torch raises these for a malformed device
+            raise ValueError(f"PoolConfig.device must name a torch device, not {self.device!r} ({e})") from None
 
     def conv_shapes(self) -> list[tuple]:
         return [(self.layers, self.num_slots + 1, d, self.conv_kernel - 1) for d in self.conv_dims]

@@ -15,7 +15,9 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from slotwarden.model.vocabulary import NOBODY, Actor, Event, State
+from slotwarden.model.errors import BadSlotId
+from slotwarden.model.step import legal_rule
+from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, Actor, Event, State
 
 from .ledger import SlotLedger
 
@@ -38,11 +40,18 @@ class LedgerGuard:
         self.allocator = allocator
         self.ledger = SlotLedger(capacity, check=check, free_list=False)
         self.device = torch.device("cpu")  # where the engine's index tensors live (from alloc)
+        self._alloc_kind = self.ledger.lifecycle.event(Event.ALLOC).actor
 
     def alloc(self, n: int, owner: Actor) -> torch.Tensor | None:
         """The engine allocates; the guard records `owner` for every slot, or hands the slots
-        back to the engine and raises if the engine gave out a slot that is not free."""
-        ids = self.allocator.alloc(n)
+        back to the engine and raises if the engine gave out a slot that is not free. A bad
+        count or an actor that may not allocate raises before the engine is asked (an engine
+        slicing its free list would take `free[:-1]` for n = -1)."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise BadSlotId(f"alloc needs a positive count, not {n!r}", slot_id=None, event=Event.ALLOC, actor=owner)
+        if owner.kind is not self._alloc_kind:
+            legal_rule(FREE_SLOT, Event.ALLOC, owner, NOBODY, self.ledger.lifecycle)  # raises, in the model's words
+        ids = self.allocator.alloc(int(n))
         if ids is None:
             return None
         self.device = ids.device
@@ -58,6 +67,8 @@ class LedgerGuard:
         close): checked whole first, then applied. Slots that become FREE at once (a
         candidate's rollback or abort) go back to the engine now, released ones at their
         fence. Returns the ids given back to the engine now."""
+        if event is Event.ALLOC:  # naming ids here would take them while the engine still lists them free
+            raise BadSlotId("alloc through alloc(n, owner): the engine chooses the slots", slot_id=None, event=event, actor=actor)
         ids = self.ledger.apply(ids, event, actor, target)
         return self._give_back(ids[self.ledger.cols.state[ids] == _FREE])
 

@@ -30,6 +30,7 @@ from .recorder import FlightRecorder
 CHECKS = ("strict", "off")
 _FREE = int(State.FREE)
 _RELEASED = int(State.RELEASED)
+_SCRATCH = ("stamp",)
 
 
 class Leak(NamedTuple):
@@ -154,7 +155,8 @@ class SlotLedger:
                 self._check_batch(look_up(self.cols, self._alloc, ids, actor.id), Event.ALLOC, actor, NOBODY)
         batch = Batch(ids, np.full(ids.size, _FREE * 8), None, np.full(ids.size, self._alloc.next_state[_FREE * 8], np.uint8))
         write(self.cols, self._alloc, batch, Event.ALLOC, actor.id, NOBODY, self.launched)
-        self.recorder.record(Event.ALLOC, actor, NOBODY, self.launched, ids, _FREE, batch.after)
+        # the recorder keeps its own copy: the caller gets `ids` and may write into it
+        self.recorder.record(Event.ALLOC, actor, NOBODY, self.launched, ids.copy(), _FREE, batch.after)
         self._head = (self._head + int(n)) % self.capacity
         self._count -= int(n)
         return ids
@@ -164,6 +166,12 @@ class SlotLedger:
         ids = self._ids(ids, event, actor)
         if event is Event.ALLOC and self.has_free_list:
             raise BadSlotId("alloc takes a count here: the pool chooses the slots", slot_id=None, event=event, actor=actor)
+        if event is Event.FENCE and actor.kind is ActorKind.SCHEDULER and actor.id > self.finished_steps():
+            # a fence for a step still on the device would free slots it may use (overlap bug)
+            raise FenceError(
+                f"fence of step {actor.id} on slots {ids.tolist()[:8]}, but the device has finished only "
+                f"step {self.finished_steps()} ({self.launched} launched)"
+            )
         return self._apply(ids, event, actor, target)
 
     def launch(self, done: Callable[[], bool] | None = None) -> int:
@@ -237,8 +245,10 @@ class SlotLedger:
         return Audit(self.capacity, counts, free_ok, tuple(problems), leaks)
 
     def snapshot(self) -> dict:
-        """Copies of every column and counter, to compare before and after a call."""
-        snap = {k: t.clone() for k, t in self.tensors.items()}
+        """Copies of every column and counter, to compare before and after a call. The
+        duplicate stamp is scratch (every check overwrites it before reading) and holds no
+        state, so it is left out: a refused call may have stamped it."""
+        snap = {k: t.clone() for k, t in self.tensors.items() if k not in _SCRATCH}
         snap["counters"] = (self._head, self._count, self.launched, self.completed)
         return snap
 
@@ -254,7 +264,8 @@ class SlotLedger:
         freed = ids[batch.after == _FREE] if event is not Event.ALLOC else ids[:0]
         if freed.size and self.has_free_list:
             self._push(freed)
-        self.recorder.record(event, actor, target, self.launched, ids, batch.before, batch.after)
+        # `ids` may be a view of the caller's tensor (and is returned to it): record a copy
+        self.recorder.record(event, actor, target, self.launched, ids.copy(), batch.before, batch.after)
         return ids
 
     def _check_actor(self, ids, event: Event, actor: Actor, target: int) -> None:
@@ -307,6 +318,10 @@ class SlotLedger:
             why = "slot 0 is the pad slot, never allocated or freed" if bad == 0 else f"not a slot of a pool of {self.capacity}"
             raise BadSlotId(why, slot_id=bad, event=event, actor=actor)
         n = arr.size
+        if n > self.capacity:  # every id is real, so (pigeonhole) one is named twice
+            s = np.sort(arr)
+            twice = s[1:][s[1:] == s[:-1]]
+            raise BadSlotId("named twice in one batch", slot_id=int(twice[0]), event=event, actor=actor)
         self._stamp[arr] = self._seq[:n]
         dup = self._stamp[arr] != self._seq[:n]
         if dup.any():

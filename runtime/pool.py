@@ -125,6 +125,15 @@ class StatePool:
             raise BadSlotId("copy source and destination overlap", slot_id=overlap, event="copy", actor=actor)
         copy_slots(self.tensors, self.on_device(src_ids), self.on_device(dst_ids))
 
+    def zero(self, ids, actor: Actor) -> None:
+        """Zero the state of slots `actor` holds (owns, or borrows)."""
+        ids = self.ledger._ids(ids, "zero", actor)
+        mine = np.isin(ids, self.ledger.held_by(actor))
+        if not mine.all():
+            slot = int(ids[np.argmin(mine)])
+            raise IllegalCopy(f"zero of a slot {actor} does not hold", slot=self.ledger.record(slot), actor=actor, slot_id=slot)
+        zero_slots(self.tensors, self.on_device(ids))
+
     def fork(self, src: int, owner: Actor) -> torch.Tensor | None:
         """A new slot for request `owner` holding a copy of slot `src`'s state (copy-on-write
         prefix sharing); None if no slot is free."""

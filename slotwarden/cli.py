@@ -50,6 +50,12 @@ def _bench(args) -> int:
     return run(args)
 
 
+def _demo(args) -> int:
+    from slotwarden.demo import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="slotwarden",
@@ -97,6 +103,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
     p.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, noisier numbers)")
     p.set_defaults(func=_bench)
+
+    p = sub.add_parser(
+        "demo",
+        help="a synthetic serving workload of sessions and requests, ending with the audit",
+        description="Run a synthetic workload of streaming sessions and plain requests through the scheduler "
+        "(TinyMamba layer, checked pool) on the default device, with a progress bar; print throughput, peak slot "
+        "use and the final audit.",
+    )
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--sessions", type=int, default=24, help="streaming sessions (default: 24)")
+    p.add_argument("--requests", type=int, default=96, help="plain requests (default: 96)")
+    p.add_argument("--slots", type=int, default=16, help="pool size in slots (default: 16)")
+    p.add_argument("--overlap", action="store_true", help="overlap scheduling (fences delay slot reuse)")
+    p.add_argument("--seed", type=int, default=0, help="workload seed (default: 0)")
+    p.add_argument("--plot", metavar="FILE.png", help="draw slot occupancy by state over time (needs matplotlib)")
+    p.set_defaults(func=_demo)
     return parser
 
 

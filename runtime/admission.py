@@ -1,0 +1,111 @@
+"""Building the next batch: chunked prefills first, then waiting candidates one by one.
+
+A candidate takes its slot first (a fresh one, or its session's parked slot lent to it) and
+only then is checked against the token budget and the running limit; one that does not fit
+is rolled back: exactly what it took goes back where it came from (a fresh slot to the free
+list, a lent slot to its session). With no prefill work, the batch decodes one token for every
+running request that still has budget. A head of queue starved of slots for `retract_after`
+steps retracts the running plain request with the most tokens left (it is recomputed later).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from slotwarden.model.vocabulary import Actor
+
+from .request import Phase, Request
+
+if TYPE_CHECKING:
+    from .scheduler import Scheduler
+
+
+class Batch(NamedTuple):
+    kind: str  # "prefill" or "decode"
+    items: list  # (request, input tokens it feeds this step)
+
+
+def build_batch(sched: "Scheduler") -> tuple[Batch, list]:
+    cfg = sched.config
+    items: list = []
+    budget = cfg.token_budget
+    for req in sched.running:
+        if req.prefilling and budget > 0:
+            n = min(cfg.chunk_size, len(req.input) - req.fed, budget)
+            items.append((req, n))
+            budget -= n
+    retracted: list = []
+    while sched.waiting and budget > 0 and len(sched.running) < cfg.max_running:
+        req = sched.waiting[0]
+        if not take_slot(sched, req):
+            req.waited += 1
+            if cfg.retract_after is not None and req.waited >= cfg.retract_after:
+                victim = pick_victim(sched)
+                if victim is not None:
+                    retract(sched, victim)
+                    retracted.append(victim)
+                    req.waited = 0
+            break
+        n = min(cfg.chunk_size, len(req.input))
+        if n > budget:  # does not fit this step: give back what it took, try again next step
+            rollback(sched, req)
+            break
+        admit(sched, req)
+        items.append((req, n))
+        budget -= n
+    if items:
+        return Batch("prefill", items), retracted
+    decode = [(r, 1) for r in sched.running if not r.prefilling and r.remaining() > 0]
+    return Batch("decode", decode), retracted
+
+
+def take_slot(sched: "Scheduler", req: Request) -> bool:
+    """The candidate takes its slot: its session's parked slot, lent to it, or a fresh one."""
+    actor = Actor.request(req.rid)
+    if req.session is not None:
+        s = sched.sessions[req.session]
+        if s.slot is not None:
+            sched.pool.lend([s.slot], Actor.session(s.sid), req.rid)
+            req.slot, req.lent = s.slot, True
+            return True
+    ids = sched.pool.alloc(1, actor)
+    if ids is None:
+        return False
+    req.slot, req.lent = int(ids[0]), False
+    return True
+
+
+def rollback(sched: "Scheduler", req: Request) -> None:
+    sched.pool.rollback([req.slot], Actor.request(req.rid))
+    req.slot, req.lent = None, False
+    sched.rolled_back += 1
+
+
+def admit(sched: "Scheduler", req: Request) -> None:
+    actor = Actor.request(req.rid)
+    sched.pool.admit([req.slot], actor)
+    if req.lent and sched.sessions[req.session].stale:
+        sched.pool.zero([req.slot], actor)  # the transcript is fed again from zero
+    sched.waiting.popleft()
+    req.phase = Phase.RUNNING
+    req.waited = 0
+    sched.running.append(req)
+
+
+def pick_victim(sched: "Scheduler") -> Request | None:
+    """The running plain request with the most tokens left (retracting a session turn would
+    free no slot: its slot stays with the session)."""
+    plain = [r for r in sched.running if r.session is None]
+    return max(plain, key=lambda r: (r.remaining(), r.rid), default=None)
+
+
+def retract(sched: "Scheduler", req: Request) -> None:
+    """Preempt `req`: its slot is released (free at the fence of the step in flight) and it
+    waits again, to recompute its prompt and what it has generated so far."""
+    sched.pool.retract([req.slot], Actor.request(req.rid))
+    sched.running.remove(req)
+    sched.generation[req.rid] += 1
+    req.phase, req.slot, req.lent = Phase.WAITING, None, False
+    req.input = req.prompt + req.output
+    req.fed, req.pending_outputs = 0, 0
+    sched.waiting.append(req)

@@ -1,0 +1,69 @@
+"""Requests and sessions as the scheduler sees them: what each has fed, produced and holds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Phase(Enum):
+    WAITING = "waiting"  # queued; holds no slot
+    RUNNING = "running"  # admitted; holds its slot (owned, or lent by its session)
+    DONE = "done"  # finished or aborted; holds nothing
+
+
+@dataclass(eq=False)
+class Request:
+    """One generation request. `input` is everything it must feed before generating (for a
+    session turn: the session's pending token and the turn's prompt; after a retraction: the
+    prompt and what it had generated). `slot` is the one handle it keeps, and only while it
+    holds the slot; `lent` says the slot is its session's."""
+
+    rid: int
+    prompt: list
+    max_new_tokens: int
+    session: int | None = None
+    input: list = field(default_factory=list)
+    output: list = field(default_factory=list)
+    phase: Phase = Phase.WAITING
+    slot: int | None = None
+    lent: bool = False
+    fed: int = 0  # tokens of `input` fed so far (chunked prefill)
+    pending_outputs: int = 0  # outputs of launched steps not yet processed (overlap)
+    finish_reason: str | None = None
+    waited: int = 0  # steps spent waiting for a slot
+
+    @property
+    def prefilling(self) -> bool:
+        return self.fed < len(self.input)
+
+    @property
+    def done(self) -> bool:
+        return self.phase is Phase.DONE
+
+    def remaining(self) -> int:
+        return self.max_new_tokens - len(self.output) - self.pending_outputs
+
+
+class SessionStatus(Enum):
+    OPEN = "open"
+    CLOSING = "closing"  # close asked while a turn is in flight; closes when the turn ends
+    CLOSED = "closed"
+
+
+@dataclass(eq=False)
+class Session:
+    """A streaming session. Between turns it owns at most one slot (`slot`), whose state is
+    exactly `transcript` fed from zero; `pending` is the last generated token, not yet fed.
+    `stale` means the slot's state no longer matches the transcript (a turn was aborted or
+    failed mid-way): the next turn zeroes it and feeds the whole transcript again."""
+
+    sid: int
+    status: SessionStatus = SessionStatus.OPEN
+    slot: int | None = None
+    transcript: list = field(default_factory=list)
+    pending: list = field(default_factory=list)
+    turns: list = field(default_factory=list)  # request ids, in order
+    turn: int | None = None  # the request id of the turn queued or in flight
+    stale: bool = False
+    idle_steps: int = 0

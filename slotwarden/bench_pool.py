@@ -1,0 +1,520 @@
+"""`slotwarden bench pool`: µs per alloc+free round trip of slot allocators, side by side.
+
+Contenders, measured on one device in one run, interleaved per batch size n:
+
+- ``sglang``: SGLang's real ``MambaSlotAllocator`` (``sglang==0.5.23``, loaded from its own module
+  file, not copied): a device tensor free list, ``alloc`` slices it, ``free`` does ``torch.cat``.
+- ``pylist``: a Python free list keyed by request id, as TensorRT-LLM and LMDeploy keep theirs.
+- ``strict`` / ``off``: our `SlotLedger` with ``check="strict"`` / ``check="off"``: alloc, then
+  ROLLBACK (a candidate that takes its slots and gives them back: the direct counterpart of
+  alloc+free).
+- ``lifecycle``: the strict ledger's full request round trip: alloc, ADMIT, FINISH, launch, fence.
+
+Each is timed twice: bookkeeping alone, and with the zeroing of realistic state on alloc (the
+`StatePool` zeroes what it hands out; the baselines get the very same `zero_slots` call after their
+alloc). Times are timeit-style loops (gc off, loop count calibrated per contender and n), repeated
+with the contenders interleaved; the table shows the median of the repeats, the JSON keeps all.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import gc
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from slotwarden.kernels.slots import zero_slots
+from slotwarden.model.vocabulary import Actor, Event
+from slotwarden.runtime.config import PoolConfig
+from slotwarden.runtime.ledger import SlotLedger
+from slotwarden.runtime.pool import StatePool
+
+SGLANG_VERSION = "0.5.23"
+SGLANG_MODULE = ("srt", "mem_cache", "allocator", "mamba.py")
+INSTALL_HINT = f"pip install --no-deps sglang=={SGLANG_VERSION}"
+
+NS = (1, 64, 1024)
+BOOKKEEPING_CAPACITY = 2048
+STATE_BUDGET = 4 * 2**30  # bytes of recurrent state the zeroing pass may allocate
+
+# One Qwen3-Next-80B-A3B gated-delta (linear attention) layer, 36 of its 48 layers: conv over
+# q, k, v (2 * 16 key heads * 128 + 32 value heads * 128 = 8192 channels, kernel 4) and an SSM
+# state of 32 heads * 128 * 128 (fp32). conv bf16 / SSM fp32, as engines keep them.
+QWEN3_NEXT_LAYER = dict(conv_dims=(8192,), conv_kernel=4, heads=32, head_dim=128, state_size=128)
+QWEN3_NEXT_LINEAR_LAYERS = 36
+
+DEFAULT = dict(repeats=7, loop_s=0.2)  # ~1 min on a 2-core CPU
+QUICK = dict(repeats=3, loop_s=0.02)  # ~15 s, most of it allocating and touching the state
+
+CONTENDERS = ("sglang", "pylist", "strict", "off", "lifecycle")
+LABELS = {
+    "sglang": "SGLang MambaSlotAllocator",
+    "pylist": "Python list by request id",
+    "strict": "SlotLedger check=strict",
+    "off": "SlotLedger check=off",
+    "lifecycle": "strict, full lifecycle",
+}
+DOING = {
+    "sglang": "alloc(n); free(ids)",
+    "pylist": "alloc(rid, n): pop n ids; free(rid): pop dict entry, extend list",
+    "strict": "alloc(n, request); apply(ids, ROLLBACK, request)",
+    "off": "alloc(n, request); apply(ids, ROLLBACK, request)",
+    "lifecycle": "alloc; ADMIT; FINISH; launch(); fence()",
+}
+
+
+# -- the contenders ------------------------------------------------------------------------------
+def load_sglang_allocator():
+    """SGLang's `MambaSlotAllocator` class, loaded from its module file alone (importing the
+    `sglang` package would pull its heavy dependencies), or None if sglang is not installed."""
+    spec = importlib.util.find_spec("sglang")  # a top-level name: finds it without importing it
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        path = os.path.join(root, *SGLANG_MODULE)
+        if os.path.exists(path):
+            mod_spec = importlib.util.spec_from_file_location("_slotwarden_bench_sglang_mamba", path)
+            module = importlib.util.module_from_spec(mod_spec)
+            mod_spec.loader.exec_module(module)
+            return module.MambaSlotAllocator
+    return None
+
+
+def sglang_version() -> str | None:
+    try:
+        return importlib.metadata.version("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+class ListSlotPool:
+    """The baseline: a Python free list, and the slots of each request in a dict (as TensorRT-LLM
+    and LMDeploy keep them). A repeated free is a silent no-op; nothing records ownership rules."""
+
+    def __init__(self, size: int):
+        self.free_ids = list(range(size, 0, -1))  # slot 0 is the pad slot; pops from the end
+        self.owned: dict[int, list[int]] = {}
+
+    def alloc(self, request_id: int, n: int) -> list[int] | None:
+        if n > len(self.free_ids):
+            return None
+        ids = self.free_ids[-n:]
+        del self.free_ids[-n:]
+        self.owned[request_id] = ids
+        return ids
+
+    def free(self, request_id: int) -> None:
+        ids = self.owned.pop(request_id, None)
+        if ids:
+            self.free_ids.extend(ids)
+
+
+def _counter():
+    box = [0]
+
+    def nxt() -> int:
+        box[0] += 1
+        return box[0]
+
+    return nxt
+
+
+def bookkeeping_steps(capacity: int, device: torch.device, sglang_cls) -> dict[str, Callable[[int], None]]:
+    """One alloc+free round trip of n slots per contender, bookkeeping only."""
+    steps = {}
+    rid = _counter()
+    if sglang_cls is not None:
+        sg = sglang_cls(capacity, str(device))
+
+        def sglang(n):
+            sg.free(sg.alloc(n))
+
+        steps["sglang"] = sglang
+    lp = ListSlotPool(capacity)
+
+    def pylist(n):
+        r = rid()
+        lp.alloc(r, n)
+        lp.free(r)
+
+    steps["pylist"] = pylist
+    for check in ("strict", "off"):
+        ledger = SlotLedger(capacity, check=check)
+
+        def checked(n, L=ledger):
+            a = Actor.request(rid())
+            L.apply(L.alloc(n, a), Event.ROLLBACK, a)
+
+        steps[check] = checked
+    lc = SlotLedger(capacity, check="strict")
+
+    def lifecycle(n):
+        a = Actor.request(rid())
+        ids = lc.alloc(n, a)
+        lc.apply(ids, Event.ADMIT, a)
+        lc.apply(ids, Event.FINISH, a)
+        lc.launch()
+        lc.fence()
+
+    steps["lifecycle"] = lifecycle
+    return steps
+
+
+def zeroing_steps(pool: StatePool, sglang_cls) -> dict[str, Callable[[int], None]]:
+    """The same round trips, each zeroing the state of the slots it allocates. The pool zeroes in
+    `alloc`; the baselines call the same `zero_slots` on the same tensors after theirs."""
+    steps = {}
+    rid = _counter()
+    tensors, capacity, device = pool.tensors, pool.capacity, pool.device
+    if sglang_cls is not None:
+        sg = sglang_cls(capacity, str(device))
+
+        def sglang(n):
+            ids = sg.alloc(n)
+            zero_slots(tensors, ids)  # already int64 on the device
+            sg.free(ids)
+
+        steps["sglang"] = sglang
+    lp = ListSlotPool(capacity)
+
+    def pylist(n):
+        r = rid()
+        ids = lp.alloc(r, n)
+        zero_slots(tensors, torch.tensor(ids, dtype=torch.int64).to(device, non_blocking=True))
+        lp.free(r)
+
+    steps["pylist"] = pylist
+    for check in ("strict", "off"):
+        p = copy.copy(pool)  # shares the state tensors; its own ledger
+        p.ledger = SlotLedger(capacity, check=check)
+
+        def checked(n, p=p):
+            a = Actor.request(rid())
+            p.rollback(p.alloc(n, a), a)
+
+        steps[check] = checked
+    lp_pool = copy.copy(pool)
+    lp_pool.ledger = SlotLedger(capacity, check="strict")
+
+    def lifecycle(n):
+        a = Actor.request(rid())
+        ids = lp_pool.alloc(n, a)
+        lp_pool.admit(ids, a)
+        lp_pool.finish(ids, a)
+        lp_pool.launch()
+        lp_pool.fence()
+
+    steps["lifecycle"] = lifecycle
+    return steps
+
+
+# -- timing --------------------------------------------------------------------------------------
+def _sync_for(device: torch.device) -> Callable[[], None]:
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+def _loop(fn: Callable[[int], None], n: int, number: int, sync) -> float:
+    """Seconds for `number` calls of fn(n), device work included (synchronized on CUDA)."""
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(number):
+        fn(n)
+    sync()
+    return time.perf_counter() - t0
+
+
+def _calibrate(fn, n: int, loop_s: float, sync) -> int:
+    """timeit's autorange: the smallest 1, 2, 5, 10, 20, ... calls that take at least loop_s."""
+    i = 1
+    while True:
+        for k in (1, 2, 5):
+            number = i * k
+            if _loop(fn, n, number, sync) >= loop_s or number >= 10**6:
+                return number
+        i *= 10
+
+
+def time_side_by_side(steps: dict, ns, repeats: int, loop_s: float, sync, warmup: int = 3) -> dict:
+    """For each n: warm every contender up, calibrate its loop, then time `repeats` rounds with
+    the contenders interleaved (the order rotates each round, so drift hits all of them).
+    Returns {name: {n: {"us": median, "min_us": ..., "runs_us": [...], "number": loops}}}."""
+    out = {name: {} for name in steps}
+    names = list(steps)
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        for n in ns:
+            numbers = {}
+            for name in names:
+                for _ in range(warmup):
+                    steps[name](n)
+                numbers[name] = _calibrate(steps[name], n, loop_s, sync)
+            runs = {name: [] for name in names}
+            for r in range(repeats):
+                order = names[r % len(names) :] + names[: r % len(names)]
+                for name in order:
+                    runs[name].append(_loop(steps[name], n, numbers[name], sync) / numbers[name] * 1e6)
+                gc.collect()  # between rounds, never inside a timed loop
+            for name in names:
+                out[name][n] = {
+                    "us": statistics.median(runs[name]),
+                    "min_us": min(runs[name]),
+                    "runs_us": runs[name],
+                    "number": numbers[name],
+                }
+    finally:
+        if gc_was:
+            gc.enable()
+    return out
+
+
+# -- the state shape -----------------------------------------------------------------------------
+def scaled_config(device, max_n: int, budget: int = STATE_BUDGET, layer: dict | None = None) -> PoolConfig:
+    """The Qwen3-Next-like layer shape with as many layers (at most the model's 36) as `budget`
+    bytes hold for just above `max_n` slots (at least one layer)."""
+    layer = dict(QWEN3_NEXT_LAYER if layer is None else layer)
+    slots = max_n + max(8, max_n // 128)
+    one = PoolConfig(num_slots=slots, layers=1, device=device, **layer)
+    layers = max(1, min(QWEN3_NEXT_LINEAR_LAYERS, budget // (one.bytes_per_slot() * (slots + 1))))
+    return PoolConfig(num_slots=slots, layers=int(layers), device=device, **layer)
+
+
+def describe_config(cfg: PoolConfig) -> dict:
+    return {
+        "model": "Qwen3-Next-like gated-delta layer (scaled)",
+        "layers": cfg.layers,
+        "num_slots": cfg.num_slots,
+        "conv_dims": list(cfg.conv_dims),
+        "conv_kernel": cfg.conv_kernel,
+        "heads": cfg.heads,
+        "head_dim": cfg.head_dim,
+        "state_size": cfg.state_size,
+        "conv_dtype": str(cfg.conv_dtype).replace("torch.", ""),
+        "ssm_dtype": str(cfg.ssm_dtype).replace("torch.", ""),
+        "bytes_per_slot": cfg.bytes_per_slot(),
+        "total_state_bytes": cfg.bytes_per_slot() * (cfg.num_slots + 1),
+    }
+
+
+def ledger_bytes_per_slot(capacity: int = BOOKKEEPING_CAPACITY) -> float:
+    ledger = SlotLedger(capacity)
+    return sum(t.numel() * t.element_size() for t in ledger.tensors.values()) / capacity
+
+
+# -- the measurement -----------------------------------------------------------------------------
+def measure(
+    device=None,
+    *,
+    ns=NS,
+    repeats: int = DEFAULT["repeats"],
+    loop_s: float = DEFAULT["loop_s"],
+    bookkeeping_capacity: int = BOOKKEEPING_CAPACITY,
+    config: PoolConfig | None = None,
+    use_sglang: bool = True,
+    log: Callable[[str], None] = lambda s: None,
+) -> dict:
+    """Run the whole comparison; returns every number and the metadata (what --json writes)."""
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    ns = tuple(int(n) for n in ns)
+    capacity = max(bookkeeping_capacity, max(ns))
+    sglang_cls = load_sglang_allocator() if use_sglang else None
+    sync = _sync_for(device)
+    config = config if config is not None else scaled_config(device, max(ns))
+    if config.num_slots < max(ns):
+        raise ValueError(f"the state pool holds {config.num_slots} slots, fewer than n={max(ns)}")
+    if str(torch.device(config.device)) != str(device):
+        config = dataclasses.replace(config, device=device)
+
+    t0 = time.perf_counter()
+    log(f"bookkeeping: pool of {capacity} slots, n = {', '.join(map(str, ns))}")
+    book = time_side_by_side(bookkeeping_steps(capacity, device, sglang_cls), ns, repeats, loop_s, sync)
+    log(f"zeroing: allocating {config.bytes_per_slot() * (config.num_slots + 1) / 2**30:.2f} GiB of state on {device}")
+    pool = StatePool(config)
+    zero = time_side_by_side(zeroing_steps(pool, sglang_cls), ns, repeats, loop_s, sync)
+    del pool
+    elapsed = time.perf_counter() - t0
+
+    rows = []
+    for name in CONTENDERS:
+        if name not in book:
+            continue
+        for n in ns:
+            b, z = book[name][n], zero[name][n]
+            ref_b = book["sglang"][n]["us"] if "sglang" in book else None
+            ref_z = zero["sglang"][n]["us"] if "sglang" in zero else None
+            rows.append(
+                {
+                    "contender": name,
+                    "label": LABELS[name],
+                    "does": DOING[name],
+                    "n": n,
+                    "bookkeeping_us": b["us"],
+                    "bookkeeping_ratio_to_sglang": b["us"] / ref_b if ref_b else None,
+                    "zeroing_us": z["us"],
+                    "zeroing_ratio_to_sglang": z["us"] / ref_z if ref_z else None,
+                    "bookkeeping_min_us": b["min_us"],
+                    "zeroing_min_us": z["min_us"],
+                    "bookkeeping_runs_us": b["runs_us"],
+                    "zeroing_runs_us": z["runs_us"],
+                    "bookkeeping_loop_number": b["number"],
+                    "zeroing_loop_number": z["number"],
+                }
+            )
+    result = {
+        "meta": {
+            "device": str(device),
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "sglang": sglang_version() if sglang_cls is not None else None,
+            "sglang_loaded": sglang_cls is not None,
+            "statistic": "median of repeats (min and every repeat also given)",
+            "repeats": repeats,
+            "loop_target_s": loop_s,
+            "ns": list(ns),
+            "bookkeeping_capacity": capacity,
+            "state": describe_config(config),
+            "cuda_synchronized": device.type == "cuda",
+            "elapsed_s": elapsed,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        },
+        "ledger_bytes_per_slot": ledger_bytes_per_slot(capacity),
+        "rows": rows,
+    }
+    result["targets"] = targets(result)
+    return result
+
+
+def _row(result: dict, name: str, n: int) -> dict | None:
+    for r in result["rows"]:
+        if r["contender"] == name and r["n"] == n:
+            return r
+    return None
+
+
+def targets(result: dict) -> list[dict]:
+    """The issue's targets, each with its value and met (True/False, None when not measurable)."""
+    out = []
+
+    def ratio_target(what, column, limit):
+        row = _row(result, "strict", 64)
+        value = row[column] if row else None
+        out.append({"target": what, "value": value, "limit": limit, "met": None if value is None else value <= limit})
+
+    ratio_target("checked bookkeeping <= 2x SGLang at n=64", "bookkeeping_ratio_to_sglang", 2.0)
+    ratio_target("checked with zeroing <= 1.10x SGLang at n=64", "zeroing_ratio_to_sglang", 1.10)
+    big = [n for n in result["meta"]["ns"] if n >= 64]
+    speedups = []
+    for n in big:
+        ours, theirs = _row(result, "strict", n), _row(result, "pylist", n)
+        speedups.append(theirs["bookkeeping_us"] / ours["bookkeeping_us"])
+    out.append(
+        {
+            "target": "checked bookkeeping faster than the Python list at n >= 64",
+            "value": min(speedups) if speedups else None,  # the list's time / ours, worst n
+            "limit": 1.0,
+            "met": all(s > 1.0 for s in speedups) if speedups else None,
+        }
+    )
+    b = result["ledger_bytes_per_slot"]
+    out.append({"target": "ledger <= 32 B/slot", "value": b, "limit": 32.0, "met": b <= 32.0})
+    return out
+
+
+# -- the report ----------------------------------------------------------------------------------
+def _ratio(x) -> str:
+    return "n/a" if x is None else f"{x:.2f}x"
+
+
+def _us(x: float) -> str:
+    return f"{x:,.1f}" if x < 1e5 else f"{x:,.0f}"
+
+
+def format_table(result: dict) -> str:
+    head = ("contender", "n", "us bookkeeping", "vs SGLang", "us with zeroing", "vs SGLang")
+    body = [
+        (
+            r["label"],
+            str(r["n"]),
+            _us(r["bookkeeping_us"]),
+            _ratio(r["bookkeeping_ratio_to_sglang"]),
+            _us(r["zeroing_us"]),
+            _ratio(r["zeroing_ratio_to_sglang"]),
+        )
+        for r in result["rows"]
+    ]
+    widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
+    align = ("<", ">", ">", ">", ">", ">")
+
+    def line(cells):
+        return "| " + " | ".join(f"{c:{a}{w}}" for c, a, w in zip(cells, align, widths)) + " |"
+
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if a == ">" else ("-" * (w + 2)) for a, w in zip(align, widths)) + "|"
+    return "\n".join([line(head), rule, *map(line, body)])
+
+
+def format_report(result: dict) -> str:
+    m, s = result["meta"], result["meta"]["state"]
+    sg = f"sglang {m['sglang']} (MambaSlotAllocator, loaded from its module file)" if m["sglang_loaded"] else "sglang: not installed, column skipped"
+    lines = [
+        f"slotwarden bench pool  device={m['device']} ({m['device_name']}, {m['cpu_count']} CPUs)  torch {m['torch']}  python {m['python']}",
+        sg,
+        f"bookkeeping: pool of {m['bookkeeping_capacity']} slots; zeroing: {s['layers']} layer(s) x {s['num_slots']} slots of a "
+        f"Qwen3-Next-like gated-delta layer (conv {s['conv_dims']} x (kernel {s['conv_kernel']} - 1) {s['conv_dtype']}, "
+        f"SSM {s['heads']}x{s['head_dim']}x{s['state_size']} {s['ssm_dtype']}) = {s['bytes_per_slot'] / 2**20:.2f} MiB/slot, "
+        f"{s['total_state_bytes'] / 2**30:.2f} GiB in all",
+        f"us per alloc+free round trip: {m['statistic']} of {m['repeats']} interleaved timeit loops "
+        f"(>= {m['loop_target_s']} s each, gc off)"
+        + ("; torch.cuda.synchronize() around every timed loop, so device work is counted" if m["cuda_synchronized"] else ""),
+        "",
+        format_table(result),
+        "",
+        f"ledger: {result['ledger_bytes_per_slot']:.2f} B/slot (sum of SlotLedger.tensors / capacity)",
+        "",
+        "targets (information only, never an exit code):",
+    ]
+    for t in result["targets"]:
+        mark = "n/a" if t["met"] is None else ("met" if t["met"] else "NOT MET")
+        value = "n/a" if t["value"] is None else f"{t['value']:.2f}"
+        lines.append(f"  {mark:8s} {t['target']}  (value {value}, limit {t['limit']})")
+    lines.append(f"took {m['elapsed_s']:.1f} s")
+    return "\n".join(lines)
+
+
+def write_json(result: dict, path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(result, indent=2) + "\n")
+
+
+def run(args, **params) -> int:
+    """The CLI entry point: `slotwarden bench pool [--device D] [--json FILE] [--quick]`.
+    `params` override `measure`'s arguments (the tests use tiny sizes). Always returns 0 when
+    the measurement ran: the targets are information, not a verdict."""
+    settings = dict(QUICK if getattr(args, "quick", False) else DEFAULT)
+    settings.update(params)
+    use_sglang = settings.pop("use_sglang", True)
+    if use_sglang and load_sglang_allocator() is None:
+        print(f"sglang is not installed: the SGLang column is skipped (ratios print n/a). To include it: {INSTALL_HINT}")
+        use_sglang = False
+    log = (lambda s: print(s, file=sys.stderr, flush=True))
+    result = measure(getattr(args, "device", None), use_sglang=use_sglang, log=log, **settings)
+    print(format_report(result))
+    if getattr(args, "json", None):
+        write_json(result, args.json)
+        print(f"wrote {args.json}")
+    return 0
