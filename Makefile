@@ -23,5 +23,10 @@ test: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/slotwarden docs
 
+# SGLang's real allocator for the side-by-side column: --no-deps, only its module file is loaded
+bench: $(STAMP)
+	$(BIN)/pip install --quiet --no-deps sglang==0.5.23
+	$(BIN)/slotwarden bench pool --device cpu --json benchmarks/pool-cpu.json
+
 clean:
 	rm -rf $(VENV) build *.egg-info .hypothesis

@@ -40,7 +40,7 @@ def build_batch(sched: "Scheduler") -> tuple[Batch, list]:
         if not take_slot(sched, req):
             req.waited += 1
             if cfg.retract_after is not None and req.waited >= cfg.retract_after:
-                victim = pick_victim(sched)
+                victim = pick_victim(sched, exclude={r.rid for r, _ in items})
                 if victim is not None:
                     retract(sched, victim)
                     retracted.append(victim)
@@ -92,10 +92,10 @@ def admit(sched: "Scheduler", req: Request) -> None:
     sched.running.append(req)
 
 
-def pick_victim(sched: "Scheduler") -> Request | None:
-    """The running plain request with the most tokens left (retracting a session turn would
-    free no slot: its slot stays with the session)."""
-    plain = [r for r in sched.running if r.session is None]
+def pick_victim(sched: "Scheduler", exclude: set) -> Request | None:
+    """The running plain request with the most tokens left, not already in the batch being
+    built (retracting a session turn would free no slot: its slot stays with the session)."""
+    plain = [r for r in sched.running if r.session is None and r.rid not in exclude]
     return max(plain, key=lambda r: (r.remaining(), r.rid), default=None)
 
 

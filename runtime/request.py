@@ -29,6 +29,7 @@ class Request:
     slot: int | None = None
     lent: bool = False
     fed: int = 0  # tokens of `input` fed so far (chunked prefill)
+    refeeds: bool = False  # a session turn whose input starts with the whole transcript
     pending_outputs: int = 0  # outputs of launched steps not yet processed (overlap)
     finish_reason: str | None = None
     waited: int = 0  # steps spent waiting for a slot

@@ -269,7 +269,7 @@ class Scheduler:
             else:
                 self.pool.park([req.slot], actor, s.sid)
                 s.slot = req.slot
-            s.transcript += req.input + req.output[:-1]
+            s.transcript = (req.input if req.refeeds else s.transcript + req.input) + req.output[:-1]
             s.pending = req.output[-1:]
             s.stale = False
         self._leave(req, "length")
@@ -317,6 +317,7 @@ class Scheduler:
         s.turn = req.rid
         refeed = s.stale or s.slot is None  # the state is lost or untrustworthy: feed it all from zero
         req.input = (s.transcript if refeed else []) + s.pending + req.prompt
+        req.refeeds = refeed
         self.waiting.append(req)
 
     def _close_now(self, s: Session) -> None:

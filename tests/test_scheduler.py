@@ -1,0 +1,245 @@
+"""The scheduler end to end: continuity, fences, rollback, retraction, abort, close, faults."""
+
+import random
+
+import pytest
+import torch
+
+from slotwarden.model.vocabulary import Actor, Group, State
+from slotwarden.runtime.request import Phase, SessionStatus
+from slotwarden.runtime.scheduler import StepFailed
+
+from scheduling import MODEL, fresh_state, make_scheduler
+
+CONFIGS = [
+    dict(),
+    dict(overlap=True),
+    dict(token_budget=6, chunk_size=4),  # chunked prefill, rollbacks
+    dict(token_budget=6, chunk_size=4, overlap=True),
+]
+
+
+def run_session(sched, turns):
+    sid = sched.open_session()
+    rids = [sched.submit(prompt, n, session=sid) for prompt, n in turns]
+    sched.run(500)
+    return sid, rids
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_session_state_continuity(config):
+    """A session's outputs and state over turns t1..tn equal one request over the concatenated
+    input, exactly (float64)."""
+    sched = make_scheduler(slots=2, **config)
+    turns = [([1, 2, 3, 4, 5, 6, 7], 3), ([9, 8], 4), ([5] * 9, 2)]
+    sid, rids = run_session(sched, turns)
+    concatenated = []
+    for (prompt, _), rid in zip(turns, rids):
+        concatenated += prompt
+        alone = make_scheduler(slots=1, **config)
+        one = alone.submit(concatenated, len(sched.requests[rid].output))
+        alone.run(500)
+        assert alone.requests[one].output == sched.requests[rid].output
+        concatenated += sched.requests[rid].output
+    s = sched.sessions[sid]
+    assert s.transcript + s.pending == concatenated
+    conv, ssm, _ = fresh_state(s.transcript)
+    assert torch.equal(sched.pool.conv[0][:, s.slot], conv)
+    assert torch.equal(sched.pool.ssm[:, s.slot], ssm)
+    assert sched.pool.state_of([s.slot]) == [State.PARKED]
+
+
+def test_no_slot_of_an_in_flight_step_is_handed_out_before_its_fence():
+    sched = make_scheduler(slots=3, overlap=True, token_budget=8, chunk_size=4, max_running=3)
+    used: dict[int, set] = {}
+    forward, alloc = sched._forward, sched.pool.alloc
+
+    def recording_forward(batch):
+        used[sched.pool.ledger.launched] = {req.slot for req, _ in batch.items}
+        return forward(batch)
+
+    handed = []
+
+    def checked_alloc(n, owner):
+        ids = alloc(n, owner)
+        if ids is not None:
+            in_flight = set().union(*(s for step, s in used.items() if step > sched.device.finished))
+            assert not set(ids.tolist()) & in_flight, f"slot {ids.tolist()} is used by a step in flight"
+            handed.append(ids)
+        return ids
+
+    sched._forward, sched.pool.alloc = recording_forward, checked_alloc
+    rng = random.Random(1)
+    for i in range(12):
+        sched.submit([rng.randrange(64) for _ in range(rng.randrange(1, 9))], rng.randrange(1, 5))
+    sched.run(500)
+    assert len(handed) >= 12  # slots were reused while steps were in flight
+    assert max(s for s in used) >= 10
+
+
+def test_rollback_returns_what_the_candidate_took():
+    sched = make_scheduler(slots=3, token_budget=5, chunk_size=4)
+    sid = sched.open_session()
+    first = sched.submit([1, 2], 1, session=sid)
+    sched.run(50)
+    parked = sched.sessions[sid].slot
+    sched.submit([3, 3, 3], 2)  # takes 3 tokens of the budget
+    turn = sched.submit([4, 4, 4, 4], 1, session=sid)  # borrows the session's slot, needs 4 > 2 left
+    report = sched.step()
+    assert report.rolled_back == 1
+    assert sched.requests[turn].phase is Phase.WAITING and sched.requests[turn].slot is None
+    assert sched.pool.state_of([parked]) == [State.PARKED]  # back with its session, not freed
+    assert sched.pool.held_by(Actor.session(sid)).tolist() == [parked]
+    sched.run(50)
+    assert sched.requests[turn].output and sched.requests[first].output
+
+
+def test_retracted_request_recomputes_the_same_tokens():
+    prompts = [([7, 1, 7], 6), ([2, 4], 5), ([9, 9, 1, 2], 4)]
+    roomy = make_scheduler(slots=4)
+    want = [roomy.submit(p, n) for p, n in prompts]
+    roomy.run(200)
+    tight = make_scheduler(slots=2, retract_after=1)
+    got = [tight.submit(p, n) for p, n in prompts]
+    retracted = []
+    while not tight.idle:
+        retracted += tight.step().retracted
+    assert retracted, "the tight pool should have retracted someone"
+    assert [tight.requests[r].output for r in got] == [roomy.requests[r].output for r in want]
+
+
+def test_abort_queued_running_and_lent_turn():
+    sched = make_scheduler(slots=2, max_running=1)
+    sid = sched.open_session()
+    t1 = sched.submit([1, 2, 3], 2, session=sid)
+    sched.run(50)
+    slot = sched.sessions[sid].slot
+    t2 = sched.submit([4, 5], 10, session=sid)
+    queued = sched.submit([6], 3)
+    sched.step()  # the turn borrows the session's slot and runs; the plain request waits
+    assert sched.requests[t2].phase is Phase.RUNNING and sched.pool.state_of([slot]) == [State.LENT_RUNNING]
+    sched.abort(queued)
+    assert sched.requests[queued].done and sched.pool.available() == 1
+    sched.abort(t2)
+    assert sched.pool.state_of([slot]) == [State.PARKED] and sched.sessions[sid].stale
+    t3 = sched.submit([7], 2, session=sid)
+    sched.run(50)
+    # the stale session fed its whole transcript again: continuity still holds
+    s = sched.sessions[sid]
+    conv, ssm, _ = fresh_state(s.transcript)
+    assert torch.equal(sched.pool.ssm[:, s.slot], ssm) and not s.stale
+    assert sched.requests[t1].output and sched.requests[t3].output
+    running = sched.submit([8, 8], 50)
+    sched.step()
+    held = sched.requests[running].slot
+    sched.abort(running)
+    assert sched.pool.state_of([held]) == [State.RELEASED]  # freed at the next fence, not before
+    assert sched.requests[running].slot is None and sched.pool.held_by(Actor.request(running)).numel() == 0
+    sched.step()
+    assert sched.pool.state_of([held]) == [State.FREE]
+
+
+def test_close_is_deferred_while_a_turn_runs_and_releases_exactly_its_slot():
+    sched = make_scheduler(slots=2)
+    sid = sched.open_session()
+    sched.submit([1, 2], 1, session=sid)
+    sched.run(50)
+    slot = sched.sessions[sid].slot
+    sched.submit([3], 3, session=sid)
+    sched.step()
+    sched.close_session(sid)
+    assert sched.sessions[sid].status is SessionStatus.CLOSING
+    assert sched.pool.state_of([slot]) == [State.LENT_RUNNING]
+    sched.run(50)
+    assert sched.sessions[sid].status is SessionStatus.CLOSED
+    assert sched.pool.ledger.counts()[Group.FREE] == 2
+
+
+def test_reaper_closes_idle_sessions():
+    sched = make_scheduler(slots=2, session_timeout=2)
+    sid = sched.open_session()
+    sched.submit([1], 1, session=sid)
+    sched.run(20)
+    for _ in range(4):
+        sched.step()
+    assert sched.sessions[sid].status is SessionStatus.CLOSED
+    assert sched.pool.ledger.counts()[Group.FREE] == 2
+
+
+class Exploding:
+    """TinyMamba whose forward raises at the n-th call, after writing garbage into the slots."""
+
+    def __init__(self, at):
+        self.calls, self.at = 0, at
+
+    def _maybe(self, slots, ssm):
+        self.calls += 1
+        if self.calls == self.at:
+            ssm[:, slots] = float("nan")
+            raise RuntimeError("device fault")
+
+    def prefill(self, tokens, slots, conv, ssm):
+        self._maybe(slots, ssm)
+        return MODEL.prefill(tokens, slots, conv, ssm)
+
+    def decode(self, tokens, slots, conv, ssm):
+        self._maybe(slots, ssm)
+        return MODEL.decode(tokens, slots, conv, ssm)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_failing_forward_pass_aborts_its_requests_cleanly(overlap):
+    sched = make_scheduler(slots=3, model=Exploding(at=4), overlap=overlap)
+    sid = sched.open_session()
+    sched.submit([1, 2], 2, session=sid)
+    plain = sched.submit([3, 4, 5], 6)
+    with pytest.raises(StepFailed):
+        for _ in range(30):
+            sched.step()
+    sched.run(100)
+    sched.check_audit()  # consistent: every slot accounted for, nothing leaked
+    failed = [r for r in sched.requests.values() if r.finish_reason and "failed" in r.finish_reason]
+    assert failed
+    t = sched.submit([6], 2, session=sid)
+    sched.run(100)
+    s = sched.sessions[sid]
+    conv, ssm, _ = fresh_state(s.transcript)
+    assert torch.equal(sched.pool.ssm[:, s.slot], ssm)  # no NaN state silently continued
+    assert sched.requests[t].output
+    _ = plain
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_mixed_workloads_end_with_a_clean_audit(seed):
+    rng = random.Random(seed)
+    sched = make_scheduler(
+        slots=rng.choice([1, 2, 3, 5]),
+        overlap=rng.random() < 0.5,
+        token_budget=rng.choice([4, 8, 32]),
+        chunk_size=rng.choice([2, 4, 16]),
+        max_running=rng.choice([1, 2, 4]),
+        retract_after=rng.choice([1, 3, None]),
+        session_timeout=rng.choice([None, 3]),
+    )
+    sessions = [sched.open_session() for _ in range(3)]
+    for _ in range(60):
+        roll = rng.random()
+        if roll < 0.3:
+            sched.submit([rng.randrange(64) for _ in range(rng.randrange(1, 7))], rng.randrange(1, 5))
+        elif roll < 0.5:
+            sid = rng.choice(sessions)
+            if sched.sessions[sid].status is SessionStatus.OPEN:
+                sched.submit([rng.randrange(64) for _ in range(rng.randrange(1, 5))], rng.randrange(1, 4), session=sid)
+        elif roll < 0.6 and sched.requests:
+            sched.abort(rng.choice(list(sched.requests)))
+        elif roll < 0.65:
+            sched.close_session(rng.choice(sessions))
+        sched.step()
+        audit = sched.pool.audit()
+        assert audit.free_list_ok and not audit.problems
+    for sid in sessions:
+        sched.close_session(sid)
+    sched.run(1000)
+    sched.step()
+    assert sched.pool.ledger.counts()[Group.FREE] == sched.pool.capacity
+    assert sched.check_audit().clean
