@@ -1,6 +1,8 @@
 """Building the next batch: chunked prefills first, then waiting candidates one by one.
 
-A candidate takes its slot first (a fresh one, or its session's parked slot lent to it) and
+Waiting requests are taken in order; once one finds no free slot, only session turns whose
+session already holds a slot may pass it (they need no free one), so parked sessions never
+block each other behind a starved request. A candidate takes its slot first (a fresh one, or its session's parked slot lent to it) and
 only then is checked against the token budget and the running limit; one that does not fit
 is rolled back: exactly what it took goes back where it came from (a fresh slot to the free
 list, a lent slot to its session). With no prefill work, the batch decodes one token for every
@@ -35,9 +37,14 @@ def build_batch(sched: "Scheduler") -> tuple[Batch, list]:
             items.append((req, n))
             budget -= n
     retracted: list = []
-    while sched.waiting and budget > 0 and len(sched.running) < cfg.max_running:
-        req = sched.waiting[0]
+    blocked = False  # a request found no free slot: only turns whose session has one may pass it
+    for req in list(sched.waiting):
+        if budget <= 0 or len(sched.running) >= cfg.max_running:
+            break
+        if blocked and not has_own_slot(sched, req):
+            continue
         if not take_slot(sched, req):
+            blocked = True
             req.waited += 1
             if cfg.retract_after is not None and req.waited >= cfg.retract_after:
                 victim = pick_victim(sched, exclude={r.rid for r, _ in items})
@@ -45,10 +52,10 @@ def build_batch(sched: "Scheduler") -> tuple[Batch, list]:
                     retract(sched, victim)
                     retracted.append(victim)
                     req.waited = 0
-            break
-        n = min(cfg.chunk_size, len(req.input))
+            continue
+        n = min(cfg.chunk_size, len(req.input), cfg.token_budget)  # always fits an empty step
         if n > budget:  # does not fit this step: give back what it took, try again next step
-            rollback(sched, req)
+            sched.rollback_candidate(req)
             break
         admit(sched, req)
         items.append((req, n))
@@ -57,6 +64,11 @@ def build_batch(sched: "Scheduler") -> tuple[Batch, list]:
         return Batch("prefill", items), retracted
     decode = [(r, 1) for r in sched.running if not r.prefilling and r.remaining() > 0]
     return Batch("decode", decode), retracted
+
+
+def has_own_slot(sched: "Scheduler", req: Request) -> bool:
+    """A session turn whose session holds a slot needs no free one."""
+    return req.session is not None and sched.sessions[req.session].slot is not None
 
 
 def take_slot(sched: "Scheduler", req: Request) -> bool:
@@ -75,27 +87,23 @@ def take_slot(sched: "Scheduler", req: Request) -> bool:
     return True
 
 
-def rollback(sched: "Scheduler", req: Request) -> None:
-    sched.pool.rollback([req.slot], Actor.request(req.rid))
-    req.slot, req.lent = None, False
-    sched.rolled_back += 1
-
-
 def admit(sched: "Scheduler", req: Request) -> None:
     actor = Actor.request(req.rid)
     sched.pool.admit([req.slot], actor)
     if req.lent and sched.sessions[req.session].stale:
         sched.pool.zero([req.slot], actor)  # the transcript is fed again from zero
-    sched.waiting.popleft()
+    sched.waiting.remove(req)
     req.phase = Phase.RUNNING
     req.waited = 0
     sched.running.append(req)
 
 
 def pick_victim(sched: "Scheduler", exclude: set) -> Request | None:
-    """The running plain request with the most tokens left, not already in the batch being
-    built (retracting a session turn would free no slot: its slot stays with the session)."""
-    plain = [r for r in sched.running if r.session is None and r.rid not in exclude]
+    """The running plain request with the most tokens left among those past their prefill
+    (a request is never retracted before it produced a token, so two requests cannot keep
+    retracting each other's prefill), not already in the batch being built. Retracting a
+    session turn would free no slot: its slot stays with the session."""
+    plain = [r for r in sched.running if r.session is None and r.rid not in exclude and not r.prefilling and r.output]
     return max(plain, key=lambda r: (r.remaining(), r.rid), default=None)
 
 

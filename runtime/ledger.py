@@ -301,15 +301,13 @@ class SlotLedger:
             arr = ids.numpy()
         else:
             arr = np.asarray(ids)
-        if arr.dtype.kind not in "iu":
-            if arr.size == 0 and allow_empty:
+        if arr.size == 0:  # before the dtype: `[]` reads as float64, but it is an empty batch
+            if allow_empty:
                 return np.zeros(0, dtype=np.int64)
+            raise BadSlotId("an empty batch", slot_id=None, event=event, actor=actor)
+        if arr.dtype.kind not in "iu":
             raise BadSlotId(f"slot ids must be integers, not {arr.dtype}", slot_id=None, event=event, actor=actor)
         arr = arr.reshape(-1).astype(np.int64, copy=False)
-        if arr.size == 0:
-            if allow_empty:
-                return arr
-            raise BadSlotId("an empty batch", slot_id=None, event=event, actor=actor)
         if self.check == "off":
             return arr
         out = (arr - 1).view(np.uint64) >= np.uint64(self.capacity)

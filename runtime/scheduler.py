@@ -174,7 +174,7 @@ class Scheduler:
         elif current is not None:
             self.device.finish(current.step)
             finished += self._process(current)
-        self.pool.fence()  # every step the device has finished
+        self.fence_finished()
         if failure is not None:
             raise StepFailed(f"the forward pass of step {self.pool.ledger.launched} raised: {failure!r}") from failure
         if self.idle and self.config.audit_when_idle:
@@ -221,6 +221,35 @@ class Scheduler:
             raise AuditFailed("idle audit failed:\n" + "\n".join(problems + leaks))
         return audit
 
+    # -- policy: what the scheduler fires at each decision (mutants override one of these) ----
+    def rollback_candidate(self, req: Request) -> None:
+        """A candidate that took its slot does not fit: give back exactly what it took."""
+        self.pool.rollback([req.slot], Actor.request(req.rid))
+        req.slot, req.lent = None, False
+        self.rolled_back += 1
+
+    def release_finished(self, req: Request) -> None:
+        """A request reached its budget: a plain one releases its slot, a session turn parks
+        its fresh slot in the session or gives the lent one back."""
+        actor = Actor.request(req.rid)
+        if req.session is None or req.lent:
+            self.pool.finish([req.slot], actor)
+        else:
+            self.pool.park([req.slot], actor, req.session)
+            self.sessions[req.session].slot = req.slot
+
+    def release_aborted(self, req: Request) -> None:
+        """A running request is cancelled: its slot goes back where it came from."""
+        self.pool.abort([req.slot], Actor.request(req.rid))
+
+    def release_session(self, s: Session) -> None:
+        """A session closes: exactly the slot it owns is released."""
+        self.pool.close(Actor.session(s.sid))
+
+    def fence_finished(self) -> None:
+        """Fence every step the device has finished."""
+        self.pool.fence()
+
     # -- internals ---------------------------------------------------------------------------
     def _forward(self, batch: Batch) -> list:
         """Run the layer on the batch (reading and writing the pool by slot index). Returns,
@@ -259,16 +288,9 @@ class Scheduler:
         return finished
 
     def _finish(self, req: Request) -> None:
-        actor = Actor.request(req.rid)
-        if req.session is None:
-            self.pool.finish([req.slot], actor)
-        else:
+        self.release_finished(req)
+        if req.session is not None:
             s = self.sessions[req.session]
-            if req.lent:
-                self.pool.finish([req.slot], actor)  # the lent slot returns to its session
-            else:
-                self.pool.park([req.slot], actor, s.sid)
-                s.slot = req.slot
             s.transcript = (req.input if req.refeeds else s.transcript + req.input) + req.output[:-1]
             s.pending = req.output[-1:]
             s.stale = False
@@ -276,7 +298,7 @@ class Scheduler:
         self._turn_ended(req)
 
     def _abort_running(self, req: Request, reason: str) -> None:
-        self.pool.abort([req.slot], Actor.request(req.rid))
+        self.release_aborted(req)
         if req.lent:
             self.sessions[req.session].stale = True  # its state was advanced in place
         self._leave(req, reason)
@@ -321,7 +343,7 @@ class Scheduler:
         self.waiting.append(req)
 
     def _close_now(self, s: Session) -> None:
-        self.pool.close(Actor.session(s.sid))
+        self.release_session(s)
         s.slot, s.status, s.turn = None, SessionStatus.CLOSED, None
 
     def _reap_sessions(self) -> None:

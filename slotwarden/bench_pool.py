@@ -13,7 +13,9 @@ Contenders, measured on one device in one run, interleaved per batch size n:
 Each is timed twice: bookkeeping alone, and with the zeroing of realistic state on alloc (the
 `StatePool` zeroes what it hands out; the baselines get the very same `zero_slots` call after their
 alloc). Times are timeit-style loops (gc off, loop count calibrated per contender and n), repeated
-with the contenders interleaved; the table shows the median of the repeats, the JSON keeps all.
+with the contenders interleaved; the table shows the minimum of the repeats (timeit's advice: the
+higher ones measure other processes' interference, not the code), the JSON keeps the median and
+every repeat too.
 """
 
 from __future__ import annotations
@@ -54,8 +56,11 @@ STATE_BUDGET = 4 * 2**30  # bytes of recurrent state the zeroing pass may alloca
 QWEN3_NEXT_LAYER = dict(conv_dims=(8192,), conv_kernel=4, heads=32, head_dim=128, state_size=128)
 QWEN3_NEXT_LINEAR_LAYERS = 36
 
-DEFAULT = dict(repeats=7, loop_s=0.2)  # ~1 min on a 2-core CPU
-QUICK = dict(repeats=3, loop_s=0.02)  # ~15 s, most of it allocating and touching the state
+# repeats: at least this many rounds; budget_s: more rounds (up to MAX_REPEATS) while one n of one
+# pass takes less than this. Many short loops give the minimum more chances at a quiet moment.
+DEFAULT = dict(repeats=5, loop_s=0.05, budget_s=6.0)  # ~1 min on a 2-core CPU
+QUICK = dict(repeats=2, loop_s=0.01, budget_s=0.6)  # ~15 s, most of it allocating and touching the state
+MAX_REPEATS = 40
 
 CONTENDERS = ("sglang", "pylist", "strict", "off", "lifecycle")
 LABELS = {
@@ -236,42 +241,53 @@ def _loop(fn: Callable[[int], None], n: int, number: int, sync) -> float:
     return time.perf_counter() - t0
 
 
-def _calibrate(fn, n: int, loop_s: float, sync) -> int:
-    """timeit's autorange: the smallest 1, 2, 5, 10, 20, ... calls that take at least loop_s."""
+def _calibrate(fn, n: int, loop_s: float, sync) -> tuple[int, float]:
+    """timeit's autorange: the smallest 1, 2, 5, 10, 20, ... calls that take at least loop_s,
+    and how long that loop took."""
     i = 1
     while True:
         for k in (1, 2, 5):
             number = i * k
-            if _loop(fn, n, number, sync) >= loop_s or number >= 10**6:
-                return number
+            took = _loop(fn, n, number, sync)
+            if took >= loop_s or number >= 10**6:
+                return number, took
         i *= 10
 
 
-def time_side_by_side(steps: dict, ns, repeats: int, loop_s: float, sync, warmup: int = 3) -> dict:
-    """For each n: warm every contender up, calibrate its loop, then time `repeats` rounds with
-    the contenders interleaved (the order rotates each round, so drift hits all of them).
-    Returns {name: {n: {"us": median, "min_us": ..., "runs_us": [...], "number": loops}}}."""
+def time_side_by_side(
+    steps: dict, ns, repeats: int, loop_s: float, sync, budget_s: float = 0.0, warmup: int = 3
+) -> dict:
+    """For each n: warm every contender up, calibrate its loop, then time rounds with the
+    contenders interleaved (the order rotates each round, so drift hits all of them): at least
+    `repeats` rounds, more (up to MAX_REPEATS) while they fit in `budget_s`.
+    Returns {name: {n: {"us": min, "median_us": ..., "runs_us": [...], "number": loops}}}."""
     out = {name: {} for name in steps}
     names = list(steps)
     gc_was = gc.isenabled()
+    gc.collect()  # once, before; none inside (cycles are rare here, refcounting frees the rest)
     gc.disable()
     try:
         for n in ns:
-            numbers = {}
+            numbers, seconds = {}, {}
             for name in names:
-                for _ in range(warmup):
-                    steps[name](n)
-                numbers[name] = _calibrate(steps[name], n, loop_s, sync)
+                spent = _loop(steps[name], n, 1, sync)  # first call: caches, first touch of the pages
+                for _ in range(warmup - 1):  # more only while it is cheap (zeroing 1024 slots is not)
+                    if spent >= loop_s:
+                        break
+                    spent += _loop(steps[name], n, 1, sync)
+                numbers[name], seconds[name] = _calibrate(steps[name], n, loop_s, sync)
+            round_s = sum(seconds.values())
+            rounds = repeats if round_s <= 0 else int(budget_s / round_s)
+            rounds = max(repeats, min(MAX_REPEATS, rounds))
             runs = {name: [] for name in names}
-            for r in range(repeats):
+            for r in range(rounds):
                 order = names[r % len(names) :] + names[: r % len(names)]
                 for name in order:
                     runs[name].append(_loop(steps[name], n, numbers[name], sync) / numbers[name] * 1e6)
-                gc.collect()  # between rounds, never inside a timed loop
             for name in names:
                 out[name][n] = {
-                    "us": statistics.median(runs[name]),
-                    "min_us": min(runs[name]),
+                    "us": min(runs[name]),
+                    "median_us": statistics.median(runs[name]),
                     "runs_us": runs[name],
                     "number": numbers[name],
                 }
@@ -321,6 +337,7 @@ def measure(
     ns=NS,
     repeats: int = DEFAULT["repeats"],
     loop_s: float = DEFAULT["loop_s"],
+    budget_s: float = DEFAULT["budget_s"],
     bookkeeping_capacity: int = BOOKKEEPING_CAPACITY,
     config: PoolConfig | None = None,
     use_sglang: bool = True,
@@ -338,14 +355,17 @@ def measure(
     if str(torch.device(config.device)) != str(device):
         config = dataclasses.replace(config, device=device)
 
+    load_before = _loadavg()
     t0 = time.perf_counter()
     log(f"bookkeeping: pool of {capacity} slots, n = {', '.join(map(str, ns))}")
-    book = time_side_by_side(bookkeeping_steps(capacity, device, sglang_cls), ns, repeats, loop_s, sync)
+    book = time_side_by_side(bookkeeping_steps(capacity, device, sglang_cls), ns, repeats, loop_s, sync, budget_s)
+    log(f"  {time.perf_counter() - t0:.1f} s")
     log(f"zeroing: allocating {config.bytes_per_slot() * (config.num_slots + 1) / 2**30:.2f} GiB of state on {device}")
     pool = StatePool(config)
-    zero = time_side_by_side(zeroing_steps(pool, sglang_cls), ns, repeats, loop_s, sync)
+    zero = time_side_by_side(zeroing_steps(pool, sglang_cls), ns, repeats, loop_s, sync, budget_s)
     del pool
     elapsed = time.perf_counter() - t0
+    log(f"  {elapsed:.1f} s in all")
 
     rows = []
     for name in CONTENDERS:
@@ -365,8 +385,8 @@ def measure(
                     "bookkeeping_ratio_to_sglang": b["us"] / ref_b if ref_b else None,
                     "zeroing_us": z["us"],
                     "zeroing_ratio_to_sglang": z["us"] / ref_z if ref_z else None,
-                    "bookkeeping_min_us": b["min_us"],
-                    "zeroing_min_us": z["min_us"],
+                    "bookkeeping_median_us": b["median_us"],
+                    "zeroing_median_us": z["median_us"],
                     "bookkeeping_runs_us": b["runs_us"],
                     "zeroing_runs_us": z["runs_us"],
                     "bookkeeping_loop_number": b["number"],
@@ -376,21 +396,24 @@ def measure(
     result = {
         "meta": {
             "device": str(device),
-            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name(),
             "cpu_count": os.cpu_count(),
             "torch": torch.__version__,
             "python": platform.python_version(),
             "platform": platform.platform(),
             "sglang": sglang_version() if sglang_cls is not None else None,
             "sglang_loaded": sglang_cls is not None,
-            "statistic": "median",  # of the repeats; min_us and runs_us give the rest
-            "repeats": repeats,
+            "statistic": "min",  # of the repeats; *_median_us and *_runs_us give the rest
+            "min_repeats": repeats,
+            "max_repeats": MAX_REPEATS,
             "loop_target_s": loop_s,
+            "budget_s_per_n": budget_s,
             "ns": list(ns),
             "bookkeeping_capacity": capacity,
             "state": describe_config(config),
             "cuda_synchronized": device.type == "cuda",
             "elapsed_s": elapsed,
+            "loadavg_1min": {"before": load_before, "after": _loadavg()},  # other processes' share of the CPUs
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
         "ledger_bytes_per_slot": ledger_bytes_per_slot(capacity),
@@ -398,6 +421,23 @@ def measure(
     }
     result["targets"] = targets(result)
     return result
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _loadavg() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 def _row(result: dict, name: str, n: int) -> dict | None:
@@ -481,8 +521,9 @@ def format_report(result: dict) -> str:
         f"Qwen3-Next-like gated-delta layer (conv {s['conv_dims']} x (kernel {s['conv_kernel']} - 1) {s['conv_dtype']}, "
         f"SSM {s['heads']}x{s['head_dim']}x{s['state_size']} {s['ssm_dtype']}) = {s['bytes_per_slot'] / 2**20:.2f} MiB/slot, "
         f"{s['total_state_bytes'] / 2**30:.2f} GiB in all",
-        f"us per alloc+free round trip: {m['statistic']} of {m['repeats']} repeats, each a timeit-style loop of "
-        f">= {m['loop_target_s']} s (gc off), contenders interleaved per n; min and every repeat in the JSON"
+        f"us per alloc+free round trip: {m['statistic']} of {m['min_repeats']}-{m['max_repeats']} repeats "
+        f"(as many as fit in {m['budget_s_per_n']} s per n), each a timeit-style loop of >= {m['loop_target_s']} s "
+        "(gc off), contenders interleaved per n; median and every repeat in the JSON"
         + ("; torch.cuda.synchronize() around every timed loop, so device work is counted" if m["cuda_synchronized"] else ""),
         "",
         format_table(result),
@@ -496,6 +537,12 @@ def format_report(result: dict) -> str:
         value = "n/a" if t["value"] is None else f"{t['value']:.2f}"
         lines.append(f"  {mark:8s} {t['target']}: {t['measure']} = {value} (limit {t['limit']})")
     lines.append(f"took {m['elapsed_s']:.1f} s")
+    load = [x for x in m["loadavg_1min"].values() if x is not None]
+    if load and m["cpu_count"] and max(load) > m["cpu_count"] / 2:
+        lines.append(
+            f"note: 1-min load average {' -> '.join(f'{x:.2f}' for x in load)} on {m['cpu_count']} CPUs: other processes "
+            "were running; the minimum of the repeats is the least disturbed estimate, ratios more reliable than absolutes"
+        )
     return "\n".join(lines)
 
 

@@ -3,32 +3,19 @@
 import torch
 
 from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
-from slotwarden.runtime.config import PoolConfig
+from slotwarden.runtime.assemble import pool_for, scheduler_for
 from slotwarden.runtime.pool import StatePool
-from slotwarden.runtime.scheduler import Scheduler, SchedulerConfig
+from slotwarden.runtime.scheduler import Scheduler
 
 MODEL = TinyMamba(TinyMambaConfig(dtype=torch.float64))
 
 
 def make_pool(slots: int) -> StatePool:
-    mc = MODEL.config
-    return StatePool(
-        PoolConfig(
-            num_slots=slots,
-            layers=mc.layers,
-            conv_dims=(mc.conv_dim,),
-            conv_kernel=mc.conv_kernel,
-            heads=mc.heads,
-            head_dim=mc.head_dim,
-            state_size=mc.dstate,
-            conv_dtype=mc.dtype,
-            ssm_dtype=mc.dtype,
-        )
-    )
+    return pool_for(MODEL, slots)
 
 
 def make_scheduler(slots: int = 4, model=MODEL, **config) -> Scheduler:
-    return Scheduler(make_pool(slots), model, SchedulerConfig(**config))
+    return scheduler_for(model, slots, **config)
 
 
 def fresh_state(tokens):

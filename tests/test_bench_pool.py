@@ -17,7 +17,7 @@ HAS_SGLANG = bench_pool.load_sglang_allocator() is not None
 def _tiny(ns=(1, 4), **kw):
     """Tiny sizes, two repeats of one round trip each: the whole bench in well under a second."""
     cfg = PoolConfig(num_slots=max(ns) + 1, layers=1, conv_dims=(8,), conv_kernel=4, heads=2, head_dim=4, state_size=4)
-    return dict(ns=ns, repeats=2, loop_s=0.0, bookkeeping_capacity=64, config=cfg, **kw)
+    return dict(ns=ns, repeats=2, loop_s=0.0, budget_s=0.0, bookkeeping_capacity=64, config=cfg, **kw)
 
 
 def test_run_writes_a_parseable_report(tmp_path, capsys):

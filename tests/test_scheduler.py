@@ -169,6 +169,8 @@ def test_reaper_closes_idle_sessions():
 class Exploding:
     """TinyMamba whose forward raises at the n-th call, after writing garbage into the slots."""
 
+    config = MODEL.config
+
     def __init__(self, at):
         self.calls, self.at = 0, at
 

@@ -1,0 +1,338 @@
+"""`slotwarden bench scheduler`: the scheduler's host overhead per step, without the layer's compute.
+
+What runs: the real `Scheduler` (batch building, `_forward`'s input preparation and bookkeeping,
+`_process`, finishing, fences) over a real `StatePool`, with only the model replaced by
+`StubModel`, whose `prefill`/`decode` return a constant token tensor (a slice of one made at
+start, on the pool's device) without computing anything. Stubbing the model rather than
+overriding `Scheduler._forward` keeps the scheduler's own code, contract included, exactly as
+it ships: what is timed is `step()` minus the layer.
+
+Workloads, each at N = 16, 256 and 1024 running requests (pool of N slots, max_running N):
+
+- ``decode``: N requests decoding with an unbounded budget: the steady state has no slot events
+  but the step's launch and fence.
+- ``churn``: every request has 16-48 new tokens (seeded); each one that finishes is replaced
+  (between steps, untimed) by a new request with a 1-4 token prompt, so every step also
+  finishes, allocates and admits about N/32 requests: alloc, admit, finish, fence.
+
+Each is run with the pool's checks on (``check="strict"``) and off (``check="off"``): two
+schedulers fed the same seeded workload, stepping in alternating turns of a few steps (so that
+load from other processes hits both alike); the table shows the median of the repeats.
+
+- checking share = (on - off) / on, from whole-step times;
+- a second, instrumented pass times every outermost call into the ledger (alloc, apply, launch,
+  fence, held_by, _ids): the ledger share (lifecycle bookkeeping / step, checks on) and the
+  checking share measured inside the ledger, (ledger on - ledger off) / step on. That one does
+  not hang on the difference of two noisy whole-step times, so the target is judged on it.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from slotwarden.demo import build_scheduler
+from slotwarden.runtime.scheduler import Scheduler
+
+NS = (16, 256, 1024)
+WORKLOADS = ("decode", "churn")
+CHECKS = ("strict", "off")
+DEFAULT = dict(repeats=5, loop_s=0.3, warmup=64, min_steps=16)  # ~1 min on a 2-core CPU
+QUICK = dict(repeats=2, loop_s=0.02, warmup=8, min_steps=8)  # ~10 s, most of it N=1024
+NEW_TOKENS = (16, 48)  # churn: new tokens of each request
+PROMPT = (1, 4)  # churn: prompt tokens of each replacement
+LEDGER_CALLS = ("alloc", "apply", "launch", "fence", "held_by", "_ids")
+TARGET_N = 256
+TARGET_SHARE = 5.0  # % of the step spent checking, at TARGET_N
+TARGET_US = 1000.0  # µs of host overhead per step, at TARGET_N
+
+
+class StubModel:
+    """TinyMamba's `prefill`/`decode` signature, no compute: the next token of every row is 1."""
+
+    def __init__(self, rows: int, device):
+        self.tokens = torch.ones(rows, dtype=torch.int64, device=device)
+
+    def prefill(self, tokens, slots, conv_state, ssm_state, pad_slot: int = 0):
+        return self.tokens[: len(tokens)]
+
+    def decode(self, tokens, slots, conv_state, ssm_state, pad_slot: int = 0):
+        return self.tokens[: tokens.shape[0]]
+
+
+class Workload:
+    """N running requests on a stubbed scheduler, kept at N by replacing those that finish."""
+
+    def __init__(self, kind: str, n: int, check: str, device, seed: int = 0):
+        self.kind, self.n = kind, n
+        self.sched: Scheduler = build_scheduler(
+            n, device, check=check, max_running=n, token_budget=max(64, 4 * n), session_timeout=None
+        )
+        self.sched.model = StubModel(n, device)
+        self.rng = random.Random(seed)
+        self.tokens = 0
+        for _ in range(n):
+            self._submit()
+
+    def _submit(self) -> None:
+        if self.kind == "decode":
+            self.sched.submit([1], 1 << 40)
+        else:
+            self.sched.submit([1] * self.rng.randint(*PROMPT), self.rng.randint(*NEW_TOKENS))
+
+    def steps(self, count: int, timer: Callable[[], float] = time.perf_counter) -> float:
+        """Run `count` steps; returns the seconds spent inside `step()` (replacements untimed)."""
+        total = 0.0
+        step = self.sched.step
+        for _ in range(count):
+            t0 = timer()
+            report = step()
+            total += timer() - t0
+            self.tokens += report.size if report.kind == "decode" else 0
+            for _ in report.finished:
+                self._submit()
+        return total
+
+
+class LedgerTimer:
+    """Times the outermost calls into one ledger (nested calls count once), on that instance."""
+
+    def __init__(self, ledger, names=LEDGER_CALLS):
+        self.ledger, self.names = ledger, names
+        self.seconds, self.calls, self._depth = 0.0, 0, 0
+        for name in names:
+            setattr(ledger, name, self._wrap(getattr(ledger, name)))
+
+    def _wrap(self, fn):
+        clock = time.perf_counter
+
+        def timed(*args, **kwargs):
+            if self._depth:
+                return fn(*args, **kwargs)
+            self._depth = 1
+            t0 = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds += clock() - t0
+                self.calls += 1
+                self._depth = 0
+
+        return timed
+
+    def remove(self) -> None:
+        for name in self.names:
+            delattr(self.ledger, name)  # the class's method shows through again
+
+
+def _sync_for(device: torch.device) -> Callable[[], None]:
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+def _interleaved(runs: dict, loop_s: float, min_steps: int, chunk: int, sync, instrument: bool) -> dict:
+    """One repeat: the schedulers of `runs` step in turns of `chunk` steps (the order alternating
+    each turn, so load on the machine hits both alike) until each spent `loop_s` seconds in
+    step() and ran `min_steps`. Both run the same seeded workload, so turn i of one and turn i of
+    the other step through the same batches. Per check: seconds in step() per step, and with
+    `instrument`, seconds inside the ledger per step and ledger calls per step."""
+    names = list(runs)
+    spent = {c: 0.0 for c in names}
+    steps = {c: 0 for c in names}
+    timers = {c: LedgerTimer(runs[c].sched.pool.ledger) for c in names} if instrument else {}
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        turn = 0
+        while any(spent[c] < loop_s or steps[c] < min_steps for c in names):
+            for c in names if turn % 2 == 0 else names[::-1]:
+                inside = runs[c].steps(chunk)
+                t0 = time.perf_counter()
+                sync()  # on CUDA: what the steps left queued on the device counts too
+                spent[c] += inside + (time.perf_counter() - t0)
+                steps[c] += chunk
+            turn += 1
+    finally:
+        for t in timers.values():
+            t.remove()
+        if gc_was:
+            gc.enable()
+    out = {}
+    for c in names:
+        out[c] = {"step_s": spent[c] / steps[c], "steps": steps[c]}
+        if instrument:
+            out[c]["ledger_s"] = timers[c].seconds / steps[c]
+            out[c]["ledger_calls"] = timers[c].calls / steps[c]
+    return out
+
+
+def measure(
+    device=None,
+    *,
+    ns=NS,
+    workloads=WORKLOADS,
+    repeats: int = DEFAULT["repeats"],
+    loop_s: float = DEFAULT["loop_s"],
+    warmup: int = DEFAULT["warmup"],
+    min_steps: int = DEFAULT["min_steps"],
+    chunk: int = 8,
+    log: Callable[[str], None] = lambda s: None,
+) -> dict:
+    """Every number the table shows, the repeats behind them and the metadata (what --json writes)."""
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    sync = _sync_for(device)
+    med = statistics.median
+    rows = []
+    for kind in workloads:
+        for n in ns:
+            log(f"{kind} N={n}: building and warming up")
+            runs = {c: Workload(kind, n, c, device) for c in CHECKS}
+            for w in runs.values():
+                w.steps(warmup)
+            if kind == "decode" and any(len(w.sched.running) != n for w in runs.values()):
+                raise RuntimeError(f"expected {n} running requests after warm-up")
+            plain = [_interleaved(runs, loop_s, min_steps, chunk, sync, False) for _ in range(repeats)]
+            inst = [_interleaved(runs, loop_s, min_steps, chunk, sync, True) for _ in range(repeats)]
+            on = med(r["strict"]["step_s"] for r in plain)
+            off = med(r["off"]["step_s"] for r in plain)
+            share = med(100.0 * (r["strict"]["step_s"] - r["off"]["step_s"]) / r["strict"]["step_s"] for r in plain)
+            ledger_on = med(r["strict"]["ledger_s"] for r in inst)
+            ledger_off = med(r["off"]["ledger_s"] for r in inst)
+            ledger_share = med(100.0 * r["strict"]["ledger_s"] / r["strict"]["step_s"] for r in inst)
+            in_ledger = med(100.0 * (r["strict"]["ledger_s"] - r["off"]["ledger_s"]) / r["strict"]["step_s"] for r in inst)
+            w = runs["strict"]
+            rows.append(
+                {
+                    "workload": kind,
+                    "n": n,
+                    "on_us": on * 1e6,
+                    "off_us": off * 1e6,
+                    "checking_share": share,
+                    "ledger_on_us": ledger_on * 1e6,
+                    "ledger_off_us": ledger_off * 1e6,
+                    "ledger_share": ledger_share,
+                    "checking_share_in_ledger": in_ledger,
+                    "ledger_calls_per_step": med(r["strict"]["ledger_calls"] for r in inst),
+                    "steps_timed": sum(r["strict"]["steps"] for r in plain),
+                    "running_at_end": len(w.sched.running),
+                    "requests_submitted": len(w.sched.requests),
+                    "repeats_us": {c: [r[c]["step_s"] * 1e6 for r in plain] for c in CHECKS},
+                    "ledger_repeats_us": {c: [r[c]["ledger_s"] * 1e6 for r in inst] for c in CHECKS},
+                }
+            )
+            log(f"{kind} N={n}: checks on {on * 1e6:.0f} µs/step, off {off * 1e6:.0f} µs/step")
+    return {
+        "meta": {
+            "device": str(device),
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "repeats": repeats,
+            "loop_s": loop_s,
+            "warmup": warmup,
+            "chunk": chunk,
+            "model": "StubModel (constant tokens, no compute); the real Scheduler and StatePool",
+            "cuda_synchronized": device.type == "cuda",
+        },
+        "rows": rows,
+        "targets": targets(rows),
+    }
+
+
+def targets(rows: list) -> list:
+    out = []
+    for row in rows:
+        if row["n"] != TARGET_N:
+            continue
+        out.append(
+            {
+                "what": f"checking share at N={TARGET_N} ({row['workload']}, measured in the ledger)",
+                "limit": f"<= {TARGET_SHARE:g}%",
+                "value": f"{row['checking_share_in_ledger']:.1f}% (whole-step difference: {row['checking_share']:.1f}%)",
+                "met": row["checking_share_in_ledger"] <= TARGET_SHARE,
+            }
+        )
+        out.append(
+            {
+                "what": f"host overhead per step at N={TARGET_N} ({row['workload']}, checks on)",
+                "limit": f"<= {TARGET_US / 1000:g} ms",
+                "value": f"{row['on_us'] / 1000:.2f} ms",
+                "met": row["on_us"] <= TARGET_US,
+            }
+        )
+    return out
+
+
+def format_table(result: dict) -> str:
+    head = ("workload", "N", "checks on µs/step", "checks off µs/step", "checking share", "ledger share", "checking in ledger", "ledger calls/step")
+    body = [
+        (
+            r["workload"],
+            str(r["n"]),
+            f"{r['on_us']:.0f}",
+            f"{r['off_us']:.0f}",
+            f"{r['checking_share']:.1f}%",
+            f"{r['ledger_share']:.1f}%",
+            f"{r['checking_share_in_ledger']:.1f}%",
+            f"{r['ledger_calls_per_step']:.1f}",
+        )
+        for r in result["rows"]
+    ]
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
+
+    def line(cells):
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    return "\n".join([line(head), line(tuple("-" * w for w in widths)), *(line(b) for b in body)])
+
+
+def format_report(result: dict) -> str:
+    m = result["meta"]
+    lines = [
+        f"slotwarden bench scheduler  device={m['device']} ({m['device_name']}, {m['cpu_count']} CPUs)  torch {m['torch']}  python {m['python']}",
+        "host overhead of Scheduler.step() with the layer stubbed out (constant tokens, no compute); "
+        f"median of {m['repeats']} repeats, checks on/off interleaved every {m['chunk']} steps"
+        + (f"; load average at the end {m['load_average'][0]:.1f} on {m['cpu_count']} CPUs" if m.get("load_average") else ""),
+        "checking share = (on - off) / on;  ledger share = time inside the ledger / step (checks on);  "
+        "checking in ledger = (ledger on - ledger off) / step (checks on)",
+        "",
+        format_table(result),
+        "",
+        "targets (information, not a verdict):",
+    ]
+    for t in result["targets"]:
+        lines.append(f"  {t['what']}: {t['value']} (target {t['limit']}): {'met' if t['met'] else 'not met'}")
+    return "\n".join(lines)
+
+
+def write_json(result: dict, path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(result, indent=2) + "\n")
+
+
+def run(args, **params) -> int:
+    """The CLI entry point: `slotwarden bench scheduler [--device D] [--json FILE] [--quick]`.
+    `params` override `measure`'s arguments (the tests use tiny sizes). Returns 0 when the
+    measurement ran: the targets are information, not a verdict."""
+    settings = dict(QUICK if getattr(args, "quick", False) else DEFAULT)
+    settings.update(params)
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    result = measure(getattr(args, "device", None), log=log, **settings)
+    print(format_report(result))
+    if getattr(args, "json", None):
+        write_json(result, args.json)
+        print(f"wrote {args.json}")
+    return 0

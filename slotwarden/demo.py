@@ -1,0 +1,369 @@
+"""`slotwarden demo`: a synthetic serving workload through the scheduler, ending with the audit.
+
+Streaming sessions (2-4 short turns each, every turn sent a few steps after the previous one
+ended; some closed by their client, one of them while its last turn still runs, the rest left to
+the idle-session reaper) and plain requests (arrivals spread over the steps, some prompts longer
+than the prefill chunk, random lengths), a few aborts (a queued request, a running one, a running
+session turn), all through a tight pool so that candidates are rolled back and running requests
+retracted. The layer is TinyMamba (float32) on the default device: the state really flows
+through the slots. See `slotwarden.workload` for the workload and the client that drives it.
+
+At the end: throughput, peak slot use by state, the lifecycle events counted, and the final
+audit (`Scheduler.check_audit()` plus every slot FREE). Exits 0 only with a clean audit.
+
+Two guards around the scheduler, both reported in the summary: `unblock_head_of_line` works
+around an admission deadlock (a starved head of queue in front of session turns that hold every
+slot; see its docstring), and a run that launches nothing for many steps while requests wait
+stops as a failure (`Stalled`, naming who holds the slots) instead of spinning until max_steps.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+
+import torch
+
+from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
+from slotwarden.model.errors import LifecycleError
+from slotwarden.model.vocabulary import Group
+from slotwarden.runtime.config import PoolConfig
+from slotwarden.runtime.pool import StatePool
+from slotwarden.runtime.request import SessionStatus
+from slotwarden.runtime.scheduler import AuditFailed, Scheduler, SchedulerConfig
+from slotwarden.workload import Driver, WorkloadSpec, make_plan
+
+PLOT_HINT = "pip install 'slotwarden[plot]'  (or: pip install 'matplotlib>=3.8')"
+SCHEDULER = dict(token_budget=64, chunk_size=32, retract_after=3, session_timeout=10)
+GROUPS = (Group.FREE, Group.BATCH_OWNED, Group.SESSION_OWNED, Group.RELEASED)
+COLORS = {Group.FREE: "#d9d9d9", Group.BATCH_OWNED: "#4c78a8", Group.SESSION_OWNED: "#f58518", Group.RELEASED: "#e45756"}
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def build_scheduler(slots: int, device, dtype=torch.float32, *, check: str = "strict", **config) -> Scheduler:
+    """A scheduler over a TinyMamba in `dtype` on `device` and a pool of `slots` matching it."""
+    device = torch.device(device)
+    model = TinyMamba(TinyMambaConfig(dtype=dtype), device=device)
+    mc = model.config
+    pool = StatePool(
+        PoolConfig(
+            num_slots=slots,
+            layers=mc.layers,
+            conv_dims=(mc.conv_dim,),
+            conv_kernel=mc.conv_kernel,
+            heads=mc.heads,
+            head_dim=mc.head_dim,
+            state_size=mc.dstate,
+            conv_dtype=mc.dtype,
+            ssm_dtype=mc.dtype,
+            device=device,
+        ),
+        check=check,
+    )
+    settings = dict(SCHEDULER, max_running=slots)
+    settings.update(config)
+    return Scheduler(pool, model, SchedulerConfig(**settings))
+
+
+def _sample_before_fence(sched: Scheduler, samples: list) -> None:
+    """Record `ledger.counts()` once per step, just before the step's fence: the moment of the
+    step with the most slots in use (released ones still RELEASED). The scheduler has no per-step
+    hook, so the pool's `fence` is wrapped on this one instance."""
+    pool, fence, counts = sched.pool, sched.pool.fence, sched.pool.ledger.counts
+
+    def sampled_fence(step=None):
+        samples.append(counts())
+        return fence(step)
+
+    pool.fence = sampled_fence
+
+
+class Stalled(RuntimeError):
+    """Requests wait, nothing runs, and nothing the scheduler does will change that."""
+
+
+def _brings_its_slot(sched: Scheduler, req) -> bool:
+    """A queued session turn whose session owns a (parked) slot: it needs no fresh slot."""
+    if req.session is None:
+        return False
+    s = sched.sessions[req.session]
+    return s.slot is not None and s.turn == req.rid
+
+
+def unblock_head_of_line(sched: Scheduler) -> int:
+    """Work around a scheduler deadlock; returns how many queued turns it moved.
+
+    `build_batch` admits the waiting queue strictly in order and stops at the first candidate
+    that cannot take a slot; a starved head can only retract a running *plain* request, and the
+    reaper never closes a session that has a turn queued. So when every slot is parked in a
+    session whose next turn waits behind a head that needs a fresh slot, and no plain request
+    runs, nothing can move again: the head waits for a slot that only those turns would give
+    back, and they wait behind it. (Default workload, `--slots 16 --seed 2`: all 16 slots
+    SESSION_OWNED, nothing running, the head starved for good.)
+
+    When the head is starved past `retract_after` and no plain request runs (so no retraction
+    can free a slot), the queued turns that bring their own slot are moved to the front of
+    `sched.waiting`, in order. They take no fresh slot, so no other candidate loses anything;
+    the pool and the ledger are not touched (the lifecycle does not govern queue order)."""
+    waiting = sched.waiting
+    if not waiting or _brings_its_slot(sched, waiting[0]):
+        return 0
+    if waiting[0].waited <= (sched.config.retract_after or 0):
+        return 0
+    if any(r.session is None for r in sched.running):
+        return 0  # a retraction can still free a slot for the head
+    ready = [r for r in waiting if _brings_its_slot(sched, r)]
+    for r in ready:
+        waiting.remove(r)
+    waiting.extendleft(reversed(ready))
+    return len(ready)
+
+
+def _stall_report(sched: Scheduler, steps: int) -> str:
+    head = sched.waiting[0]
+    holders = [s for s in sched.sessions.values() if s.slot is not None]
+    queued = sum(1 for s in holders if s.turn is not None)
+    counts = {g.name: n for g, n in sched.pool.ledger.counts().items() if n}
+    return (
+        f"no batch for {steps} steps while {len(sched.waiting)} requests wait: the head, request {head.rid}"
+        f"{f' (session {head.session})' if head.session is not None else ''}, starved of a slot for {head.waited} steps; "
+        f"{len(sched.running)} running; slots {counts}; {len(holders)} sessions hold a slot, {queued} of them with "
+        "their next turn queued behind the head"
+    )
+
+
+def simulate(
+    spec: WorkloadSpec = WorkloadSpec(),
+    *,
+    slots: int = 16,
+    device=None,
+    dtype: torch.dtype = torch.float32,
+    overlap: bool = False,
+    max_steps: int = 100_000,
+    progress: bool = True,
+    unblock: bool = True,
+    stall_steps: int | None = None,
+    **config,
+) -> dict:
+    """Run the workload of `spec`; returns every number the summary prints, the per-step slot
+    counts (`samples`, one dict Group -> count per step) and the audit's verdict.
+
+    `unblock`: apply `unblock_head_of_line` before every step (counted in the result). A run
+    that launches no batch for `stall_steps` steps while requests wait (default: 4 session
+    timeouts + 50) stops and fails, with what held the slots."""
+    device = torch.device(device) if device is not None else default_device()
+    sched = build_scheduler(slots, device, dtype, overlap=overlap, **config)
+    plan = make_plan(spec)
+    driver = Driver(sched, plan)
+    samples: list = []
+    _sample_before_fence(sched, samples)
+    rollbacks = retractions = prefill_tokens = moved = unblocked_steps = quiet = 0
+    if stall_steps is None:
+        stall_steps = 4 * (sched.config.session_timeout or 25) + 50
+    kinds = Counter()
+    failure = None
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(desc="demo", unit="step", file=sys.stderr, mininterval=0.2, dynamic_ncols=True)
+    start = time.perf_counter()
+    t = 0
+    try:
+        while not driver.finished:
+            if t >= max_steps:
+                raise RuntimeError(f"the workload did not finish in {max_steps} steps")
+            driver.before_step(t)
+            if unblock:
+                n = unblock_head_of_line(sched)
+                moved += n
+                unblocked_steps += n > 0
+            report = sched.step()
+            driver.after_step(t)
+            quiet = quiet + 1 if report.kind == "idle" and sched.waiting else 0
+            if quiet >= stall_steps:
+                raise Stalled(_stall_report(sched, quiet))
+            rollbacks += report.rolled_back
+            retractions += len(report.retracted)
+            kinds[report.kind] += 1
+            if report.kind == "prefill":
+                prefill_tokens += report.tokens
+            t += 1
+            if bar is not None:
+                bar.update(1)
+                if t % 16 == 0:
+                    c = samples[-1]
+                    bar.set_postfix(running=len(sched.running), waiting=len(sched.waiting), free=c[Group.FREE], refresh=False)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    except (AuditFailed, LifecycleError, Stalled) as exc:
+        failure = f"{type(exc).__name__}: {exc}"
+    finally:
+        if bar is not None:
+            bar.close()
+    wall = time.perf_counter() - start
+
+    audit_line, clean = _final_audit(sched, failure)
+    reqs = sched.requests.values()
+    generated = sum(len(r.output) for r in reqs)
+    in_use = [slots - c[Group.FREE] for c in samples]
+    reasons = Counter(r.finish_reason or "unfinished" for r in reqs)
+    reaped = sum(1 for s in sched.sessions.values() if s.sid not in driver.closed_by_client and s.status is SessionStatus.CLOSED)
+    return {
+        "device": str(device),
+        "dtype": str(dtype).replace("torch.", ""),
+        "slots": slots,
+        "overlap": overlap,
+        "config": {k: getattr(sched.config, k) for k in ("max_running", "token_budget", "chunk_size", "retract_after", "session_timeout")},
+        "workload": {
+            "sessions": spec.sessions,
+            "requests": spec.requests,
+            "seed": spec.seed,
+            "turns": driver.stats.turns_sent,
+            "long_prompts": sum(1 for a in plan.requests if len(a.prompt) > sched.config.chunk_size),
+        },
+        "steps": t,
+        "steps_by_kind": dict(kinds),
+        "tokens_generated": generated,
+        "prefill_tokens": prefill_tokens,
+        "wall_s": wall,
+        "tokens_per_s": generated / wall if wall else 0.0,
+        "steps_per_s": t / wall if wall else 0.0,
+        "peak_in_use": max(in_use, default=0),
+        "peak_by_state": {g.name: max((c[g] for c in samples), default=0) for g in GROUPS if g is not Group.FREE},
+        "unblock": {"on": unblock, "steps": unblocked_steps, "turns_moved": moved},
+        "rollbacks": rollbacks,
+        "retractions": retractions,
+        "aborts": dict(driver.stats.aborts),
+        "finish_reasons": dict(reasons),
+        "sessions_closed_by_client": driver.stats.client_closes,
+        "deferred_closes": driver.stats.deferred_closes,
+        "sessions_closed_by_reaper": reaped,
+        "samples": [{g.name: c[g] for g in GROUPS} for c in samples],
+        "audit": audit_line,
+        "clean": clean,
+    }
+
+
+def _final_audit(sched: Scheduler, failure: str | None) -> tuple[str, bool]:
+    if failure is not None:
+        return f"audit: FAILED — the run stopped: {failure}", False
+    try:
+        audit = sched.check_audit()
+    except AuditFailed as exc:
+        return f"audit: FAILED — {exc}", False
+    counts = audit.counts
+    if counts[Group.FREE] != audit.capacity or not audit.clean:
+        held = {g.name: n for g, n in counts.items() if n}
+        return f"audit: FAILED — {audit.capacity} slots, not all FREE: {held}", False
+    return f"audit: clean — {audit.capacity} slots, all FREE", True
+
+
+def format_summary(r: dict) -> str:
+    w, cfg = r["workload"], r["config"]
+    by_state = ", ".join(f"{k} {v}" for k, v in r["peak_by_state"].items())
+    aborts = ", ".join(f"{k} (request {v})" for k, v in r["aborts"].items()) or "none"
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(r["steps_by_kind"].items()))
+    lines = [
+        f"slotwarden demo  device={r['device']}  TinyMamba {r['dtype']}  pool {r['slots']} slots  overlap={'on' if r['overlap'] else 'off'}",
+        f"  workload: {w['sessions']} sessions ({w['turns']} turns sent), {w['requests']} requests "
+        f"({w['long_prompts']} with prompts longer than chunk_size {cfg['chunk_size']}), seed {w['seed']}",
+        f"  scheduler: max_running {cfg['max_running']}, token_budget {cfg['token_budget']}, "
+        f"retract_after {cfg['retract_after']}, session_timeout {cfg['session_timeout']}",
+        f"steps                 {r['steps']}  ({kinds})",
+        f"tokens generated      {r['tokens_generated']}  (+ {r['prefill_tokens']} input tokens fed by prefill, refeeds after retraction included)",
+        f"wall time             {r['wall_s']:.2f} s",
+        f"throughput            {r['tokens_per_s']:.0f} tokens/s, {r['steps_per_s']:.0f} steps/s",
+        f"peak slots in use     {r['peak_in_use']} of {r['slots']}  (peak by state: {by_state})",
+        f"rollbacks             {r['rollbacks']}",
+        f"retractions           {r['retractions']}",
+        f"aborts                {len(r['aborts'])}: {aborts}",
+        f"sessions closed       {r['sessions_closed_by_client']} by their client ({r['deferred_closes']} deferred while a turn ran), "
+        f"{r['sessions_closed_by_reaper']} by the reaper",
+        f"finish reasons        " + ", ".join(f"{k} {v}" for k, v in sorted(r["finish_reasons"].items())),
+        _unblock_line(r["unblock"]),
+        r["audit"],
+    ]
+    return "\n".join(lines)
+
+
+def _unblock_line(u: dict) -> str:
+    if not u["on"]:
+        return "head-of-line fix      off"
+    return (
+        f"head-of-line fix      {u['turns_moved']} queued turns holding their session's slot moved ahead of a starved "
+        f"head, on {u['steps']} steps (a scheduler deadlock workaround: see demo.unblock_head_of_line)"
+    )
+
+
+def have_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def plot(result: dict, path) -> None:
+    """Slot occupancy by state (stacked areas) over the steps, written to `path` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    samples = result["samples"]
+    steps = list(range(len(samples)))
+    order = (Group.BATCH_OWNED, Group.SESSION_OWNED, Group.RELEASED, Group.FREE)
+    fig, ax = plt.subplots(figsize=(10, 4.2), dpi=110)
+    ax.stackplot(
+        steps,
+        *[[c[g.name] for c in samples] for g in order],
+        labels=[g.name for g in order],
+        colors=[COLORS[g] for g in order],
+        step="post",
+        linewidth=0,
+    )
+    ax.set_xlim(0, max(len(samples) - 1, 1))
+    ax.set_ylim(0, result["slots"])
+    ax.set_xlabel("step")
+    ax.set_ylabel("slots")
+    ax.set_title(
+        f"slot occupancy by state  ({result['slots']} slots, {result['workload']['sessions']} sessions, "
+        f"{result['workload']['requests']} requests, overlap {'on' if result['overlap'] else 'off'}; sampled before each fence)",
+        fontsize=9,
+    )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    plt.close(fig)
+
+
+def run(args, **params) -> int:
+    """The CLI entry point: `slotwarden demo [--device D] [--sessions N] [--requests N]
+    [--slots N] [--overlap] [--seed S] [--plot FILE.png]`. `params` override `simulate`'s
+    keyword arguments and `WorkloadSpec` fields (the tests use tiny workloads)."""
+    plot_path = getattr(args, "plot", None)
+    if plot_path and not have_matplotlib():
+        print(f"slotwarden demo: --plot needs matplotlib: {PLOT_HINT}", file=sys.stderr)
+        return 2
+    spec_fields = set(WorkloadSpec.__dataclass_fields__)
+    spec = WorkloadSpec(
+        sessions=getattr(args, "sessions", 24),
+        requests=getattr(args, "requests", 96),
+        seed=getattr(args, "seed", 0),
+        **{k: v for k, v in params.items() if k in spec_fields},
+    )
+    options = {k: v for k, v in params.items() if k not in spec_fields}
+    options.setdefault("slots", getattr(args, "slots", 16))
+    options.setdefault("overlap", bool(getattr(args, "overlap", False)))
+    options.setdefault("device", getattr(args, "device", None))
+    result = simulate(spec, **options)
+    print(format_summary(result))
+    if plot_path:
+        plot(result, plot_path)
+        print(f"wrote {plot_path}")
+    return 0 if result["clean"] else 1

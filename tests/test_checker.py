@@ -1,0 +1,191 @@
+"""The bounded model checker: the correct scheduler passes with pinned state counts; the bugs of
+the SGLang history, written as one-method Policy substitutions, are caught with the right
+property and a shortest trace."""
+
+import pytest
+
+from slotwarden.model.vocabulary import Event
+from slotwarden.verification import checker as checker_module
+from slotwarden.verification.abstract import (
+    CANDIDATE,
+    PROPERTIES,
+    WAITING,
+    Bounds,
+    Fire,
+    Policy,
+    initial,
+    is_final,
+    req_actor,
+    ses_actor,
+)
+from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, CheckResult, check, check_all
+
+# -- the correct scheduler ---------------------------------------------------------------------
+
+PINNED = {  # reachable worlds, stateright style: any change to the model or the scheduler shows here
+    Bounds(slots=1, requests=2, sessions=1, overlap=False): (57, 159),
+    Bounds(slots=2, requests=3, sessions=1, overlap=False): (492, 1664),
+    Bounds(slots=2, requests=3, sessions=1, overlap=True): (2448, 11134),
+    Bounds(slots=1, requests=4, sessions=2, overlap=False): (796, 2885),
+}
+
+
+@pytest.mark.parametrize("bounds", TEST_BOUNDS, ids=str)
+def test_correct_policy_has_no_violation_and_pinned_state_counts(bounds):
+    result = check(bounds)
+    assert result.violation is None and result.complete and result.ok
+    assert (result.states, result.transitions) == PINNED[bounds]
+    assert result.max_depth > 0 and result.seconds >= 0
+
+
+def test_workload_assignment():
+    assert Bounds(1, 3, 1).assignment() == (0, 0, None)  # s0 = r0, r1; r2 plain
+    assert Bounds(1, 4, 2).assignment() == (0, 0, 1, None)  # s0 = r0, r1; s1 = r2; r3 plain
+    assert Bounds(1, 2, 1).assignment() == (0, None)
+    world = initial(Bounds(2, 3, 1))
+    assert world.pool.free == (1, 2) and not is_final(world)
+    assert [s.turns for s in world.sessions] == [(0, 1)]
+
+
+def test_check_all_and_max_states():
+    seen = []
+    results = check_all(TEST_BOUNDS[:2], on_result=seen.append)
+    assert seen == results and all(isinstance(r, CheckResult) and r.ok for r in results)
+    cut = check(TEST_BOUNDS[1], max_states=100)
+    assert cut.states == 100 and cut.violation is None and not cut.complete and not cut.ok
+    assert len(DEFAULT_BOUNDS) >= 6 and {b.overlap for b in DEFAULT_BOUNDS} == {False, True}
+
+
+# -- the mutants: the bug history as Policy substitutions ----------------------------------------
+
+
+class LentRollbackFrees(Policy):
+    """PR 21404: the batch builder frees the slot of every candidate that did not fit, a turn
+    lent its session's slot too (here: after the rollback, the request releases it as if done)."""
+
+    name = "PR 21404 (finish)"
+    release = Event.FINISH
+
+    def rollback_events(self, world, r):
+        plan = super().rollback_events(world, r)
+        if r.lent:
+            plan += (Fire(self.release, req_actor(r), (r.handle,)),)
+        return plan
+
+
+class LentRollbackAborts(LentRollbackFrees):
+    name = "PR 21404 (abort)"
+    release = Event.ABORT
+
+
+class LentRollbackClosesSession(Policy):
+    """PR 21404 the legal way round: the rollback releases the session's slot on its behalf
+    while the session still holds it."""
+
+    def rollback_events(self, world, r):
+        plan = super().rollback_events(world, r)
+        if r.lent:
+            plan += (Fire(Event.CLOSE, ses_actor(world.sessions[r.session]), (r.handle,)),)
+        return plan
+
+
+class CloseLeaks(Policy):
+    """PR 23496: closing a session never frees its slot."""
+
+    def close_events(self, world, s):
+        return ()
+
+
+class StaleHandleAfterPark(Policy):
+    """PR 26941: the request keeps its handle after its state is saved to the session."""
+
+    def handle_after_park(self, world, r, slot):
+        return slot
+
+
+class EarlyReleaseEpoch(Policy):
+    """Overlap scheduling: a release waits for the last completed step, not the one in flight."""
+
+    def release_epoch(self, world):
+        return world.completed
+
+
+class AbortForgetsCandidate(Policy):
+    """PR 12693: a candidate aborted before it joins the batch forgets its slot."""
+
+    def abort_events(self, world, r):
+        return () if r.phase == CANDIDATE else super().abort_events(world, r)
+
+
+class SentinelFree(Policy):
+    """PR 40044 / 40250: a waiting request, which has no slot, frees the `-1` sentinel."""
+
+    def abort_events(self, world, r):
+        if r.phase == WAITING:
+            return (Fire(Event.ABORT, req_actor(r), (-1,)),)
+        return super().abort_events(world, r)
+
+
+SESSION = Bounds(slots=1, requests=3, sessions=1, overlap=False)  # s0 = r0, r1; r2 plain
+OVERLAP = Bounds(slots=2, requests=3, sessions=1, overlap=True)
+
+MUTANTS = [
+    # policy, bounds, property, shortest trace length (None: not asserted)
+    (LentRollbackFrees, SESSION, "legal", 9),
+    (LentRollbackAborts, SESSION, "legal", 9),
+    (LentRollbackClosesSession, SESSION, "handles_match", 9),
+    (CloseLeaks, SESSION, "no_orphans", 7),
+    (StaleHandleAfterPark, SESSION, "handles_match", 6),
+    (EarlyReleaseEpoch, OVERLAP, "in_flight_not_free", 4),
+    (AbortForgetsCandidate, SESSION, "no_orphans", 2),
+    (SentinelFree, SESSION, "legal", 1),
+]
+
+
+@pytest.mark.parametrize("policy, bounds, prop, length", MUTANTS, ids=lambda x: getattr(x, "__name__", None))
+def test_mutant_is_caught_with_the_right_property_and_a_short_trace(policy, bounds, prop, length):
+    result = check(bounds, policy())
+    v = result.violation
+    assert v is not None, f"{policy.__name__} escaped: {result}"
+    assert v.property == prop and prop in PROPERTIES, str(v)
+    assert len(v.trace) == length, str(v)
+    assert not result.ok and not result.complete
+
+
+def test_lent_rollback_trace_is_the_shortest_path_to_a_lent_rollback():
+    # a turn can borrow only after the session's first turn ran and parked: submit, take (alloc),
+    # admit, launch, complete, finish (park), submit, take (lend), and then the rollback
+    v = check(SESSION, LentRollbackFrees()).violation
+    assert [line.split(":")[0] for line in v.trace] == [
+        "submit(r0)", "take(r0)", "admit(r0)", "launch", "complete", "finish(r0)", "submit(r1)", "take(r1)", "rollback(r1)",
+    ]
+    assert "PARK slot 1 by r0 into s0" in v.trace[5] and "LEND slot 1 by s0 to r1" in v.trace[7]
+    assert "REFUSED" in v.trace[-1] and "finish is not allowed from PARKED" in v.message
+
+
+def test_early_release_epoch_is_an_overlap_bug_only():
+    # the trace: take, admit, launch, retract; the fence of the last completed step frees the
+    # slot the step in flight still uses
+    v = check(OVERLAP, EarlyReleaseEpoch()).violation
+    assert "RETRACT" in v.trace[-1] and "FENCE" in v.trace[-1] and "launch" in v.trace
+    # without overlap nothing is in flight when a slot is released: the same state space, no fault
+    quiet = check(TEST_BOUNDS[1], EarlyReleaseEpoch())
+    assert quiet.ok and quiet.states == PINNED[TEST_BOUNDS[1]][0]
+
+
+def test_deadlock_is_reported_with_a_shortest_trace(monkeypatch):
+    real = checker_module.successors
+
+    def no_close(world, policy, overlap):  # a scheduler that can never close a session
+        return (o for o in real(world, policy, overlap) if o.action.kind != "close")
+
+    monkeypatch.setattr(checker_module, "successors", no_close)
+    v = check(Bounds(slots=1, requests=2, sessions=1)).violation
+    assert v.property == "deadlock" and len(v.trace) == 3, str(v)  # submit(r0), abort(r0), abort(r1)
+    assert "s0:OPEN" in v.message
+
+
+def test_violation_reads_as_a_numbered_trace():
+    v = check(SESSION, StaleHandleAfterPark()).violation
+    text = str(v)
+    assert text.startswith("handles_match:") and "r0:[1]" in text and " 6. finish(r0)" in text

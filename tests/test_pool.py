@@ -1,0 +1,378 @@
+"""StatePool: tensors, zeroed allocation, copy/fork, queries, audit, the flight recorder, and bad
+input that must leave the pool exactly as it was (every ledger column and every state tensor)."""
+
+import numpy as np
+import pytest
+import torch
+
+from slotwarden.model.errors import BadSlotId, IllegalCopy, IllegalMove, LifecycleError
+from slotwarden.model.vocabulary import NOBODY, Actor, Event, Group, Slot, State
+from slotwarden.runtime.config import PoolConfig
+from slotwarden.runtime.pool import StatePool
+
+CFG = PoolConfig(num_slots=8, layers=2, conv_dims=(6, 3), conv_kernel=4, heads=2, head_dim=3, state_size=5)
+R1, R2, R7 = Actor.request(1), Actor.request(2), Actor.request(7)
+S5, S6 = Actor.session(5), Actor.session(6)
+
+
+def dirty(pool: StatePool, seed: int = 0) -> None:
+    g = torch.Generator().manual_seed(seed)
+    for t in pool.tensors:
+        t.copy_(torch.randn(t.shape, generator=g) + 3)  # never 0
+
+
+def populated() -> StatePool:
+    """Slots 1-3 RUNNING for request 1; 4 PARKED in session 5; 5 LENT by session 6 to request 7;
+    6 RELEASED (waiting for step 1); 7, 8 FREE. State tensors full of non-zero noise."""
+    pool = StatePool(CFG)
+    pool.admit(pool.alloc(3, R1), R1)
+    four = pool.alloc(1, R2)
+    pool.admit(four, R2)
+    pool.park(four, R2, 5)
+    five = pool.alloc(1, Actor.request(3))
+    pool.admit(five, Actor.request(3))
+    pool.park(five, Actor.request(3), 6)
+    pool.lend(five, S6, 7)
+    six = pool.alloc(1, Actor.request(4))
+    pool.admit(six, Actor.request(4))
+    pool.launch(lambda: False)
+    pool.finish(six, Actor.request(4))
+    dirty(pool)
+    return pool
+
+
+class Frozen:
+    """Everything a call could change: every ledger column and counter, every state tensor."""
+
+    def __init__(self, pool: StatePool):
+        self.pool = pool
+        self.ledger = pool.ledger.snapshot()
+        self.tensors = [t.clone() for t in pool.tensors]
+        self.free = pool.ledger.free_list().copy()
+        self.seq = pool.ledger.recorder.seq
+
+    def unchanged(self) -> bool:
+        now = self.pool.ledger.snapshot()
+        assert now.keys() == self.ledger.keys()
+        for k, v in self.ledger.items():
+            assert (v == now[k]) if k == "counters" else torch.equal(v, now[k]), f"ledger {k} changed"
+        for before, t in zip(self.tensors, self.pool.tensors):
+            assert torch.equal(before, t), "state changed"
+        assert np.array_equal(self.free, self.pool.ledger.free_list())
+        assert self.seq == self.pool.ledger.recorder.seq, "a refused call was recorded"
+        return True
+
+
+# -- tensors ---------------------------------------------------------------------------------
+def test_tensors_have_the_configured_shapes_and_dtypes():
+    pool = StatePool(CFG)
+    assert [tuple(t.shape) for t in pool.conv] == [(2, 9, 6, 3), (2, 9, 3, 3)]
+    assert tuple(pool.ssm.shape) == (2, 9, 2, 3, 5)
+    assert all(t.dtype is torch.bfloat16 for t in pool.conv)
+    assert pool.ssm.dtype is torch.float32
+    assert all(t.device.type == "cpu" for t in pool.tensors)
+    assert all(int(t.count_nonzero()) == 0 for t in pool.tensors)
+    assert pool.capacity == 8 and pool.available() == 8
+
+
+def test_dtypes_follow_the_config():
+    cfg = PoolConfig(num_slots=2, layers=1, conv_dims=(4,), heads=1, head_dim=2, state_size=2,
+                     conv_dtype=torch.float16, ssm_dtype=torch.bfloat16)
+    pool = StatePool(cfg)
+    assert pool.conv[0].dtype is torch.float16 and pool.ssm.dtype is torch.bfloat16
+
+
+# -- alloc -----------------------------------------------------------------------------------
+def test_alloc_zeroes_exactly_the_slots_it_hands_out():
+    pool = StatePool(CFG)
+    dirty(pool)
+    before = [t.clone() for t in pool.tensors]
+    ids = pool.alloc(3, R1)
+    assert isinstance(ids, torch.Tensor) and ids.dtype is torch.int64
+    assert ids.tolist() == [1, 2, 3]
+    for b, t in zip(before, pool.tensors):
+        assert int(t[:, 1:4].count_nonzero()) == 0
+        assert torch.equal(t[:, 4:], b[:, 4:])  # other slots keep their state
+        assert torch.equal(t[:, 0], b[:, 0])  # the pad slot is never touched
+    assert pool.state_of(ids) == [State.TAKEN] * 3
+    assert all(pool.ledger.record(i) == Slot(State.TAKEN, owner=1) for i in (1, 2, 3))
+
+
+def test_a_reused_slot_is_zeroed_again():
+    pool = StatePool(CFG)
+    ids = pool.alloc(8, R1)
+    pool.rollback(ids[5:], R1)
+    dirty(pool, seed=1)
+    again = pool.alloc(2, R2)
+    assert again.tolist() == [6, 7]
+    for t in pool.tensors:
+        assert int(t[:, 6:8].count_nonzero()) == 0 and int(t[:, 8].count_nonzero()) > 0
+
+
+def test_alloc_beyond_capacity_returns_none_and_changes_nothing():
+    pool = populated()
+    frozen = Frozen(pool)
+    assert pool.available() == 2
+    assert pool.alloc(3, R2) is None
+    assert pool.alloc(100, R2) is None
+    assert frozen.unchanged()
+    assert pool.alloc(2, R2).tolist() == [7, 8]
+    assert pool.alloc(1, R2) is None
+
+
+@pytest.mark.parametrize("n", [0, -1, True, 1.5, "2", None])
+def test_alloc_of_a_bad_count_raises_and_changes_nothing(n):
+    pool = populated()
+    frozen = Frozen(pool)
+    with pytest.raises(BadSlotId, match=r"bad slot id None for alloc by request 2: alloc needs a positive count"):
+        pool.alloc(n, R2)
+    assert frozen.unchanged()
+
+
+def test_alloc_by_a_session_raises_and_changes_nothing():
+    pool = populated()
+    frozen = Frozen(pool)
+    with pytest.raises(IllegalMove, match=r"illegal alloc by session 5 on slot 7 \(state FREE, owner nobody\): only a request"):
+        pool.alloc(1, S5)
+    assert frozen.unchanged()
+
+
+# -- copy and fork ---------------------------------------------------------------------------
+def test_copy_copies_state_between_slots_the_actor_holds():
+    pool = populated()
+    before = [t.clone() for t in pool.tensors]
+    pool.copy(torch.tensor([1]), torch.tensor([3]), R1)
+    for b, t in zip(before, pool.tensors):
+        assert torch.equal(t[:, 3], b[:, 1])
+        assert torch.equal(t[:, 1], b[:, 1]) and torch.equal(t[:, 2], b[:, 2])
+    # into a borrowed slot, from any held slot (here a running request's)
+    pool.copy([2], [5], R7)
+    for b, t in zip(before, pool.tensors):
+        assert torch.equal(t[:, 5], b[:, 2])
+
+
+@pytest.mark.parametrize(
+    "src, dst, actor, error, text",
+    [
+        ([7], [1], R1, IllegalCopy, r"illegal copy by request 1 with slot 7 \(state FREE, owner nobody\): a slot that nobody holds cannot be copied from"),
+        ([6], [1], R1, IllegalCopy, r"slot 6 \(state RELEASED, owner nobody\): a slot that nobody holds"),
+        ([1], [4], R1, IllegalCopy, r"illegal copy by request 1 with slot 4 \(state PARKED, owner 5\): copy into a slot request 1 does not hold"),
+        ([1], [7], R1, IllegalCopy, r"slot 7 \(state FREE, owner nobody\): copy into a slot"),
+        ([1], [2], R2, IllegalCopy, r"slot 2 \(state RUNNING, owner 1\): copy into a slot request 2 does not hold"),
+        ([1, 2], [3], R1, BadSlotId, r"copy of 2 slots into 1"),
+        ([1, 2], [2, 3], R1, BadSlotId, r"bad slot id 2 for copy by request 1: copy source and destination overlap"),
+        ([0], [1], R1, BadSlotId, r"bad slot id 0 for copy by request 1: slot 0 is the pad slot"),
+        ([1], [-1], R1, BadSlotId, r"bad slot id -1 for copy"),
+        ([1], [3, 3], R1, BadSlotId, r"named twice"),
+        ([], [], R1, BadSlotId, r"an empty batch"),
+    ],
+)
+def test_copy_refuses_and_changes_nothing(src, dst, actor, error, text):
+    pool = populated()
+    frozen = Frozen(pool)
+    with pytest.raises(error, match=text):
+        pool.copy(src, dst, actor)
+    assert frozen.unchanged()
+
+
+def test_fork_gives_a_new_slot_with_a_copy_of_the_state():
+    pool = populated()
+    before = [t.clone() for t in pool.tensors]
+    ids = pool.fork(4, R2)  # copy-on-write from a session's parked prefix
+    assert ids.tolist() == [7]
+    assert pool.ledger.record(7) == Slot(State.TAKEN, owner=2)
+    assert pool.ledger.record(4) == Slot(State.PARKED, owner=5)
+    for b, t in zip(before, pool.tensors):
+        assert torch.equal(t[:, 7], b[:, 4]) and torch.equal(t[:, 4], b[:, 4])
+        assert torch.equal(t[:, 8], b[:, 8])
+
+
+def test_fork_refuses_a_slot_nobody_holds_and_returns_none_when_full():
+    pool = populated()
+    frozen = Frozen(pool)
+    for src in (7, 6):
+        with pytest.raises(IllegalCopy, match=rf"slot {src} .*a slot that nobody holds cannot be forked"):
+            pool.fork(src, R2)
+    for src in (0, -1, 9):
+        with pytest.raises(BadSlotId, match=rf"bad slot id {src}"):
+            pool.fork(src, R2)
+    with pytest.raises(IllegalMove, match="only a request may fire it"):
+        pool.fork(1, S5)
+    assert frozen.unchanged()
+    pool.alloc(2, R2)
+    frozen = Frozen(pool)
+    assert pool.fork(1, R2) is None
+    assert frozen.unchanged()
+
+
+# -- queries ---------------------------------------------------------------------------------
+def test_queries():
+    pool = populated()
+    assert pool.available() == 2
+    assert pool.held_by(R1).tolist() == [1, 2, 3]
+    assert pool.held_by(S5).tolist() == [4]
+    assert pool.held_by(S6).tolist() == [5]
+    assert pool.held_by(R7).tolist() == [5]  # borrowed
+    assert pool.held_by(R2).tolist() == []  # handed over at park: no stale handle
+    assert pool.held_by(Actor.request(4)).tolist() == []
+    assert pool.state_of([1, 4, 5, 6, 7]) == [State.RUNNING, State.PARKED, State.LENT, State.RELEASED, State.FREE]
+    assert pool.state_of(torch.tensor([8])) == [State.FREE]
+    assert pool.ledger.record(5) == Slot(State.LENT, owner=6, borrower=7)
+    assert pool.ledger.record(6) == Slot(State.RELEASED, fence=1)
+    assert pool.ledger.free_list().tolist() == [7, 8]
+
+
+def test_audit_conservation_and_leaks():
+    pool = populated()
+    audit = pool.audit()
+    assert audit.counts == {Group.FREE: 2, Group.BATCH_OWNED: 3, Group.SESSION_OWNED: 2, Group.RELEASED: 1}
+    assert sum(audit.counts.values()) == pool.capacity
+    assert audit.free_list_ok and not audit.problems and not audit.leaks and audit.clean
+    assert pool.audit(live_requests={1, 7}, live_sessions={5, 6}).clean
+    # request 1 vanished without finishing; session 6's turn (request 7) vanished too
+    audit = pool.audit(live_requests=set(), live_sessions={5, 6})
+    leaks = {leak.slot: leak for leak in audit.leaks}
+    assert sorted(leaks) == [1, 2, 3, 5]
+    assert (leaks[1].state, leaks[1].owner, leaks[1].last_event) == (State.RUNNING, 1, Event.ADMIT)
+    assert "alloc by request 1" in leaks[1].history and "admit by request 1" in leaks[1].history
+    assert (leaks[5].state, leaks[5].owner, leaks[5].borrower, leaks[5].last_event) == (State.LENT, 6, 7, Event.LEND)
+    assert "lend by session 6 -> 7" in leaks[5].history
+    audit = pool.audit(live_requests={1, 7}, live_sessions={6})
+    assert [(leak.slot, leak.owner, leak.last_event) for leak in audit.leaks] == [(4, 5, Event.PARK)]
+
+
+def test_audit_flags_a_release_whose_fence_has_passed():
+    pool = populated()
+    pool.ledger._pending[1] = lambda: True
+    pool.fence()  # frees slot 6
+    pool.finish([1], R1)  # released at epoch 1, which is already fenced
+    audit = pool.audit()
+    assert [(leak.slot, leak.state, leak.last_event) for leak in audit.leaks] == [(1, State.RELEASED, Event.FINISH)]
+
+
+def test_full_lifecycle_returns_to_quiescence():
+    pool = populated()
+    pool.finish([1, 2, 3], R1)
+    pool.rollback([5], R7)  # the lent slot goes back to its session
+    pool.close(S5)
+    pool.close(S6)
+    pool.ledger._pending[1] = lambda: True
+    pool.launch()
+    assert pool.fence().tolist() == [1, 2, 3, 4, 5, 6]
+    assert pool.available() == 8 and pool.audit(set(), set()).clean
+    assert pool.ledger.free_list().tolist() == [7, 8, 1, 2, 3, 4, 5, 6]
+    assert pool.close(S5).tolist() == []
+
+
+def test_the_error_message_carries_the_slots_history():
+    pool = populated()
+    with pytest.raises(IllegalMove) as err:
+        pool.finish([5], Actor.request(3))  # request 3 parked slot 5 into session 6: no handle left
+    text = str(err.value)
+    assert text.startswith("illegal finish by request 3 on slot 5 (state LENT, owner 6, lent to request 7): ")
+    assert "only the request it is lent to may finish a LENT slot" in text or "not allowed" in text
+    history = text.split("\n", 1)[1]
+    assert history.startswith("  slot 5: ")
+    steps = history.split("; ")
+    assert "alloc by request 3: FREE -> TAKEN" in steps[0]
+    assert "admit by request 3: TAKEN -> RUNNING" in steps[1]
+    assert "park by request 3 -> 6: RUNNING -> PARKED" in steps[2]
+    assert "lend by session 6 -> 7: PARKED -> LENT" in steps[3]
+    err = err.value
+    assert (err.slot_id, err.event, err.actor) == (5, Event.FINISH, Actor.request(3))
+    assert err.slot == Slot(State.LENT, owner=6, borrower=7)
+    assert [m.event for m in pool.history(5)] == [Event.ALLOC, Event.ADMIT, Event.PARK, Event.LEND]
+
+
+# -- bad input: typed errors, and nothing changes ----------------------------------------------
+BAD = [
+    # (name, call, error type, text the message must hold)
+    ("out of range", lambda p: p.finish([9], R1), BadSlotId, "bad slot id 9 for finish by request 1: not a slot of a pool of 8"),
+    ("far out of range", lambda p: p.finish(torch.tensor([1, 2, 1000]), R1), BadSlotId, "bad slot id 1000 for finish by request 1"),
+    ("pad slot", lambda p: p.finish([0], R1), BadSlotId, "bad slot id 0 for finish by request 1: slot 0 is the pad slot"),
+    ("pad slot in a batch", lambda p: p.finish([1, 0, 2], R1), BadSlotId, "bad slot id 0 for finish"),
+    ("negative", lambda p: p.finish([-3], R1), BadSlotId, "bad slot id -3 for finish by request 1"),
+    ("sentinel", lambda p: p.finish(torch.tensor([1, -1]), R1), BadSlotId, "bad slot id -1 for finish by request 1"),
+    ("sentinel rollback", lambda p: p.rollback([-1], R7), BadSlotId, "bad slot id -1 for rollback by request 7"),
+    ("float tensor", lambda p: p.finish(torch.tensor([1.0]), R1), BadSlotId, "slot ids must be integers, not torch.float32"),
+    ("list of floats", lambda p: p.finish([1.0, 2.0], R1), BadSlotId, "slot ids must be integers, not float64"),
+    ("bool tensor", lambda p: p.finish(torch.tensor([True, False]), R1), BadSlotId, "slot ids must be integers, not torch.bool"),
+    ("bool list", lambda p: p.finish([True], R1), BadSlotId, "must be integers"),
+    ("strings", lambda p: p.finish(["1"], R1), BadSlotId, "must be integers"),
+    ("empty list", lambda p: p.finish([], R1), BadSlotId, "bad slot id None for finish by request 1: an empty batch"),
+    ("empty tensor", lambda p: p.finish(torch.empty(0, dtype=torch.int64), R1), BadSlotId, "an empty batch"),
+    ("duplicates", lambda p: p.finish([1, 2, 1], R1), BadSlotId, "bad slot id 1 for finish by request 1: named twice in one batch"),
+    ("duplicates beyond capacity", lambda p: p.finish([1] * 20, R1), BadSlotId, "named twice in one batch"),
+    ("session fires finish", lambda p: p.fire(Event.FINISH, [1], S5), IllegalMove,
+     "illegal finish by session 5 on slot 1 (state RUNNING, owner 1): only a request may fire it"),
+    ("request fires close", lambda p: p.fire(Event.CLOSE, [4], Actor.request(5)), IllegalMove,
+     "illegal close by request 5 on slot 4 (state PARKED, owner 5): only a session may fire it"),
+    ("request fires a fence", lambda p: p.fire(Event.FENCE, [6], R1), IllegalMove, "illegal fence by request 1 on slot 6"),
+    ("wrong owner", lambda p: p.finish([1], R2), IllegalMove,
+     "illegal finish by request 2 on slot 1 (state RUNNING, owner 1): only its owner may finish a RUNNING slot"),
+    ("not the borrower", lambda p: p.rollback([5], R2), IllegalMove,
+     "illegal rollback by request 2 on slot 5 (state LENT, owner 6, lent to request 7): only the request it is lent to may rollback"),
+    ("lend without target", lambda p: p.fire(Event.LEND, [4], S5), IllegalMove,
+     "illegal lend by session 5 on slot 4 (state PARKED, owner 5): it needs the request it is for"),
+    ("lend to the sentinel", lambda p: p.lend([4], S5, -1), IllegalMove, "it needs the request it is for"),
+    ("park without target", lambda p: p.fire(Event.PARK, [1], R1), IllegalMove, "it needs the session it is for"),
+    ("lend by another session", lambda p: p.lend([4], S6, 2), IllegalMove, "illegal lend by session 6 on slot 4 (state PARKED, owner 5)"),
+    ("double finish", lambda p: p.finish([6], Actor.request(4)), IllegalMove,
+     "illegal finish by request 4 on slot 6 (state RELEASED, owner nobody): finish is not allowed from RELEASED"),
+    ("finish a free slot", lambda p: p.finish([7], R1), IllegalMove, "slot 7 (state FREE, owner nobody): finish is not allowed from FREE"),
+    ("rollback a running slot", lambda p: p.rollback([1], R1), IllegalMove, "rollback is not allowed from RUNNING"),
+    ("close with a turn in flight", lambda p: p.close(S6), IllegalMove,
+     "illegal close by session 6 on slot 5 (state LENT, owner 6, lent to request 7): close is not allowed from LENT"),
+    ("one illegal slot in a batch", lambda p: p.finish([1, 2, 7, 3], R1), IllegalMove, "illegal finish by request 1 on slot 7 (state FREE"),
+    ("alloc named by id", lambda p: p.fire(Event.ALLOC, [7], R1), BadSlotId, "alloc takes a count here"),
+    ("early fence event", lambda p: p.fire(Event.FENCE, [6], Actor.fence(1)), LifecycleError, "fence of step 1"),
+]
+
+
+@pytest.mark.parametrize("call, error, text", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_input_raises_typed_and_leaves_the_pool_exactly_as_it_was(call, error, text):
+    pool = populated()
+    frozen = Frozen(pool)
+    with pytest.raises(error) as err:
+        call(pool)
+    assert text in str(err.value)
+    assert isinstance(err.value, LifecycleError)
+    assert frozen.unchanged()
+    assert pool.audit().clean
+
+
+def test_a_batch_with_one_illegal_slot_moves_none_of_the_others():
+    pool = populated()
+    with pytest.raises(IllegalMove, match="slot 7"):
+        pool.finish([1, 2, 7], R1)
+    assert pool.state_of([1, 2, 3]) == [State.RUNNING] * 3
+    with pytest.raises(IllegalMove, match=r"slot 5 .*\(and 1 more slots in this batch\)"):
+        pool.fire(Event.CLOSE, [4, 5, 8], S5)  # 5 is session 6's (and lent), 8 is free
+    assert pool.ledger.record(4) == Slot(State.PARKED, owner=5)
+    # the same batch without the bad slot goes through
+    assert pool.finish([1, 2], R1).tolist() == [1, 2]
+    assert pool.state_of([1, 2, 3]) == [State.RELEASED, State.RELEASED, State.RUNNING]
+
+
+def test_ids_may_be_any_integer_array_like():
+    pool = populated()
+    pool.admit(pool.alloc(1, R2), R2)  # slot 7
+    pool.finish(np.array([7], dtype=np.int32), R2)
+    pool.finish(torch.tensor([3, 1], dtype=torch.int32), R1)
+    pool.finish((2,), R1)
+    assert pool.state_of([1, 2, 3, 7]) == [State.RELEASED] * 4
+
+
+@pytest.mark.gpu
+def test_ids_on_the_device_are_checked_like_host_ids():
+    cfg = PoolConfig(num_slots=4, layers=1, conv_dims=(4,), heads=1, head_dim=2, state_size=2, device="cuda")
+    pool = StatePool(cfg)
+    ids = pool.alloc(2, R1)
+    frozen = Frozen(pool)
+    with pytest.raises(BadSlotId, match="pad slot"):
+        pool.admit(torch.tensor([1, 0], device="cuda"), R1)
+    with pytest.raises(IllegalMove):
+        pool.finish(ids.cuda(), R1)
+    assert frozen.unchanged()
+    pool.admit(ids.cuda(), R1)
+    assert pool.state_of(ids) == [State.RUNNING] * 2

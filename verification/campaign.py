@@ -1,0 +1,74 @@
+"""Running the Hypothesis machines as a campaign: clean runs must pass, mutants must fail.
+
+Each run records its verdict, time, the number of examples Hypothesis tried, and for a failure
+the exception (which tells where the bug was caught: an `IllegalMove`, `BadSlotId` or
+`FenceError` at the call that made it, or `AuditFailed` at the idle audit) and the shrunk,
+runnable step sequence Hypothesis printed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import hypothesis.core
+from hypothesis import HealthCheck, settings
+from hypothesis.reporting import with_reporter
+from hypothesis.stateful import run_state_machine_as_test
+
+
+class Budget(NamedTuple):
+    examples: int
+    steps: int
+
+
+class CampaignResult(NamedTuple):
+    name: str
+    passed: bool
+    seconds: float
+    examples: int
+    error: str  # exception type and first line, for a failure
+    caught_by: str  # "call" (the illegal move raised), "audit", "invariant", or "" when passed
+    trace: str  # the shrunk steps Hypothesis printed
+
+
+_AT_CALL = ("IllegalMove", "BadSlotId", "FenceError", "IllegalCopy")
+
+
+def run_machine(name: str, machine: type, budget: Budget, seed: int | None = None) -> CampaignResult:
+    """Run `machine` for `budget`; never raises for a failing machine, reports it."""
+    lines: list[str] = []
+    count = [0]
+    original_init = machine.__init__
+
+    def counting_init(self, *a, **kw):
+        count[0] += 1
+        original_init(self, *a, **kw)
+
+    machine.__init__ = counting_init
+    chosen = settings(
+        max_examples=budget.examples,
+        stateful_step_count=budget.steps,
+        deadline=None,
+        database=None,
+        derandomize=seed is None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    )
+    previous_seed = hypothesis.core.global_force_seed
+    hypothesis.core.global_force_seed = seed
+    start = time.perf_counter()
+    try:
+        with with_reporter(lines.append):
+            run_state_machine_as_test(machine, settings=chosen)
+        error, caught = "", ""
+    except Exception as exc:  # the machine found a counterexample
+        kind = type(exc).__name__
+        error = f"{kind}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        caught = "call" if kind in _AT_CALL else "audit" if kind == "AuditFailed" else "invariant"
+    finally:
+        hypothesis.core.global_force_seed = previous_seed
+        machine.__init__ = original_init
+    seconds = time.perf_counter() - start
+    trace = "\n".join(line for line in lines if line.strip())
+    return CampaignResult(name, not error, seconds, count[0], error, caught, trace)

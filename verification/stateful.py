@@ -1,0 +1,347 @@
+"""Stateful Hypothesis machines that ship with the library, so other implementations can be
+checked by importing them (test files only say `TestX = Machine.TestCase`).
+
+- `PoolMachine`: every lifecycle event against a pool under test, owners drawn from bundles,
+  checked after every step against the pure model (`slotwarden.model.pool`) slot by slot and
+  against the safety predicates. The pool under test is anything speaking `PoolUnderTest`;
+  `StatePoolUnderTest` and `GuardUnderTest` (an engine allocator behind `LedgerGuard`) ship.
+- `SchedulerMachine`: requests, sessions, turns, aborts, closes and steps with random budgets
+  and pool sizes (so candidates get rolled back and requests retracted), with and without
+  overlap; invariants after every step, the idle audit at teardown. `machine_for(cls)` points
+  it at a scheduler subclass (a mutant).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, precondition, rule
+
+from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
+from slotwarden.model import pool as model_pool
+from slotwarden.model.errors import LifecycleError
+from slotwarden.model.properties import conserved, exclusive
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Slot, State
+from slotwarden.runtime.assemble import pool_for, scheduler_for
+from slotwarden.runtime.guard import LedgerGuard
+from slotwarden.runtime.request import Phase, SessionStatus
+from slotwarden.runtime.scheduler import Scheduler
+
+MODEL = TinyMamba(TinyMambaConfig(layers=1, d_model=8, heads=1, head_dim=4, dstate=4, dtype=torch.float64))
+
+
+# -- the pool machine ----------------------------------------------------------------------------
+class PoolUnderTest(Protocol):
+    """What the pool machine drives. `records()` gives slot ids 1..capacity as model `Slot`s;
+    `free_list()` the hand-out order, or None if the implementation does not expose one."""
+
+    capacity: int
+
+    def alloc(self, n: int, actor: Actor): ...
+
+    def fire(self, ids, event: Event, actor: Actor, target: int = NOBODY): ...
+
+    def launch(self) -> int: ...
+
+    def fence(self, step: int): ...
+
+    def records(self) -> tuple: ...
+
+    def free_list(self) -> tuple | None: ...
+
+
+class StatePoolUnderTest:
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.pool = pool_for(MODEL, capacity)
+
+    def alloc(self, n, actor):
+        ids = self.pool.alloc(n, actor)
+        return None if ids is None else tuple(ids.tolist())
+
+    def fire(self, ids, event, actor, target=NOBODY):
+        self.pool.fire(event, ids, actor, target)
+
+    def launch(self):
+        return self.pool.launch()
+
+    def fence(self, step):
+        self.pool.fence(step)
+
+    def records(self):
+        return tuple(self.pool.ledger.record(i) for i in range(1, self.capacity + 1))
+
+    def free_list(self):
+        return tuple(self.pool.ledger.free_list().tolist())
+
+
+class TensorFreeList:
+    """A plain device-tensor free list of SGLang's `MambaSlotAllocator` shape, no checks."""
+
+    def __init__(self, size: int):
+        self.free_slots = torch.arange(1, size + 1, dtype=torch.int64)
+
+    def alloc(self, need_size: int):
+        if need_size > len(self.free_slots):
+            return None
+        out, self.free_slots = self.free_slots[:need_size], self.free_slots[need_size:]
+        return out
+
+    def free(self, free_index):
+        self.free_slots = torch.cat((self.free_slots, free_index))
+
+
+class GuardUnderTest(StatePoolUnderTest):
+    """An engine's own allocator (FIFO like SGLang's) behind `LedgerGuard`."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.engine = TensorFreeList(capacity)
+        self.guard = LedgerGuard(self.engine, capacity)
+
+    def alloc(self, n, actor):
+        ids = self.guard.alloc(n, actor)
+        return None if ids is None else tuple(ids.tolist())
+
+    def fire(self, ids, event, actor, target=NOBODY):
+        self.guard.fire(ids, event, actor, target)
+
+    def launch(self):
+        return self.guard.launch()
+
+    def fence(self, step):
+        self.guard.fence(step)
+
+    def records(self):
+        return tuple(self.guard.ledger.record(i) for i in range(1, self.capacity + 1))
+
+    def free_list(self):
+        return tuple(self.engine.free_slots.tolist())
+
+
+IDS = st.integers(1, 9)
+EVENTS = st.sampled_from(list(Event))
+
+
+class PoolMachine(RuleBasedStateMachine):
+    """Differential: the pool under test and `model.pool` must agree after every step."""
+
+    under_test = StatePoolUnderTest
+
+    taken = Bundle("taken")  # (slot, request)
+    running = Bundle("running")
+    parked = Bundle("parked")  # (slot, session)
+    lent = Bundle("lent")  # (slot, session, request)
+    lent_running = Bundle("lent_running")
+
+    @initialize(capacity=st.integers(1, 5))
+    def setup(self, capacity):
+        self.impl = self.under_test(capacity)
+        self.model = model_pool.new_pool(capacity)
+        self.launched = 0
+
+    def _both(self, model_move, impl_move):
+        """Run the move on the model and the implementation: both succeed or both refuse."""
+        try:
+            expected = model_move()
+        except LifecycleError as exc:
+            before = self.impl.records()
+            try:
+                impl_move()
+            except LifecycleError:
+                assert self.impl.records() == before, "a refused move changed the pool"
+                return None
+            raise AssertionError(f"the model refuses ({exc}) but the implementation accepted") from None
+        result = impl_move()
+        self.model = expected if not isinstance(expected, tuple) or isinstance(expected, model_pool.Pool) else expected[0]
+        return result
+
+    @rule(target=taken, n=st.integers(1, 3), rid=IDS)
+    def alloc(self, n, rid):
+        actor = Actor.request(rid)
+        got_model = model_pool.alloc(self.model, n, actor)
+        got = self.impl.alloc(n, actor)
+        assert (got is None) == (got_model is None)
+        if got is None:
+            return multiple()
+        self.model = got_model[0]
+        return multiple(*[(s, rid) for s in got])
+
+    @rule(target=running, held=consumes(taken))
+    def admit(self, held):
+        slot, rid = held
+        self._fire((slot,), Event.ADMIT, Actor.request(rid))
+        return held
+
+    @rule(held=consumes(taken), event=st.sampled_from([Event.ROLLBACK, Event.ABORT]))
+    def give_back_candidate(self, held, event):
+        self._fire((held[0],), event, Actor.request(held[1]))
+
+    @rule(held=consumes(running), event=st.sampled_from([Event.FINISH, Event.RETRACT, Event.ABORT]))
+    def release(self, held, event):
+        self._fire((held[0],), event, Actor.request(held[1]))
+
+    @rule(target=parked, held=consumes(running), sid=IDS)
+    def park(self, held, sid):
+        self._fire((held[0],), Event.PARK, Actor.request(held[1]), sid)
+        return (held[0], sid)
+
+    @rule(target=lent, held=consumes(parked), rid=IDS)
+    def lend(self, held, rid):
+        self._fire((held[0],), Event.LEND, Actor.session(held[1]), rid)
+        return (held[0], held[1], rid)
+
+    @rule(target=lent_running, held=consumes(lent))
+    def admit_lent(self, held):
+        self._fire((held[0],), Event.ADMIT, Actor.request(held[2]))
+        return held
+
+    @rule(target=parked, held=consumes(lent), event=st.sampled_from([Event.ROLLBACK, Event.ABORT]))
+    def give_back_lent(self, held, event):
+        self._fire((held[0],), event, Actor.request(held[2]))
+        return (held[0], held[1])
+
+    @rule(target=parked, held=consumes(lent_running), event=st.sampled_from([Event.FINISH, Event.RETRACT, Event.ABORT]))
+    def end_turn(self, held, event):
+        self._fire((held[0],), event, Actor.request(held[2]))
+        return (held[0], held[1])
+
+    @rule(held=consumes(parked))
+    def close(self, held):
+        self._fire((held[0],), Event.CLOSE, Actor.session(held[1]))
+
+    @rule()
+    def launch(self):
+        self.launched = self.impl.launch()
+
+    @rule(back=st.integers(0, 2))
+    def fence(self, back):
+        step = max(0, self.launched - back)
+        self.impl.fence(step)
+        self.model = model_pool.fence(self.model, step)
+
+    @rule(
+        ids=st.lists(st.integers(-1, 7), max_size=3),
+        event=EVENTS.filter(lambda e: e is not Event.ALLOC),
+        kind=st.sampled_from(list(ActorKind)),
+        who=IDS,
+        to=st.sampled_from([NOBODY, 1, 2]),
+    )
+    def anything(self, ids, event, kind, who, to):
+        """Arbitrary moves, mostly illegal: both refuse, or both agree."""
+        actor = Actor(kind, who)
+        if event is Event.FENCE:
+            return
+        self._both(
+            lambda: model_pool.apply(self.model, tuple(ids), event, actor, to, self.launched),
+            lambda: self.impl.fire(ids, event, actor, to),
+        )
+
+    def _fire(self, ids, event, actor, target=NOBODY):
+        self.model = model_pool.apply(self.model, ids, event, actor, target, self.launched)
+        self.impl.fire(list(ids), event, actor, target)
+
+    @invariant()
+    def agrees_with_the_model(self):
+        if not hasattr(self, "impl"):
+            return
+        assert self.impl.records() == self.model.slots
+        free = self.impl.free_list()
+        if free is not None and isinstance(self.impl, StatePoolUnderTest) and not isinstance(self.impl, GuardUnderTest):
+            assert free == self.model.free
+        assert conserved(self.model.slots, self.model.free)
+        assert all(exclusive(s) for s in self.impl.records())
+
+
+class GuardMachine(PoolMachine):
+    under_test = GuardUnderTest
+
+
+# -- the scheduler machine -----------------------------------------------------------------------
+class SchedulerMachine(RuleBasedStateMachine):
+    """Random workloads on a small scheduler; invariants after every rule, audit at teardown."""
+
+    scheduler_cls: type = Scheduler
+    settings_override: dict = {}
+
+    @initialize(
+        slots=st.integers(1, 4),
+        overlap=st.booleans(),
+        budget=st.sampled_from([2, 4, 8, 32]),
+        chunk=st.sampled_from([1, 2, 4, 16]),
+        max_running=st.integers(1, 4),
+        retract_after=st.sampled_from([1, 2, None]),
+    )
+    def setup(self, slots, overlap, budget, chunk, max_running, retract_after):
+        settings = dict(
+            overlap=overlap, token_budget=budget, chunk_size=chunk, max_running=max_running, retract_after=retract_after
+        )
+        settings.update(self.settings_override)
+        self.sched = scheduler_for(MODEL, slots, self.scheduler_cls, **settings)
+
+    @rule(n=st.integers(1, 6), new=st.integers(1, 4), first=st.integers(0, 63))
+    def submit(self, n, new, first):
+        self.sched.submit([(first + i) % 64 for i in range(n)], new)
+
+    @rule()
+    def open_session(self):
+        self.sched.open_session()
+
+    @precondition(lambda self: hasattr(self, "sched") and any(s.status is SessionStatus.OPEN for s in self.sched.sessions.values()))
+    @rule(data=st.data(), n=st.integers(1, 4), new=st.integers(1, 3))
+    def submit_turn(self, data, n, new):
+        open_ = [s.sid for s in self.sched.sessions.values() if s.status is SessionStatus.OPEN]
+        sid = data.draw(st.sampled_from(open_))
+        self.sched.submit([(sid + i) % 64 for i in range(n)], new, session=sid)
+
+    @precondition(lambda self: hasattr(self, "sched") and self.sched.requests)
+    @rule(data=st.data())
+    def abort(self, data):
+        self.sched.abort(data.draw(st.sampled_from(sorted(self.sched.requests))))
+
+    @precondition(lambda self: hasattr(self, "sched") and self.sched.sessions)
+    @rule(data=st.data())
+    def close(self, data):
+        self.sched.close_session(data.draw(st.sampled_from(sorted(self.sched.sessions))))
+
+    @rule(times=st.integers(1, 4))
+    def step(self, times):
+        for _ in range(times):
+            self.sched.step()
+
+    @invariant()
+    def every_slot_accounted_for(self):
+        if not hasattr(self, "sched"):
+            return
+        sched, ledger = self.sched, self.sched.pool.ledger
+        audit = sched.pool.audit()
+        assert audit.free_list_ok and not audit.problems, audit.problems
+        records = tuple(ledger.record(i) for i in range(1, sched.pool.capacity + 1))
+        assert all(exclusive(r) for r in records)
+        for r in sched.requests.values():
+            held = ledger.held_by(Actor.request(r.rid)).tolist()
+            assert held == ([r.slot] if r.phase is Phase.RUNNING else []), f"request {r.rid} handle {r.slot}, pool {held}"
+        for s in sched.sessions.values():
+            held = ledger.held_by(Actor.session(s.sid)).tolist()
+            assert held == ([s.slot] if s.slot is not None else []), f"session {s.sid} handle {s.slot}, pool {held}"
+
+    def teardown(self):
+        if not hasattr(self, "sched"):
+            return
+        for sid in list(self.sched.sessions):
+            self.sched.close_session(sid)
+        self.sched.run(300)
+        self.sched.step()
+        self.sched.check_audit()
+        assert all(r.state is State.FREE for r in (self.sched.pool.ledger.record(i) for i in range(1, self.sched.pool.capacity + 1)))
+
+
+def machine_for(scheduler_cls: type, **settings) -> type:
+    """`SchedulerMachine` driving `scheduler_cls` (a mutant), with `settings` fixed."""
+    return type(f"{scheduler_cls.__name__}Machine", (SchedulerMachine,), {"scheduler_cls": scheduler_cls, "settings_override": settings})
+
+
+_ = (np, Slot)
