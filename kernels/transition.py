@@ -110,9 +110,11 @@ def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id: int) ->
     `after == ILLEGAL` marks the slots whose move the lifecycle refuses."""
     before = cols.state[ids]
     key = before.astype(np.intp) * 8
-    if table.reads_owner:
+    # `relation_of` never makes NOBODY an owner or borrower: an actor id of NOBODY (-1) would
+    # otherwise match the NOBODY held by every unowned field
+    if table.reads_owner and actor_id != NOBODY:
         key += (cols.owner[ids] == actor_id) * OWN
-    if table.reads_borrower:
+    if table.reads_borrower and actor_id != NOBODY:
         key += (cols.borrower[ids] == actor_id) * BOR
     if table.reads_fence:
         key += (cols.fence[ids] <= actor_id) * DUE

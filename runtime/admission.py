@@ -95,15 +95,20 @@ def admit(sched: "Scheduler", req: Request) -> None:
     sched.waiting.remove(req)
     req.phase = Phase.RUNNING
     req.waited = 0
+    req.outputs_at_admit = len(req.output)
     sched.running.append(req)
 
 
 def pick_victim(sched: "Scheduler", exclude: set) -> Request | None:
-    """The running plain request with the most tokens left among those past their prefill
-    (a request is never retracted before it produced a token, so two requests cannot keep
-    retracting each other's prefill), not already in the batch being built. Retracting a
-    session turn would free no slot: its slot stays with the session."""
-    plain = [r for r in sched.running if r.session is None and r.rid not in exclude and not r.prefilling and r.output]
+    """The running plain request with the most tokens left among those that have kept at
+    least one new token since they were admitted (so two requests retracting each other
+    always make progress), not already in the batch being built. Retracting a session turn
+    would free no slot: its slot stays with the session."""
+    plain = [
+        r
+        for r in sched.running
+        if r.session is None and r.rid not in exclude and len(r.output) > r.outputs_at_admit
+    ]
     return max(plain, key=lambda r: (r.remaining(), r.rid), default=None)
 
 

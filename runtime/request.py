@@ -31,8 +31,10 @@ class Request:
     fed: int = 0  # tokens of `input` fed so far (chunked prefill)
     refeeds: bool = False  # a session turn whose input starts with the whole transcript
     pending_outputs: int = 0  # outputs of launched steps not yet processed (overlap)
+    tail: tuple | None = None  # (tokens tensor of a launched step, row): its last token, a device future
     finish_reason: str | None = None
     waited: int = 0  # steps spent waiting for a slot
+    outputs_at_admit: int = 0  # len(output) when last admitted: retraction waits for progress past it
 
     @property
     def prefilling(self) -> bool:

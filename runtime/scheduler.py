@@ -48,6 +48,12 @@ class SchedulerConfig:
     audit_when_idle: bool = True
 
 
+def _by_source(items: list) -> list:
+    """Decode items ordered by the step whose tensor holds their last token (usually one), so
+    their inputs gather with one index per source tensor."""
+    return sorted(items, key=lambda item: id(item[0].tail[0]))
+
+
 class StepFailed(RuntimeError):
     """The forward pass of a step raised; its requests were aborted cleanly first."""
 
@@ -59,7 +65,7 @@ class AuditFailed(RuntimeError):
 class InFlight(NamedTuple):
     step: int
     batch: Batch
-    produced: list  # per batch item: (request, generation, token tensor or None)
+    produced: tuple  # (tokens tensor, [(request, generation, row or None) per batch item])
 
 
 class StepReport(NamedTuple):
@@ -251,37 +257,45 @@ class Scheduler:
         self.pool.fence()
 
     # -- internals ---------------------------------------------------------------------------
-    def _forward(self, batch: Batch) -> list:
-        """Run the layer on the batch (reading and writing the pool by slot index). Returns,
-        per item, the token it produced (a 0-d tensor: a device future) or None."""
-        slots = self.pool.on_device([req.slot for req, _ in batch.items])
+    def _forward(self, batch: Batch) -> tuple:
+        """Run the layer on the batch (reading and writing the pool by slot index). Returns the
+        tokens tensor (a device future) and, per item, (request, generation, row of its token
+        in that tensor or None). No host sync here."""
+        items = batch.items if batch.kind == "prefill" else _by_source(batch.items)
+        slots = self.pool.on_device([req.slot for req, _ in items])
         conv, ssm = self.pool.conv[0], self.pool.ssm
         if batch.kind == "prefill":
-            chunks = [torch.tensor(req.input[req.fed : req.fed + n], dtype=torch.int64) for req, n in batch.items]
+            chunks = [torch.tensor(req.input[req.fed : req.fed + n], dtype=torch.int64) for req, n in items]
             nxt = self.model.prefill(chunks, slots, conv, ssm)
-        else:
-            last = torch.stack([req.tail for req, _ in batch.items]).to(slots.device)
-            nxt = self.model.decode(last, slots, conv, ssm)
-        produced = []
-        for i, (req, n) in enumerate(batch.items):
+        else:  # each request's last token, gathered from the step that produced it
+            groups: dict = {}
+            for req, _ in items:
+                groups.setdefault(id(req.tail[0]), (req.tail[0], []))[1].append(req.tail[1])
+            last = torch.cat([t[torch.tensor(rows, device=t.device)] for t, rows in groups.values()])
+            nxt = self.model.decode(last.to(slots.device), slots, conv, ssm)
+        rows = []
+        for i, (req, n) in enumerate(items):
             if batch.kind == "prefill":
                 req.fed += n
             makes_token = not req.prefilling
             if makes_token:
-                req.tail = nxt[i]
+                req.tail = (nxt, i)
                 req.pending_outputs += 1
-            produced.append((req, self.generation[req.rid], nxt[i] if makes_token else None))
-        return produced
+            rows.append((req, self.generation[req.rid], i if makes_token else None))
+        return nxt, rows
 
     def _process(self, done: InFlight) -> list:
-        """The host learns a finished step's tokens (`.item()`: a device sync on CUDA, taken
-        only once the step is done) and finishes the requests that reached their budget."""
+        """The host learns a finished step's tokens (one `.tolist()`: the step's one device
+        sync on CUDA, taken only once the step is done) and finishes the requests that reached
+        their budget."""
+        tokens, rows = done.produced
+        host = tokens.tolist()
         finished = []
-        for req, generation, token in done.produced:
-            if req.done or generation != self.generation[req.rid] or token is None:
+        for req, generation, row in rows:
+            if req.done or generation != self.generation[req.rid] or row is None:
                 continue  # aborted or retracted while the step was in flight: its output is void
             req.pending_outputs -= 1
-            req.output.append(int(token.item()))
+            req.output.append(host[row])
             if len(req.output) >= req.max_new_tokens:
                 self._finish(req)
                 finished.append(req.rid)

@@ -11,10 +11,9 @@ through the slots. See `slotwarden.workload` for the workload and the client tha
 At the end: throughput, peak slot use by state, the lifecycle events counted, and the final
 audit (`Scheduler.check_audit()` plus every slot FREE). Exits 0 only with a clean audit.
 
-Two guards around the scheduler, both reported in the summary: `unblock_head_of_line` works
-around an admission deadlock (a starved head of queue in front of session turns that hold every
-slot; see its docstring), and a run that launches nothing for many steps while requests wait
-stops as a failure (`Stalled`, naming who holds the slots) instead of spinning until max_steps.
+A safety net around the scheduler: a run that launches nothing for many steps while requests
+wait stops as a failure (`Stalled`, naming who holds the slots and who waits) instead of
+spinning until max_steps; the audit line then reports it.
 """
 
 from __future__ import annotations
@@ -83,44 +82,9 @@ def _sample_before_fence(sched: Scheduler, samples: list) -> None:
 
 
 class Stalled(RuntimeError):
-    """Requests wait, nothing runs, and nothing the scheduler does will change that."""
-
-
-def _brings_its_slot(sched: Scheduler, req) -> bool:
-    """A queued session turn whose session owns a (parked) slot: it needs no fresh slot."""
-    if req.session is None:
-        return False
-    s = sched.sessions[req.session]
-    return s.slot is not None and s.turn == req.rid
-
-
-def unblock_head_of_line(sched: Scheduler) -> int:
-    """Work around a scheduler deadlock; returns how many queued turns it moved.
-
-    `build_batch` admits the waiting queue strictly in order and stops at the first candidate
-    that cannot take a slot; a starved head can only retract a running *plain* request, and the
-    reaper never closes a session that has a turn queued. So when every slot is parked in a
-    session whose next turn waits behind a head that needs a fresh slot, and no plain request
-    runs, nothing can move again: the head waits for a slot that only those turns would give
-    back, and they wait behind it. (Default workload, `--slots 16 --seed 2`: all 16 slots
-    SESSION_OWNED, nothing running, the head starved for good.)
-
-    When the head is starved past `retract_after` and no plain request runs (so no retraction
-    can free a slot), the queued turns that bring their own slot are moved to the front of
-    `sched.waiting`, in order. They take no fresh slot, so no other candidate loses anything;
-    the pool and the ledger are not touched (the lifecycle does not govern queue order)."""
-    waiting = sched.waiting
-    if not waiting or _brings_its_slot(sched, waiting[0]):
-        return 0
-    if waiting[0].waited <= (sched.config.retract_after or 0):
-        return 0
-    if any(r.session is None for r in sched.running):
-        return 0  # a retraction can still free a slot for the head
-    ready = [r for r in waiting if _brings_its_slot(sched, r)]
-    for r in ready:
-        waiting.remove(r)
-    waiting.extendleft(reversed(ready))
-    return len(ready)
+    """Requests wait and no batch has launched for `stall_steps` steps: the scheduler is stuck
+    (a safety net; admission is meant never to get here). The message names the head of the
+    queue and who holds the slots."""
 
 
 def _stall_report(sched: Scheduler, steps: int) -> str:
@@ -132,7 +96,7 @@ def _stall_report(sched: Scheduler, steps: int) -> str:
         f"no batch for {steps} steps while {len(sched.waiting)} requests wait: the head, request {head.rid}"
         f"{f' (session {head.session})' if head.session is not None else ''}, starved of a slot for {head.waited} steps; "
         f"{len(sched.running)} running; slots {counts}; {len(holders)} sessions hold a slot, {queued} of them with "
-        "their next turn queued behind the head"
+        "a turn pending"
     )
 
 
@@ -145,23 +109,21 @@ def simulate(
     overlap: bool = False,
     max_steps: int = 100_000,
     progress: bool = True,
-    unblock: bool = True,
     stall_steps: int | None = None,
     **config,
 ) -> dict:
     """Run the workload of `spec`; returns every number the summary prints, the per-step slot
     counts (`samples`, one dict Group -> count per step) and the audit's verdict.
 
-    `unblock`: apply `unblock_head_of_line` before every step (counted in the result). A run
-    that launches no batch for `stall_steps` steps while requests wait (default: 4 session
-    timeouts + 50) stops and fails, with what held the slots."""
+    A run that launches no batch for `stall_steps` steps while requests wait (default: 4 session
+    timeouts + 50) stops and fails (`Stalled`), with what held the slots."""
     device = torch.device(device) if device is not None else default_device()
     sched = build_scheduler(slots, device, dtype, overlap=overlap, **config)
     plan = make_plan(spec)
     driver = Driver(sched, plan)
     samples: list = []
     _sample_before_fence(sched, samples)
-    rollbacks = retractions = prefill_tokens = moved = unblocked_steps = quiet = 0
+    rollbacks = retractions = prefill_tokens = quiet = 0
     if stall_steps is None:
         stall_steps = 4 * (sched.config.session_timeout or 25) + 50
     kinds = Counter()
@@ -178,10 +140,6 @@ def simulate(
             if t >= max_steps:
                 raise RuntimeError(f"the workload did not finish in {max_steps} steps")
             driver.before_step(t)
-            if unblock:
-                n = unblock_head_of_line(sched)
-                moved += n
-                unblocked_steps += n > 0
             report = sched.step()
             driver.after_step(t)
             quiet = quiet + 1 if report.kind == "idle" and sched.waiting else 0
@@ -235,7 +193,6 @@ def simulate(
         "steps_per_s": t / wall if wall else 0.0,
         "peak_in_use": max(in_use, default=0),
         "peak_by_state": {g.name: max((c[g] for c in samples), default=0) for g in GROUPS if g is not Group.FREE},
-        "unblock": {"on": unblock, "steps": unblocked_steps, "turns_moved": moved},
         "rollbacks": rollbacks,
         "retractions": retractions,
         "aborts": dict(driver.stats.aborts),
@@ -285,19 +242,9 @@ def format_summary(r: dict) -> str:
         f"sessions closed       {r['sessions_closed_by_client']} by their client ({r['deferred_closes']} deferred while a turn ran), "
         f"{r['sessions_closed_by_reaper']} by the reaper",
         f"finish reasons        " + ", ".join(f"{k} {v}" for k, v in sorted(r["finish_reasons"].items())),
-        _unblock_line(r["unblock"]),
         r["audit"],
     ]
     return "\n".join(lines)
-
-
-def _unblock_line(u: dict) -> str:
-    if not u["on"]:
-        return "head-of-line fix      off"
-    return (
-        f"head-of-line fix      {u['turns_moved']} queued turns holding their session's slot moved ahead of a starved "
-        f"head, on {u['steps']} steps (a scheduler deadlock workaround: see demo.unblock_head_of_line)"
-    )
 
 
 def have_matplotlib() -> bool:

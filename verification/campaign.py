@@ -12,7 +12,8 @@ import time
 from typing import NamedTuple
 
 import hypothesis.core
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import InMemoryExampleDatabase
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -36,7 +37,25 @@ _AT_CALL = ("IllegalMove", "BadSlotId", "FenceError", "IllegalCopy")
 
 
 def run_machine(name: str, machine: type, budget: Budget, seed: int | None = None) -> CampaignResult:
-    """Run `machine` for `budget`; never raises for a failing machine, reports it."""
+    """Run `machine` for `budget`; never raises for a failing machine, reports it.
+
+    Two passes: the search (no shrinking) gives the time and number of examples to the first
+    failure; for a failure, a second pass replays it from an in-memory database and shrinks
+    it, giving the shortest step sequence Hypothesis can find and where it was caught."""
+    database = InMemoryExampleDatabase()
+    search = _attempt(machine, budget, seed, database, (Phase.explicit, Phase.reuse, Phase.generate))
+    if search.passed:
+        return search._replace(name=name)
+    shrunk = _attempt(machine, budget, seed, database, tuple(Phase))  # same seed: finds it again, then shrinks
+    return search._replace(
+        name=name,
+        error=shrunk.error or search.error,
+        caught_by=shrunk.caught_by or search.caught_by,
+        trace=shrunk.trace or search.trace,
+    )
+
+
+def _attempt(machine: type, budget: Budget, seed, database, phases) -> CampaignResult:
     lines: list[str] = []
     count = [0]
     original_init = machine.__init__
@@ -50,13 +69,14 @@ def run_machine(name: str, machine: type, budget: Budget, seed: int | None = Non
         max_examples=budget.examples,
         stateful_step_count=budget.steps,
         deadline=None,
-        database=None,
-        derandomize=seed is None,
+        database=database,
         suppress_health_check=list(HealthCheck),
         print_blob=False,
+        report_multiple_bugs=False,
+        phases=phases,
     )
     previous_seed = hypothesis.core.global_force_seed
-    hypothesis.core.global_force_seed = seed
+    hypothesis.core.global_force_seed = 0 if seed is None else seed  # reproducible by default
     start = time.perf_counter()
     try:
         with with_reporter(lines.append):
@@ -66,9 +86,9 @@ def run_machine(name: str, machine: type, budget: Budget, seed: int | None = Non
         kind = type(exc).__name__
         error = f"{kind}: {str(exc).splitlines()[0] if str(exc) else ''}"
         caught = "call" if kind in _AT_CALL else "audit" if kind == "AuditFailed" else "invariant"
-    finally:
+        lines.extend(getattr(exc, "__notes__", ()))  # Hypothesis attaches the steps as notes
         hypothesis.core.global_force_seed = previous_seed
         machine.__init__ = original_init
     seconds = time.perf_counter() - start
     trace = "\n".join(line for line in lines if line.strip())
-    return CampaignResult(name, not error, seconds, count[0], error, caught, trace)
+    return CampaignResult("", not error, seconds, count[0], error, caught, trace)

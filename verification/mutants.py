@@ -86,11 +86,11 @@ class Mutant(NamedTuple):
     cls: type
     bug: str  # the SGLang pull request(s)
     rule: str  # the lifecycle rule it breaks
-    needs: dict  # scheduler settings under which the bug can show (e.g. overlap)
+    needs: dict  # scheduler settings that make the bug's path likely (overlap; a budget tight enough to reject)
 
 
 MUTANTS = (
-    Mutant("lent_rollback_frees", LentRollbackFrees, "21404 -> 23327", "a lent slot returns to its session", {}),
+    Mutant("lent_rollback_frees", LentRollbackFrees, "21404 -> 23327", "a lent slot returns to its session", {"token_budget": 2, "chunk_size": 2}),
     Mutant("rollback_frees_admitted", RollbackFreesAdmitted, "16067 / 18910", "a slot in the running batch is never freed by the batch builder", {}),
     Mutant("close_leaks", CloseLeaks, "23496", "session close releases exactly the slots it owns", {}),
     Mutant("stale_handle_after_park", StaleHandleAfterPark, "26941", "after hand-over the previous holder keeps no handle", {}),

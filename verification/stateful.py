@@ -261,8 +261,25 @@ class GuardMachine(PoolMachine):
 
 
 # -- the scheduler machine -----------------------------------------------------------------------
+def _marks_broken(rule_body):
+    """A rule that raised leaves the scheduler mid-operation: teardown must not pile a second
+    error on top of the counterexample."""
+
+    def wrapped(self, *args, **kwargs):
+        try:
+            return rule_body(self, *args, **kwargs)
+        except BaseException:
+            self.broken = True
+            raise
+
+    wrapped.__name__, wrapped.__doc__ = rule_body.__name__, rule_body.__doc__
+    return wrapped
+
+
 class SchedulerMachine(RuleBasedStateMachine):
     """Random workloads on a small scheduler; invariants after every rule, audit at teardown."""
+
+    broken = False
 
     scheduler_cls: type = Scheduler
     settings_override: dict = {}
@@ -283,15 +300,18 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.sched = scheduler_for(MODEL, slots, self.scheduler_cls, **settings)
 
     @rule(n=st.integers(1, 6), new=st.integers(1, 4), first=st.integers(0, 63))
+    @_marks_broken
     def submit(self, n, new, first):
         self.sched.submit([(first + i) % 64 for i in range(n)], new)
 
     @rule()
+    @_marks_broken
     def open_session(self):
         self.sched.open_session()
 
     @precondition(lambda self: hasattr(self, "sched") and any(s.status is SessionStatus.OPEN for s in self.sched.sessions.values()))
     @rule(data=st.data(), n=st.integers(1, 4), new=st.integers(1, 3))
+    @_marks_broken
     def submit_turn(self, data, n, new):
         open_ = [s.sid for s in self.sched.sessions.values() if s.status is SessionStatus.OPEN]
         sid = data.draw(st.sampled_from(open_))
@@ -299,15 +319,18 @@ class SchedulerMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: hasattr(self, "sched") and self.sched.requests)
     @rule(data=st.data())
+    @_marks_broken
     def abort(self, data):
         self.sched.abort(data.draw(st.sampled_from(sorted(self.sched.requests))))
 
     @precondition(lambda self: hasattr(self, "sched") and self.sched.sessions)
     @rule(data=st.data())
+    @_marks_broken
     def close(self, data):
         self.sched.close_session(data.draw(st.sampled_from(sorted(self.sched.sessions))))
 
     @rule(times=st.integers(1, 4))
+    @_marks_broken
     def step(self, times):
         for _ in range(times):
             self.sched.step()
@@ -329,11 +352,11 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert held == ([s.slot] if s.slot is not None else []), f"session {s.sid} handle {s.slot}, pool {held}"
 
     def teardown(self):
-        if not hasattr(self, "sched"):
+        if not hasattr(self, "sched") or self.broken:
             return
         for sid in list(self.sched.sessions):
             self.sched.close_session(sid)
-        self.sched.run(300)
+        self.sched.run(5000)
         self.sched.step()
         self.sched.check_audit()
         assert all(r.state is State.FREE for r in (self.sched.pool.ledger.record(i) for i in range(1, self.sched.pool.capacity + 1)))
