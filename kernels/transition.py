@@ -14,6 +14,7 @@ Python loop, and no device sync even when the state lives on a GPU.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -56,8 +57,10 @@ def _realise(state: State, bits: int, lifecycle: Lifecycle, kind) -> tuple[Slot,
     return slot, Actor(kind, me)
 
 
+@lru_cache(maxsize=16)
 def compile_events(lifecycle: Lifecycle = LIFECYCLE) -> dict[Event, EventTable]:
-    """Every event's columns, derived from the model's table and relation rule."""
+    """Every event's columns, derived from the model's table and relation rule (computed
+    once per lifecycle; the arrays are read-only)."""
     table = compile_table(lifecycle)
     out = {}
     for event in Event:
@@ -82,6 +85,7 @@ def compile_events(lifecycle: Lifecycle = LIFECYCLE) -> dict[Event, EventTable]:
         def writes(row):
             return bool((cols[row][legal] != Source.KEEP).any())
 
+        cols.setflags(write=False)
         out[event] = EventTable(*cols, reads(OWN), reads(BOR), reads(DUE), writes(1), writes(2), writes(3))
     return out
 

@@ -9,11 +9,12 @@ Plain nested tuples of ints: no torch here.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 from .declaration import Lifecycle
 from .lifecycle import LIFECYCLE
-from .vocabulary import ActorKind, Event, Relation, State
+from .vocabulary import Event, Relation, State
 
 ILLEGAL = 255
 """The next-state code of a move the declaration does not allow (fits a uint8)."""
@@ -35,8 +36,9 @@ class Table(NamedTuple):
     has_target: tuple  # [event] -> 0/1
 
 
+@lru_cache(maxsize=16)
 def compile_table(lifecycle: Lifecycle = LIFECYCLE) -> Table:
-    """Every (state, event, relation) of `lifecycle` as dense arrays."""
+    """Every (state, event, relation) of `lifecycle` as dense arrays (computed once per lifecycle)."""
 
     def column(pick, missing):
         return tuple(
@@ -73,4 +75,3 @@ def lookup(table: Table, state: State, event: Event, relation: Relation) -> Stat
 
 
 TABLE = compile_table()
-KINDS = tuple(ActorKind)

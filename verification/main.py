@@ -1,47 +1,212 @@
-"""`slotwarden verify`: the main job. Runs every check, prints a summary, returns the exit code."""
+"""`slotwarden verify`: the main job. Every check, with progress, a summary, a report.
+
+Stages (each a list of jobs, so `--shard I/N` can split the whole campaign):
+1. the declaration: the `transitions` machine, `step()` and the table agree on every move;
+2. CrossHair proofs of the model's properties (two worker processes);
+3. the bounded exhaustive model checker over the abstract scheduler;
+4. the Hypothesis campaign: pool, an engine allocator behind the guard, the scheduler with
+   overlap off and on; every machine must pass;
+5. the mutant matrix: each bug of the history injected, and caught by the checker and by the
+   Hypothesis scheduler machine (which also says whether the runtime raised at the call).
+Exit 0 only if every proof is CONFIRMED, every check holds and every mutant is caught.
+"""
 
 from __future__ import annotations
 
+import json
 import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Callable, NamedTuple
 
+from slotwarden.model import proofs as model_proofs
 from slotwarden.verification.agreement import judge
-from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT, ProofResult, prove_all
+from slotwarden.verification.campaign import Budget, run_machine
+from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, check
+from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT, prove
+from slotwarden.verification.mutants import MUTANTS
+from slotwarden.verification.stateful import GuardMachine, PoolMachine, machine_for
+from slotwarden.runtime.scheduler import Scheduler
+
+LEVELS = {  # examples per machine, steps per example, mutant examples, checker bounds
+    "quick": dict(pool=Budget(40, 25), scheduler=Budget(25, 20), mutant=Budget(300, 25), bounds=TEST_BOUNDS, proofs=False),
+    "default": dict(pool=Budget(200, 30), scheduler=Budget(100, 25), mutant=Budget(500, 30), bounds=DEFAULT_BOUNDS, proofs=True),
+    "thorough": dict(pool=Budget(2000, 40), scheduler=Budget(1000, 40), mutant=Budget(2000, 40), bounds=DEFAULT_BOUNDS, proofs=True),
+}
 
 
-def _agreement() -> tuple[bool, str]:
+class Row(NamedTuple):
+    stage: str
+    name: str
+    ok: bool
+    seconds: float
+    summary: str  # one line for the table
+    detail: dict  # everything for report.json
+
+
+def _agreement(_) -> Row:
     start = time.perf_counter()
     verdicts = judge()
     bad = [v for v in verdicts if not v.agrees]
     legal = sum(v.step is not None for v in verdicts)
-    took = time.perf_counter() - start
+    text = f"{len(verdicts) - len(bad)}/{len(verdicts)} (state, event, actor, relation) combinations agree ({legal} legal)"
+    detail = {"combinations": len(verdicts), "legal": legal, "disagreements": [str(v) for v in bad[:20]]}
+    return Row("declaration", "machine = step() = table", not bad, time.perf_counter() - start, text, detail)
+
+
+def _proof(name: str, timeout: float) -> Row:
+    r = prove(name, timeout=timeout)
+    text = f"{r.verdict}  {r.property}"
+    return Row("proofs", name, r.confirmed, r.seconds, text, {"verdict": r.verdict, "message": r.message, "property": r.property})
+
+
+def _checker(bounds) -> Row:
+    r = check(bounds)
+    v = r.violation
+    text = f"{r.states} states, {r.transitions} transitions, depth {r.max_depth}" + (f"; VIOLATION {v.property}" if v else "")
+    detail = {"bounds": bounds._asdict(), "states": r.states, "transitions": r.transitions, "depth": r.max_depth,
+              "violation": None if v is None else {"property": v.property, "message": v.message, "trace": list(map(str, v.trace))}}
+    return Row("exhaustive", str(bounds), v is None and r.complete, r.seconds, text, detail)
+
+
+def _machine(name: str, machine: type, budget: Budget, seed) -> Row:
+    r = run_machine(name, machine, budget, seed)
+    text = f"{r.examples} examples" + ("" if r.passed else f"; FAILED: {r.error}")
+    return Row("hypothesis", name, r.passed, r.seconds, text, r._asdict())
+
+
+def _mutant(mutant, budget: Budget, seed) -> Row:
+    start = time.perf_counter()
+    c = check(mutant.bounds, mutant.policy())
+    h = run_machine(mutant.name, machine_for(mutant.cls, **mutant.needs), budget, seed)
+    caught_checker = c.violation is not None
+    caught_hypothesis = not h.passed
+    where = {"call": "raised at the call", "audit": "idle audit", "invariant": "invariant"}.get(h.caught_by, "-")
     text = (
-        f"machine, step() and table agree on {len(verdicts) - len(bad)}/{len(verdicts)} "
-        f"(state, event, actor, relation) combinations ({legal} legal) in {took:.2f} s"
+        f"checker: {c.violation.property if c.violation else 'MISSED'} (trace {len(c.violation.trace) if c.violation else '-'})"
+        f"; hypothesis: {h.error.split(':')[0] if caught_hypothesis else 'MISSED'} after {h.examples} examples, {where}"
     )
-    for v in bad[:5]:
-        text += f"\n    DISAGREE {v.case}: machine={v.machine} step={v.step} table={v.table}"
-    return not bad, text
+    detail = {
+        "bug": mutant.bug,
+        "rule": mutant.rule,
+        "checker": {"property": c.violation.property if c.violation else None, "states": c.states,
+                    "trace": list(map(str, c.violation.trace)) if c.violation else [], "seconds": c.seconds},
+        "hypothesis": h._asdict(),
+    }
+    return Row("mutants", mutant.name, caught_checker and caught_hypothesis, time.perf_counter() - start, text, detail)
+
+
+def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, Callable]]:
+    """Every job of the campaign as (stage, name, thunk), in a fixed order (for sharding)."""
+    out = [("declaration", "agreement", lambda: _agreement(None))]
+    if level["proofs"]:
+        out += [("proofs", n, (n, proof_timeout)) for n in (only or model_proofs.PROOFS)]
+    out += [("exhaustive", str(b), lambda b=b: _checker(b)) for b in level["bounds"]]
+    machines = [
+        ("pool", PoolMachine, level["pool"]),
+        ("guard", GuardMachine, level["pool"]),
+        ("scheduler", machine_for(Scheduler, overlap=False), level["scheduler"]),
+        ("scheduler+overlap", machine_for(Scheduler, overlap=True), level["scheduler"]),
+    ]
+    out += [("hypothesis", n, lambda n=n, m=m, b=b: _machine(n, m, b, seed)) for n, m, b in machines]
+    out += [("mutants", m.name, (m.name, level["mutant"], seed)) for m in MUTANTS]
+    return out
+
+
+def _mutant_named(name: str, budget: Budget, seed) -> Row:
+    return _mutant({m.name: m for m in MUTANTS}[name], budget, seed)
 
 
 def run_verify(args) -> int:
-    ok = True
-    print("== declaration: the derived forms agree", flush=True)
-    agreed, text = _agreement()
-    ok &= agreed
-    print(("  ok    " if agreed else "  FAIL  ") + text, flush=True)
-
+    level_name = "quick" if args.quick else "thorough" if args.thorough else "default"
+    level = LEVELS[level_name]
     timeout = args.proof_timeout or DEFAULT_TIMEOUT
-    print(f"== CrossHair proofs of the model (per-condition timeout {timeout:.0f} s)", flush=True)
+    shard, shards = _parse_shard(args.shard)
+    todo = [j for i, j in enumerate(jobs(level, timeout, args.seed, args.only)) if i % shards == shard]
+    print(f"slotwarden verify: {level_name} run, shard {shard + 1}/{shards}, {len(todo)} jobs, seed {args.seed}", flush=True)
+    start = time.perf_counter()
+    rows: list[Row] = []
 
-    def show(r: ProofResult) -> None:
-        print(f"  {r.verdict:<15} {r.seconds:6.1f} s  {r.name:<24} {r.property}", flush=True)
-        if not r.confirmed:
-            print(f"      {r.message}", flush=True)
+    def show(row: Row) -> None:
+        rows.append(row)
+        mark = "ok  " if row.ok else "FAIL"
+        print(f"  [{len(rows):>2}/{len(todo)}] {mark} {row.stage:<11} {row.name:<34} {row.seconds:7.1f} s  {row.summary}", flush=True)
 
-    results = prove_all(timeout=timeout, names=args.only, on_result=show)
-    proved = all(r.confirmed for r in results)
-    ok &= proved
-    total = sum(r.seconds for r in results)
-    print(f"  {sum(r.confirmed for r in results)}/{len(results)} CONFIRMED in {total:.1f} s", flush=True)
+    proof_jobs = [j for j in todo if j[0] == "proofs"]
+    if proof_jobs:
+        print(f"== CrossHair proofs (per-condition timeout {timeout:.0f} s, 2 processes)", flush=True)
+        with ProcessPoolExecutor(max_workers=2) as pool:
+            for row in pool.map(_proof, *zip(*(j[2] for j in proof_jobs))):
+                show(row)
+    for stage, name, thunk in todo:
+        if stage not in ("proofs", "mutants"):
+            show(thunk())
+    mutant_jobs = [j for j in todo if j[0] == "mutants"]
+    if mutant_jobs:
+        print("== mutants (2 processes)", flush=True)
+        with ProcessPoolExecutor(max_workers=2) as pool:
+            for row in pool.map(_mutant_named, *zip(*(j[2] for j in mutant_jobs))):
+                show(row)
+    total = time.perf_counter() - start
+    ok = all(r.ok for r in rows)
+    print(_summary(rows, total, level_name, level), flush=True)
+    if args.report:
+        _write_report(Path(args.report), rows, total, level_name, ok)
+        print(f"report: {args.report}/report.md, {args.report}/report.json", flush=True)
     print("verify: " + ("PASS" if ok else "FAIL"), flush=True)
     return 0 if ok else 1
+
+
+def _parse_shard(text: str | None) -> tuple[int, int]:
+    if not text:
+        return 0, 1
+    i, n = (int(x) for x in text.split("/"))
+    if not 1 <= i <= n:
+        raise SystemExit(f"--shard {text}: want I/N with 1 <= I <= N")
+    return i - 1, n
+
+
+def _summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
+    lines = ["", "== summary", "| stage | checks | passed | seconds |", "|---|---:|---:|---:|"]
+    for stage in ("declaration", "proofs", "exhaustive", "hypothesis", "mutants"):
+        mine = [r for r in rows if r.stage == stage]
+        if mine:
+            lines.append(f"| {stage} | {len(mine)} | {sum(r.ok for r in mine)} | {sum(r.seconds for r in mine):.1f} |")
+        elif stage == "proofs" and not level["proofs"]:
+            lines.append("| proofs | skipped (--quick) | - | - |")
+    states = sum(r.detail["states"] for r in rows if r.stage == "exhaustive")
+    lines.append(f"exhaustive: {states} reachable states over {sum(r.stage == 'exhaustive' for r in rows)} bounds")
+    mutants = [r for r in rows if r.stage == "mutants"]
+    if mutants:
+        lines += ["", "== mutant matrix", "| mutant | bug (SGLang PR) | checker: property, trace | Hypothesis: examples, seconds, caught at |", "|---|---|---|---|"]
+        for r in mutants:
+            c, h = r.detail["checker"], r.detail["hypothesis"]
+            where = {"call": "the call (" + h["error"].split(":")[0] + ")", "audit": "idle audit (AuditFailed)", "invariant": "invariant"}.get(h["caught_by"], "MISSED")
+            lines.append(
+                f"| {r.name} | {r.detail['bug']} | {c['property'] or 'MISSED'}, {len(c['trace'])} steps "
+                f"| {h['examples']}, {h['seconds']:.1f} s, {where} |"
+            )
+    lines.append(f"\n{level_name} run: {total:.1f} s in all")
+    return "\n".join(lines)
+
+
+def _write_report(folder: Path, rows: list[Row], total: float, level_name: str, ok: bool) -> None:
+    from slotwarden.model.diagram import mermaid
+
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {"ok": ok, "level": level_name, "seconds": total, "results": [r._asdict() for r in rows]}
+    (folder / "report.json").write_text(json.dumps(data, indent=2, default=str))
+    md = [f"# slotwarden verify: {'PASS' if ok else 'FAIL'}", "", "```mermaid", mermaid().rstrip(), "```", ""]
+    md += ["| stage | check | ok | seconds | result |", "|---|---|---|---:|---|"]
+    md += [f"| {r.stage} | {r.name} | {'yes' if r.ok else 'NO'} | {r.seconds:.1f} | {r.summary} |" for r in rows]
+    md += ["", "## Counterexamples", ""]
+    for r in rows:
+        trace = r.detail.get("trace") or (r.detail.get("hypothesis") or {}).get("trace")
+        checker = (r.detail.get("checker") or {}).get("trace") or ((r.detail.get("violation") or {}).get("trace"))
+        if trace or checker:
+            md += [f"### {r.stage}: {r.name}", ""]
+            if checker:
+                md += ["Shortest trace (exhaustive checker):", "", "```", *checker, "```", ""]
+            if trace:
+                md += ["Shrunk steps (Hypothesis, runnable):", "", "```python", trace, "```", ""]
+    (folder / "report.md").write_text("\n".join(md))

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from slotwarden.model.vocabulary import Actor
+from slotwarden.model.vocabulary import Actor, Event
 from slotwarden.runtime.request import Request, Session
 from slotwarden.runtime.scheduler import Scheduler
+from slotwarden.verification import abstract as A
+from slotwarden.verification.abstract import Bounds, Fire, Policy, req_actor
 
 
 class LentRollbackFrees(Scheduler):
@@ -81,20 +83,88 @@ class EarlyFence(Scheduler):
         self.pool.fence(self.pool.ledger.launched)
 
 
+# -- the same bugs in the abstract scheduler, for the exhaustive checker -------------------------
+class AbstractLentRollbackFrees(Policy):
+    """PR 21404: after the rollback, the request releases the lent slot as if it were done."""
+
+    def rollback_events(self, world, r):
+        plan = super().rollback_events(world, r)
+        return plan + ((Fire(Event.FINISH, req_actor(r), (r.handle,)),) if r.lent else ())
+
+
+class AbstractRollbackFreesAdmitted(Policy):
+    """PR 16067: the rollback also frees the slot of a request already in the running batch."""
+
+    def rollback_events(self, world, r):
+        plan = super().rollback_events(world, r)
+        admitted = [q for q in world.requests if q.phase == A.RUNNING and q.handle is not None]
+        return plan + ((Fire(Event.ROLLBACK, req_actor(admitted[0]), (admitted[0].handle,)),) if admitted else ())
+
+
+class AbstractCloseLeaks(Policy):
+    """PR 23496: closing a session never frees its slot."""
+
+    def close_events(self, world, s):
+        return ()
+
+
+class AbstractStaleHandleAfterPark(Policy):
+    """PR 26941: the request keeps its handle after its state is saved to the session."""
+
+    def handle_after_park(self, world, r, slot):
+        return slot
+
+
+class AbstractSentinelFreed(Policy):
+    """PRs 40044 / 40250: a waiting request, which has no slot, frees the `-1` sentinel."""
+
+    def abort_events(self, world, r):
+        if r.phase == A.WAITING:
+            return (Fire(Event.ABORT, req_actor(r), (-1,)),)
+        return super().abort_events(world, r)
+
+
+class AbstractAbortLeaks(Policy):
+    """PR 12693: a candidate aborted before it joins the batch forgets its slot."""
+
+    def abort_events(self, world, r):
+        return () if r.phase == A.CANDIDATE else super().abort_events(world, r)
+
+
+class AbstractEarlyFence(Policy):
+    """Overlap: a release waits for the last completed step, not the one in flight."""
+
+    def release_epoch(self, world):
+        return world.completed
+
+
 class Mutant(NamedTuple):
     name: str
-    cls: type
+    cls: type  # the Scheduler subclass (runtime)
+    policy: type  # the Policy subclass (exhaustive checker)
+    bounds: Bounds  # the checker bounds the bug needs
     bug: str  # the SGLang pull request(s)
     rule: str  # the lifecycle rule it breaks
     needs: dict  # scheduler settings that make the bug's path likely (overlap; a budget tight enough to reject)
 
 
+_SESSION = Bounds(slots=1, requests=3, sessions=1, overlap=False)  # s0 = r0, r1; r2 plain
+_PAIR = Bounds(slots=2, requests=3, sessions=1, overlap=False)
+_OVERLAP = Bounds(slots=2, requests=3, sessions=1, overlap=True)
+
 MUTANTS = (
-    Mutant("lent_rollback_frees", LentRollbackFrees, "21404 -> 23327", "a lent slot returns to its session", {"token_budget": 2, "chunk_size": 2}),
-    Mutant("rollback_frees_admitted", RollbackFreesAdmitted, "16067 / 18910", "a slot in the running batch is never freed by the batch builder", {}),
-    Mutant("close_leaks", CloseLeaks, "23496", "session close releases exactly the slots it owns", {}),
-    Mutant("stale_handle_after_park", StaleHandleAfterPark, "26941", "after hand-over the previous holder keeps no handle", {}),
-    Mutant("sentinel_freed", SentinelFreed, "40044 / 40250", "only real slot ids can be freed", {}),
-    Mutant("abort_leaks", AbortLeaks, "12693", "every path out of a request releases what it holds", {}),
-    Mutant("early_fence", EarlyFence, "overlap scheduling", "a released slot is free only after its step's fence", {"overlap": True}),
+    Mutant("lent_rollback_frees", LentRollbackFrees, AbstractLentRollbackFrees, _SESSION, "21404 -> 23327",
+           "a lent slot returns to its session", {"token_budget": 2, "chunk_size": 2}),
+    Mutant("rollback_frees_admitted", RollbackFreesAdmitted, AbstractRollbackFreesAdmitted, _PAIR, "16067 / 18910",
+           "a slot in the running batch is never freed by the batch builder", {}),
+    Mutant("close_leaks", CloseLeaks, AbstractCloseLeaks, _SESSION, "23496",
+           "session close releases exactly the slots it owns", {}),
+    Mutant("stale_handle_after_park", StaleHandleAfterPark, AbstractStaleHandleAfterPark, _SESSION, "26941",
+           "after hand-over the previous holder keeps no handle", {}),
+    Mutant("sentinel_freed", SentinelFreed, AbstractSentinelFreed, _SESSION, "40044 / 40250",
+           "only real slot ids can be freed", {}),
+    Mutant("abort_leaks", AbortLeaks, AbstractAbortLeaks, _SESSION, "12693",
+           "every path out of a request releases what it holds", {}),
+    Mutant("early_fence", EarlyFence, AbstractEarlyFence, _OVERLAP, "overlap scheduling",
+           "a released slot is free only after its step's fence", {"overlap": True}),
 )
