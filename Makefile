@@ -5,11 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify test docs bench demo clean
+.PHONY: verify test docs bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[render,plot]'
 	touch $(STAMP)
@@ -18,7 +17,7 @@ verify: $(STAMP)
 	$(BIN)/slotwarden verify
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 docs: $(STAMP)
 	$(BIN)/slotwarden docs

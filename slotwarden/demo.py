@@ -25,10 +25,9 @@ from collections import Counter
 import torch
 
 from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
+from slotwarden.runtime.assemble import pool_for
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.vocabulary import Group
-from slotwarden.runtime.config import PoolConfig
-from slotwarden.runtime.pool import StatePool
 from slotwarden.runtime.request import SessionStatus
 from slotwarden.runtime.scheduler import AuditFailed, Scheduler, SchedulerConfig
 from slotwarden.workload import Driver, WorkloadSpec, make_plan
@@ -47,22 +46,7 @@ def build_scheduler(slots: int, device, dtype=torch.float32, *, check: str = "st
     """A scheduler over a TinyMamba in `dtype` on `device` and a pool of `slots` matching it."""
     device = torch.device(device)
     model = TinyMamba(TinyMambaConfig(dtype=dtype), device=device)
-    mc = model.config
-    pool = StatePool(
-        PoolConfig(
-            num_slots=slots,
-            layers=mc.layers,
-            conv_dims=(mc.conv_dim,),
-            conv_kernel=mc.conv_kernel,
-            heads=mc.heads,
-            head_dim=mc.head_dim,
-            state_size=mc.dstate,
-            conv_dtype=mc.dtype,
-            ssm_dtype=mc.dtype,
-            device=device,
-        ),
-        check=check,
-    )
+    pool = pool_for(model, slots, check=check, device=device)
     settings = dict(SCHEDULER, max_running=slots)
     settings.update(config)
     return Scheduler(pool, model, SchedulerConfig(**settings))

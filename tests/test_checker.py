@@ -59,23 +59,22 @@ def test_check_all_and_max_states():
 # -- the mutants: the bug history as Policy substitutions ----------------------------------------
 
 
-class LentRollbackFrees(Policy):
-    """PR 21404: the batch builder frees the slot of every candidate that did not fit, a turn
-    lent its session's slot too (here: after the rollback, the request releases it as if done)."""
+from slotwarden.verification.mutants import (  # noqa: E402  the catalogue the verify job uses
+    AbstractAbortLeaks as AbortForgetsCandidate,
+    AbstractCloseLeaks as CloseLeaks,
+    AbstractEarlyFence as EarlyReleaseEpoch,
+    AbstractLentRollbackFrees as LentRollbackFrees,
+    AbstractSentinelFreed as SentinelFree,
+    AbstractStaleHandleAfterPark as StaleHandleAfterPark,
+)
 
-    name = "PR 21404 (finish)"
-    release = Event.FINISH
+
+class LentRollbackAborts(Policy):
+    """PR 21404, released by ABORT instead of FINISH."""
 
     def rollback_events(self, world, r):
         plan = super().rollback_events(world, r)
-        if r.lent:
-            plan += (Fire(self.release, req_actor(r), (r.handle,)),)
-        return plan
-
-
-class LentRollbackAborts(LentRollbackFrees):
-    name = "PR 21404 (abort)"
-    release = Event.ABORT
+        return plan + ((Fire(Event.ABORT, req_actor(r), (r.handle,)),) if r.lent else ())
 
 
 class LentRollbackClosesSession(Policy):
@@ -87,43 +86,6 @@ class LentRollbackClosesSession(Policy):
         if r.lent:
             plan += (Fire(Event.CLOSE, ses_actor(world.sessions[r.session]), (r.handle,)),)
         return plan
-
-
-class CloseLeaks(Policy):
-    """PR 23496: closing a session never frees its slot."""
-
-    def close_events(self, world, s):
-        return ()
-
-
-class StaleHandleAfterPark(Policy):
-    """PR 26941: the request keeps its handle after its state is saved to the session."""
-
-    def handle_after_park(self, world, r, slot):
-        return slot
-
-
-class EarlyReleaseEpoch(Policy):
-    """Overlap scheduling: a release waits for the last completed step, not the one in flight."""
-
-    def release_epoch(self, world):
-        return world.completed
-
-
-class AbortForgetsCandidate(Policy):
-    """PR 12693: a candidate aborted before it joins the batch forgets its slot."""
-
-    def abort_events(self, world, r):
-        return () if r.phase == CANDIDATE else super().abort_events(world, r)
-
-
-class SentinelFree(Policy):
-    """PR 40044 / 40250: a waiting request, which has no slot, frees the `-1` sentinel."""
-
-    def abort_events(self, world, r):
-        if r.phase == WAITING:
-            return (Fire(Event.ABORT, req_actor(r), (-1,)),)
-        return super().abort_events(world, r)
 
 
 SESSION = Bounds(slots=1, requests=3, sessions=1, overlap=False)  # s0 = r0, r1; r2 plain
