@@ -13,7 +13,6 @@ from collections import defaultdict
 from .declaration import Lifecycle
 from .lifecycle import LIFECYCLE
 from .machine import SlotMachine
-from .vocabulary import Group
 
 FORMATS = ("mermaid", "dot", "svg", "png")
 
@@ -99,5 +98,3 @@ def render(fmt: str, lifecycle: Lifecycle = LIFECYCLE) -> bytes:
         ) from exc
     return pygraphviz.AGraph(string=dot(lifecycle)).draw(format=fmt, prog="dot")
 
-
-_ = Group

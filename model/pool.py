@@ -14,7 +14,7 @@ from .declaration import Lifecycle
 from .errors import BadSlotId, IllegalMove
 from .lifecycle import LIFECYCLE
 from .step import step
-from .vocabulary import FREE_SLOT, NOBODY, Actor, Event, Slot, State
+from .vocabulary import FREE_SLOT, NOBODY, Actor, Event, State
 
 
 class Pool(NamedTuple):

@@ -7,9 +7,7 @@ import pytest
 from slotwarden.model.vocabulary import Event
 from slotwarden.verification import checker as checker_module
 from slotwarden.verification.abstract import (
-    CANDIDATE,
     PROPERTIES,
-    WAITING,
     Bounds,
     Fire,
     Policy,

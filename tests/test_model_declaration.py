@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from slotwarden.model.declaration import CLEAR, KEEP, EventSpec, Rule, StateSpec, declare
+from slotwarden.model.declaration import CLEAR, KEEP, Rule, StateSpec, declare
 from slotwarden.model.errors import DeclarationError, IllegalMove
 from slotwarden.model.lifecycle import EVENTS, LIFECYCLE, RULES, STATES
 from slotwarden.model.machine import SlotMachine

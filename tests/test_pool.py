@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from slotwarden.model.errors import BadSlotId, IllegalCopy, IllegalMove, LifecycleError
-from slotwarden.model.vocabulary import NOBODY, Actor, Event, Group, Slot, State
+from slotwarden.model.vocabulary import Actor, Event, Group, Slot, State
 from slotwarden.runtime.config import PoolConfig
 from slotwarden.runtime.pool import StatePool
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-import numpy as np
 import torch
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, precondition, rule
@@ -24,7 +23,7 @@ from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
 from slotwarden.model import pool as model_pool
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.properties import conserved, exclusive
-from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Slot, State
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
 from slotwarden.runtime.assemble import pool_for, scheduler_for
 from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.runtime.request import Phase, SessionStatus
@@ -366,5 +365,3 @@ def machine_for(scheduler_cls: type, **settings) -> type:
     """`SchedulerMachine` driving `scheduler_cls` (a mutant), with `settings` fixed."""
     return type(f"{scheduler_cls.__name__}Machine", (SchedulerMachine,), {"scheduler_cls": scheduler_cls, "settings_override": settings})
 
-
-_ = (np, Slot)
