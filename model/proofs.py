@@ -124,19 +124,24 @@ def _slot(free: bool) -> Slot:
     return FREE_SLOT if free else Slot(State.RELEASED)
 
 
-def prove_quiescent(s1: Slot, s2: Slot, closing: int, completed: int) -> tuple:
-    """Property 6: once every owner is gone (no live requests, the last session closed) and a
-    fence covers every release, no slot is left behind.
+def _record(state: State, fence: int) -> Slot:
+    """A well-formed record in `state`, owned by 7 and lent to 8 where the state has those."""
+    spec = SUBJECT[0].spec(state)
+    return Slot(state, 7 if spec.owner is not None else NOBODY, 8 if spec.lent else NOBODY, fence if spec.fenced else 0)
 
-    pre: exclusive(s1, SUBJECT[0]) and exclusive(s2, SUBJECT[0])
-    pre: no_orphans((s1, s2), (), (closing,), SUBJECT[0])
-    pre: completed >= max(s1.fence, s2.fence, 1)
+
+def prove_quiescent(st1: State, st2: State, f1: int, f2: int, completed: int) -> tuple:
+    """Property 6: once every owner is gone (no live request; session 7, the last one, closes)
+    and a fence covers every release, no slot is left behind.
+
+    pre: 0 <= f1 <= completed and 0 <= f2 <= completed and completed >= 1
+    pre: no_orphans((_record(st1, f1), _record(st2, f2)), (), (7,), SUBJECT[0])
     post: quiescent(__return__)
     """
     slots = []
-    for s in (s1, s2):
+    for s in (_record(st1, f1), _record(st2, f2)):
         if group(s, SUBJECT[0]) is Group.SESSION_OWNED:
-            s = _step(s, Event.CLOSE, Actor.session(closing), NOBODY, completed)
+            s = _step(s, Event.CLOSE, Actor.session(7), NOBODY, completed)
         if s.state is State.RELEASED:
             s = _step(s, Event.FENCE, Actor.fence(completed), NOBODY, completed)
         slots.append(s)

@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: a fixed one, reproducible)")
     p.add_argument("--shard", metavar="I/N", help="run only shard I of N of the jobs (split a campaign over machines)")
     p.add_argument("--report", metavar="DIR", help="write report.md and report.json (results, diagram, counterexamples) to DIR")
-    p.add_argument("--proof-timeout", type=float, default=None, metavar="S", help="CrossHair per-condition timeout in seconds (default: 120)")
+    p.add_argument("--proof-timeout", type=float, default=None, metavar="S", help="CrossHair per-condition timeout in seconds (default: 300)")
     p.add_argument("--only", action="append", metavar="PROOF", help="run only this CrossHair proof (repeatable)")
     p.set_defaults(func=_verify)
 

@@ -11,7 +11,7 @@ from slotwarden.model.lifecycle import EVENTS, RULES, STATES
 from slotwarden.model.vocabulary import Event, State
 from slotwarden.verification.crosshair_proofs import prove
 
-TIMEOUT = 120.0
+TIMEOUT = 300.0
 
 
 @pytest.mark.parametrize("name", list(proofs.PROOFS))

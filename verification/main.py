@@ -135,7 +135,7 @@ def run_verify(args) -> int:
     proof_jobs = [j for j in todo if j[0] == "proofs"]
     if proof_jobs:
         print(f"== CrossHair proofs (per-condition timeout {timeout:.0f} s, 2 processes)", flush=True)
-        with ProcessPoolExecutor(max_workers=2) as pool:
+        with ProcessPoolExecutor(max_workers=2, max_tasks_per_child=1) as pool:  # a fresh CrossHair per proof
             for row in pool.map(_proof, *zip(*(j[2] for j in proof_jobs))):
                 show(row)
     for stage, name, thunk in todo:
