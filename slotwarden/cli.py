@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         "check holds and every mutant is caught. Default run about 3 minutes on 2 cores.",
     )
     level = p.add_mutually_exclusive_group()
-    level.add_argument("--quick", action="store_true", help="a smoke run (about 30 s): small budgets, small bounds, no CrossHair")
+    level.add_argument("--quick", action="store_true", help="a smoke run (about 30 s): small budgets, small bounds, no CrossHair, counterexamples not shrunk")
     level.add_argument("--thorough", action="store_true", help="ten times the default Hypothesis budgets")
     p.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: a fixed one, reproducible)")
     p.add_argument("--shard", metavar="I/N", help="run only shard I of N of the jobs (split a campaign over machines)")

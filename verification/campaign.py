@@ -37,15 +37,16 @@ _SHRINK = (Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink)  # no `exp
 _AT_CALL = ("IllegalMove", "BadSlotId", "FenceError", "IllegalCopy")
 
 
-def run_machine(name: str, machine: type, budget: Budget, seed: int | None = None) -> CampaignResult:
+def run_machine(name: str, machine: type, budget: Budget, seed: int | None = None, shrink: bool = True) -> CampaignResult:
     """Run `machine` for `budget`; never raises for a failing machine, reports it.
 
     Two passes: the search (no shrinking) gives the time and number of examples to the first
     failure; for a failure, a second pass replays it from an in-memory database and shrinks
-    it, giving the shortest step sequence Hypothesis can find and where it was caught."""
+    it, giving the shortest step sequence Hypothesis can find and where it was caught
+    (`shrink=False`: the failing steps as first found)."""
     database = InMemoryExampleDatabase()
     search = _attempt(machine, budget, seed, database, (Phase.explicit, Phase.reuse, Phase.generate))
-    if search.passed:
+    if search.passed or not shrink:
         return search._replace(name=name)
     shrunk = _attempt(machine, budget, seed, database, _SHRINK)  # same seed: finds it again, then shrinks
     return search._replace(

@@ -29,9 +29,9 @@ from slotwarden.verification.stateful import GuardMachine, PoolMachine, machine_
 from slotwarden.runtime.scheduler import Scheduler
 
 LEVELS = {  # examples per machine, steps per example, mutant examples, checker bounds
-    "quick": dict(pool=Budget(40, 25), scheduler=Budget(25, 20), mutant=Budget(300, 25), bounds=TEST_BOUNDS, proofs=False),
-    "default": dict(pool=Budget(200, 30), scheduler=Budget(100, 25), mutant=Budget(500, 30), bounds=DEFAULT_BOUNDS, proofs=True),
-    "thorough": dict(pool=Budget(2000, 40), scheduler=Budget(1000, 40), mutant=Budget(2000, 40), bounds=DEFAULT_BOUNDS, proofs=True),
+    "quick": dict(pool=Budget(40, 25), scheduler=Budget(25, 20), mutant=Budget(300, 25), bounds=TEST_BOUNDS, proofs=False, shrink=False),
+    "default": dict(pool=Budget(200, 30), scheduler=Budget(100, 25), mutant=Budget(500, 30), bounds=DEFAULT_BOUNDS, proofs=True, shrink=True),
+    "thorough": dict(pool=Budget(2000, 40), scheduler=Budget(1000, 40), mutant=Budget(2000, 40), bounds=DEFAULT_BOUNDS, proofs=True, shrink=True),
 }
 
 
@@ -75,10 +75,10 @@ def _machine(name: str, machine: type, budget: Budget, seed) -> Row:
     return Row("hypothesis", name, r.passed, r.seconds, text, r._asdict())
 
 
-def _mutant(mutant, budget: Budget, seed) -> Row:
+def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
     start = time.perf_counter()
     c = check(mutant.bounds, mutant.policy())
-    h = run_machine(mutant.name, machine_for(mutant.cls, **mutant.needs), budget, seed)
+    h = run_machine(mutant.name, machine_for(mutant.cls, **mutant.needs), budget, seed, shrink)
     caught_checker = c.violation is not None
     caught_hypothesis = not h.passed
     where = {"call": "raised at the call", "audit": "idle audit", "invariant": "invariant"}.get(h.caught_by, "-")
@@ -109,12 +109,12 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
         ("scheduler+overlap", machine_for(Scheduler, overlap=True), level["scheduler"]),
     ]
     out += [("hypothesis", n, lambda n=n, m=m, b=b: _machine(n, m, b, seed)) for n, m, b in machines]
-    out += [("mutants", m.name, (m.name, level["mutant"], seed)) for m in MUTANTS]
+    out += [("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"])) for m in MUTANTS]
     return out
 
 
-def _mutant_named(name: str, budget: Budget, seed) -> Row:
-    return _mutant({m.name: m for m in MUTANTS}[name], budget, seed)
+def _mutant_named(name: str, budget: Budget, seed, shrink: bool) -> Row:
+    return _mutant({m.name: m for m in MUTANTS}[name], budget, seed, shrink)
 
 
 def run_verify(args) -> int:
