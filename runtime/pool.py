@@ -116,10 +116,7 @@ class StatePool:
         if src_ids.size != dst_ids.size:
             raise BadSlotId(f"copy of {src_ids.size} slots into {dst_ids.size}", slot_id=None, event="copy", actor=actor)
         self._require_held(src_ids, actor, "copied from")
-        mine = np.isin(dst_ids, self.ledger.held_by(actor))
-        if not mine.all():
-            slot = int(dst_ids[np.argmin(mine)])
-            raise IllegalCopy(f"copy into a slot {actor} does not hold", slot=self.ledger.record(slot), actor=actor, slot_id=slot)
+        self._require_mine(dst_ids, actor, "copy into")
         if np.intersect1d(src_ids, dst_ids).size:
             overlap = int(np.intersect1d(src_ids, dst_ids)[0])
             raise BadSlotId("copy source and destination overlap", slot_id=overlap, event="copy", actor=actor)
@@ -128,10 +125,7 @@ class StatePool:
     def zero(self, ids, actor: Actor) -> None:
         """Zero the state of slots `actor` holds (owns, or borrows)."""
         ids = self.ledger._ids(ids, "zero", actor)
-        mine = np.isin(ids, self.ledger.held_by(actor))
-        if not mine.all():
-            slot = int(ids[np.argmin(mine)])
-            raise IllegalCopy(f"zero of a slot {actor} does not hold", slot=self.ledger.record(slot), actor=actor, slot_id=slot)
+        self._require_mine(ids, actor, "zero of")
         zero_slots(self.tensors, self.on_device(ids))
 
     def fork(self, src: int, owner: Actor) -> torch.Tensor | None:
@@ -143,6 +137,13 @@ class StatePool:
         if ids is not None:
             copy_slots(self.tensors, self.on_device(src_ids), self.on_device(ids))
         return ids
+
+    def _require_mine(self, ids: np.ndarray, actor: Actor, what: str) -> None:
+        """Raise `IllegalCopy` unless `actor` holds (owns or borrows) every slot of `ids`."""
+        mine = np.isin(ids, self.ledger.held_by(actor))
+        if not mine.all():
+            slot = int(ids[np.argmin(mine)])
+            raise IllegalCopy(f"{what} a slot {actor} does not hold", slot=self.ledger.record(slot), actor=actor, slot_id=slot)
 
     def _require_held(self, ids: np.ndarray, actor: Actor, what: str) -> None:
         groups = self.ledger._group[self.ledger.cols.state[ids]]
