@@ -1,14 +1,75 @@
-"""`docs/lifecycle.md`, generated from the declaration (regenerate with `slotwarden docs`)."""
+"""`docs/lifecycle.md`, generated from the declaration (regenerate with `slotwarden docs`).
+
+The page is a reference: how to read the diagram, the diagram, the states and events, every
+rule with its reason, the seed bug drawn against the lifecycle, and the safety properties with
+the checks that prove them. Everything in it is read from the code.
+"""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .declaration import Effect, Lifecycle, Source
-from .diagram import mermaid
+from .diagram import Refused, mermaid, mermaid_flow, refused
 from .lifecycle import LIFECYCLE
 from .machine import condition_label
-from .properties import SLOT_PROPERTIES
+from .vocabulary import Event, State
 
 REGENERATE = "slotwarden docs"
+SEED_BUG_SVG = "seed-bug.svg"
+
+
+class View(NamedTuple):
+    """What a picture stresses: one event or state highlighted, refused moves drawn dashed."""
+
+    highlight: Event | State | None
+    refuse: tuple[Refused, ...]
+
+
+def seed_bug(lifecycle: Lifecycle = LIFECYCLE) -> View:
+    """SGLang PR 21404: a rejected session turn's rollback freed the session's lent slot. The
+    picture highlights every rollback and draws LENT --rollback--> FREE, which the lifecycle
+    refuses (checked by `refused`), against the legal LENT --rollback--> PARKED."""
+    move = refused(State.LENT, Event.ROLLBACK, State.FREE, "refused (PR 21404 freed it)", lifecycle)
+    return View(Event.ROLLBACK, (move,))
+
+
+class PropertyDoc(NamedTuple):
+    """One safety property as the page shows it."""
+
+    name: str
+    text: str
+    checks: tuple[str, ...]
+
+
+def safety_properties() -> tuple[PropertyDoc, ...]:
+    """Every safety property: its name, its words, and the checks that prove it.
+
+    The one place this page reads the properties. The words are `properties.SLOT_PROPERTIES`;
+    the checks are the CrossHair proofs of `proofs.PROOFS` keyed by the property, and the
+    exhaustive checker's properties that carry the same number. Continuity (7) is a property
+    of the scheduler's state flow, checked end to end by the scheduler tests.
+    """
+    from slotwarden.verification.abstract import PROPERTIES as CHECKED  # words only; no torch
+
+    from .properties import SLOT_PROPERTIES
+    from .proofs import PROOFS
+
+    found = []
+    for name, text in SLOT_PROPERTIES.items():
+        number = text.split(".")[0] + "."
+        proofs = [f"`{fn.__name__}`" for key, fn in PROOFS.items() if key.removesuffix("_over_runs") == name]
+        checker = [f"`{key}`" for key, words in CHECKED.items() if words.startswith(number)]
+        checks = [f"{what}: {', '.join(names)}" for what, names in (("CrossHair", proofs), ("exhaustive checker", checker)) if names]
+        found.append(PropertyDoc(name, text, tuple(checks)))
+    found.append(
+        PropertyDoc(
+            "continuity",
+            "7. a session's state after turns t1..tn equals one request over the concatenated input",
+            ("`tests/test_scheduler.py::test_session_state_continuity` (the scheduler end to end)",),
+        )
+    )
+    return tuple(found)
 
 
 def _effect(effect: Effect) -> str:
@@ -26,27 +87,44 @@ def _effect(effect: Effect) -> str:
     return ", ".join(parts) or "unchanged"
 
 
-def lifecycle_markdown(lifecycle: Lifecycle = LIFECYCLE) -> str:
-    """The whole page: diagram, states, events, every transition, the properties."""
-    out = [
+HOW_TO_READ = """\
+## How to read this
+
+Each box is a state a slot can be in, labelled with the kind of its owner (`PARKED · session`:
+a session owns it; `nobody`: no one does) and filled with the colour of its group: FREE,
+BATCH_OWNED (held by a request of the batch), SESSION_OWNED (held by a session, perhaps lent
+to its next turn) and RELEASED (given back, waiting for the fence of the step in flight). Each
+arrow is a rule: its label names the event and who may fire it (`rollback (borrowing
+request)`: only the request the slot is lent to). Whatever has no arrow is illegal: the runtime
+raises `IllegalMove` and changes nothing. The pad slot 0 and sentinel ids are outside the
+machine. The same colours are used by `slotwarden demo --plot`.
+"""
+
+
+def _header(lifecycle: Lifecycle) -> list[str]:
+    return [
         "# The slot lifecycle",
         "",
         f"<!-- Generated from model/lifecycle.py by `{REGENERATE}`. Do not edit by hand. -->",
         "",
-        "Every recurrent-state slot of the pool moves through this machine. Whatever is not drawn",
-        "here is illegal: the runtime raises `IllegalMove` before changing anything. The pad slot 0",
-        "and any sentinel id are outside the machine. An SVG of the same diagram is in",
-        "[lifecycle.svg](lifecycle.svg).",
+        "Every recurrent-state slot of the pool moves through this machine, declared once in",
+        "`model/lifecycle.py`. This page, its pictures and the runtime's table are all read from",
+        "that declaration.",
+        "",
+        HOW_TO_READ,
+        "![The slot lifecycle: states filled by group, arrows labelled by event and actor](lifecycle.svg)",
+        "",
+        "The same diagram in Mermaid:",
         "",
         "```mermaid",
         mermaid(lifecycle).rstrip("\n"),
         "```",
         "",
-        "## States",
-        "",
-        "| state | group | owner | lent | waits for a fence | meaning |",
-        "|---|---|---|---|---|---|",
     ]
+
+
+def _tables(lifecycle: Lifecycle) -> list[str]:
+    out = ["## States", "", "| state | group | owner | lent | waits for a fence | meaning |", "|---|---|---|---|---|---|"]
     for s in lifecycle.states:
         owner = s.owner.name.lower() if s.owner is not None else "-"
         out.append(
@@ -59,7 +137,9 @@ def lifecycle_markdown(lifecycle: Lifecycle = LIFECYCLE) -> str:
         out.append(f"| `{e.event.name.lower()}` | {e.actor.name.lower()} | {target} | {e.doc} |")
     out += [
         "",
-        "## Transitions",
+        "## Rules",
+        "",
+        "Every legal move, in declaration order, with why it is the way it is.",
         "",
         "| from | event | by | to | record after | why |",
         "|---|---|---|---|---|---|",
@@ -67,16 +147,63 @@ def lifecycle_markdown(lifecycle: Lifecycle = LIFECYCLE) -> str:
     for r in lifecycle.rules:
         out.append(
             f"| `{r.source.name}` | `{r.event.name.lower()}` | {condition_label(r, lifecycle)} "
-            f"| `{r.dest.name}` | {_effect(r.effect)} | {r.why} |"
+            f"| `{r.dest.name}` | {_effect(r.effect)} | {r.why or '-'} |"
         )
-    out += [
+    return out + [""]
+
+
+def _seed_bug(lifecycle: Lifecycle) -> list[str]:
+    view = seed_bug(lifecycle)
+    legal = [r for r in lifecycle.rules if r.source is State.LENT and r.event is Event.ROLLBACK]
+    return [
+        "## The seed bug: a rejected session turn's rollback (SGLang PR 21404)",
         "",
-        "## Safety properties",
+        "A session's next turn borrows the session's slot (`LENT`). When the batch builder rejects",
+        "that turn, its rollback freed the slot as if the turn had owned it, and the session's",
+        "saved state was lost and later handed to someone else (fixed in PR 23327). Here every",
+        "rollback is highlighted: a candidate's own slot goes back to `FREE`, a lent slot goes",
+        f"back to `{legal[0].dest.name}`, its session. The dashed move is the bug's: the lifecycle",
+        "refuses it with `IllegalMove`.",
         "",
-        "Each is a named predicate in `slotwarden.model.properties`, proved over the model by",
-        "CrossHair (`slotwarden verify`) and checked by the runtime's audit.",
+        f"![The seed bug: LENT --rollback--> FREE refused, LENT --rollback--> PARKED legal]({SEED_BUG_SVG})",
+        "",
+        "```mermaid",
+        mermaid_flow(lifecycle, view.highlight, view.refuse).rstrip("\n"),
+        "```",
         "",
     ]
-    out += [f"- **{name}**: {text}" for name, text in SLOT_PROPERTIES.items()]
-    out += ["- **continuity**: 7. a session's state after turns t1..tn equals one request over the concatenated input", ""]
-    return "\n".join(out)
+
+
+def _properties() -> list[str]:
+    out = [
+        "## Safety properties",
+        "",
+        "Each is a named predicate in `model/properties.py`. The proofs and the checker call these",
+        "same functions, and so do the Hypothesis machines and the runtime's audit.",
+        "",
+        "| property | what holds | proved / checked by |",
+        "|---|---|---|",
+    ]
+    for p in safety_properties():
+        out.append(f"| **{p.name}** | {p.text} | {'; '.join(p.checks) or '-'} |")
+    return out + [""]
+
+
+WHERE_NEXT = """\
+## Where to go next
+
+- [howto.md](howto.md): put the ledger in front of an engine's allocator, use the pool, point
+  the shipped Hypothesis machine at your own pool, check a scheduler change against the bugs.
+- `slotwarden verify --report DIR` runs every check above and writes `DIR/report.md` and
+  `DIR/report.json`: each proof's verdict, the checker's state counts, the mutant matrix (each
+  SGLang bug injected and caught) and any counterexample as runnable steps.
+- `slotwarden diagram --format svg --highlight EVENT|STATE -o FILE` draws this diagram with
+  one event's arrows or one state in a contrasting colour.
+"""
+
+
+def lifecycle_markdown(lifecycle: Lifecycle = LIFECYCLE) -> str:
+    """The whole page: how to read it, diagram, states, events, rules, the seed bug, the
+    safety properties and their checks, where to go next."""
+    out = _header(lifecycle) + _tables(lifecycle) + _seed_bug(lifecycle) + _properties()
+    return "\n".join(out) + "\n" + WHERE_NEXT

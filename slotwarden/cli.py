@@ -10,11 +10,12 @@ DOCS = Path("docs")
 
 
 def _diagram(args) -> int:
-    from slotwarden.model.diagram import RenderUnavailable, render
+    from slotwarden.model.diagram import RenderUnavailable, UnknownName, parse_highlight, render
 
     try:
-        data = render(args.format)
-    except RenderUnavailable as exc:
+        highlight = parse_highlight(args.highlight) if args.highlight is not None else None
+        data = render(args.format, highlight=highlight)
+    except (RenderUnavailable, UnknownName) as exc:
         print(f"slotwarden diagram: {exc}", file=sys.stderr)
         return 2
     if args.output:
@@ -66,16 +67,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "diagram",
         help="draw the slot lifecycle",
-        description="Draw the slot lifecycle from its declaration. Mermaid and DOT need nothing more; "
-        "SVG and PNG need pygraphviz (pip install 'slotwarden[render]').",
+        description="Draw the slot lifecycle from its declaration: each state labelled with its owner kind and "
+        "filled with its group's colour, a legend, every edge labelled with its event and who may fire it. Mermaid "
+        "and DOT need nothing more; SVG and PNG need pygraphviz (pip install 'slotwarden[render]').",
     )
     p.add_argument("--format", choices=("mermaid", "dot", "svg", "png"), default="mermaid", help="output format (default: mermaid)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p.add_argument(
+        "--highlight",
+        metavar="EVENT|STATE",
+        help="draw every edge of one event (e.g. rollback) or one state (e.g. LENT) in a contrasting colour; "
+        "Mermaid output is then a flowchart",
+    )
     p.set_defaults(func=_diagram)
 
     p = sub.add_parser(
         "docs",
-        help="regenerate docs/lifecycle.md and docs/lifecycle.svg",
+        help="regenerate docs/lifecycle.md, docs/lifecycle.svg and docs/seed-bug.svg",
         description="Regenerate the generated documentation from the declaration (a test fails when it drifts).",
     )
     p.add_argument("--dir", default=str(DOCS), help="the docs folder (default: docs)")

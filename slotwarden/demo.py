@@ -27,6 +27,7 @@ import torch
 from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
 from slotwarden.runtime.assemble import pool_for
 from slotwarden.model.errors import LifecycleError
+from slotwarden.model.palette import colour
 from slotwarden.model.vocabulary import Group
 from slotwarden.runtime.request import SessionStatus
 from slotwarden.runtime.scheduler import AuditFailed, Scheduler, SchedulerConfig
@@ -34,8 +35,7 @@ from slotwarden.workload import Driver, WorkloadSpec, make_plan
 
 PLOT_HINT = "pip install 'slotwarden[plot]'  (or: pip install 'matplotlib>=3.8')"
 SCHEDULER = dict(token_budget=64, chunk_size=32, retract_after=3, session_timeout=10)
-GROUPS = (Group.FREE, Group.BATCH_OWNED, Group.SESSION_OWNED, Group.RELEASED)
-COLORS = {Group.FREE: "#d9d9d9", Group.BATCH_OWNED: "#4c78a8", Group.SESSION_OWNED: "#f58518", Group.RELEASED: "#e45756"}
+GROUPS = tuple(Group)
 
 
 def default_device() -> torch.device:
@@ -240,7 +240,8 @@ def have_matplotlib() -> bool:
 
 
 def plot(result: dict, path) -> None:
-    """Slot occupancy by state (stacked areas) over the steps, written to `path` (PNG)."""
+    """Slot occupancy by group (stacked areas) over the steps, written to `path` (PNG), in the
+    group colours of the lifecycle diagram (`slotwarden.model.palette`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -248,13 +249,13 @@ def plot(result: dict, path) -> None:
 
     samples = result["samples"]
     steps = list(range(len(samples)))
-    order = (Group.BATCH_OWNED, Group.SESSION_OWNED, Group.RELEASED, Group.FREE)
+    order = tuple(g for g in GROUPS if g is not Group.FREE) + (Group.FREE,)  # held slots at the bottom
     fig, ax = plt.subplots(figsize=(10, 4.2), dpi=110)
     ax.stackplot(
         steps,
         *[[c[g.name] for c in samples] for g in order],
         labels=[g.name for g in order],
-        colors=[COLORS[g] for g in order],
+        colors=[colour(g) for g in order],
         step="post",
         linewidth=0,
     )

@@ -5,15 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from slotwarden.model.diagram import RenderUnavailable, render
-from slotwarden.model.document import lifecycle_markdown
+from slotwarden.model.document import SEED_BUG_SVG, lifecycle_markdown, seed_bug
+
+PICTURES = ("lifecycle.svg", SEED_BUG_SVG)
+"""The rendered pictures under docs/ (they need pygraphviz)."""
 
 
 def generated(svg: bool = True) -> dict[str, bytes]:
-    """{file name under docs/: content}. The SVG needs pygraphviz; without it, it is left out
-    when `svg` is False and raises `RenderUnavailable` otherwise."""
+    """{file name under docs/: content}. The pictures need pygraphviz; without it, they are
+    left out when `svg` is False and raise `RenderUnavailable` otherwise."""
     files = {"lifecycle.md": lifecycle_markdown().encode()}
     if svg:
+        view = seed_bug()
         files["lifecycle.svg"] = render("svg")
+        files[SEED_BUG_SVG] = render("svg", highlight=view.highlight, refuse=view.refuse)
     return files
 
 
@@ -27,4 +32,4 @@ def write_docs(folder: Path) -> list[Path]:
     return written
 
 
-__all__ = ["generated", "write_docs", "RenderUnavailable"]
+__all__ = ["generated", "write_docs", "PICTURES", "RenderUnavailable"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from slotwarden.cli import build_parser, main
-from slotwarden.docs import generated
+from slotwarden.docs import PICTURES, generated
 from slotwarden.model import diagram
 from slotwarden.model.document import REGENERATE
 
@@ -24,7 +24,7 @@ def _has_pygraphviz():
         return False
 
 
-@pytest.mark.parametrize("name", ["lifecycle.md", "lifecycle.svg"])
+@pytest.mark.parametrize("name", ["lifecycle.md", *PICTURES])
 def test_checked_in_docs_match_the_declaration(name):
     if name.endswith(".svg") and not _has_pygraphviz():
         pytest.skip("the SVG needs pygraphviz (pip install 'slotwarden[render]')")
@@ -55,7 +55,7 @@ def test_svg_is_valid_svg(tmp_path):
     assert main(["diagram", "--format", "svg", "-o", str(out)]) == 0
     root = ET.parse(out).getroot()
     assert root.tag.endswith("svg")
-    assert "SESSION_OWNED" in out.read_text()
+    assert "SESSION_OWNED" in out.read_text() and "PARKED · session" in out.read_text()
 
 
 def test_svg_without_pygraphviz_names_the_extra(monkeypatch, capsys):
