@@ -193,7 +193,7 @@ def dot(lifecycle: Lifecycle = LIFECYCLE, highlight: Event | State | None = None
         boxed = not _alone(group, specs)
         if boxed:
             lines.append(f"    subgraph cluster_{group.name} {{")
-            lines.append(f'        label="{group.name}"; style=rounded; color=gray40;')
+            lines.append(f'        label="{group.name}"; labeljust=l; style=rounded; color=gray40;')
         fill = palette.colour(group)
         for s in specs:
             extra = f', color="{palette.HIGHLIGHT}", penwidth=3' if s.state is highlight else ""
