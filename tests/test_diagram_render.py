@@ -4,6 +4,7 @@ Each check is also run on a diagram left to the renderer's default node labels (
 docs/lifecycle.svg was once drawn: seven empty boxes) and must reject it.
 """
 
+import importlib.util
 import io
 import re
 import subprocess
@@ -22,7 +23,9 @@ from slotwarden.model.document import lifecycle_markdown, safety_properties, see
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.vocabulary import Event, Group, State
 
-pygraphviz = pytest.importorskip("pygraphviz", reason="rendering needs pygraphviz (pip install 'slotwarden[render]')")
+RENDER = pytest.mark.skipif(
+    importlib.util.find_spec("pygraphviz") is None, reason="rendering needs pygraphviz (pip install 'slotwarden[render]')"
+)
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 SVG = "{http://www.w3.org/2000/svg}"
@@ -73,6 +76,7 @@ def render_fresh(dot_text: str, fmt: str) -> bytes:
     return done.stdout
 
 
+@RENDER
 def test_svg_names_every_state_group_and_event():
     svg = diagram.render("svg")
     assert missing(svg) == []
@@ -82,16 +86,19 @@ def test_svg_names_every_state_group_and_event():
     assert "PARKED · session" in labels and "FREE · nobody" in labels
 
 
+@RENDER
 def test_committed_svgs_name_every_state_group_and_event():
     for name in PICTURES:
         assert missing((DOCS / name).read_bytes()) == [], name
 
 
+@RENDER
 def test_the_svg_check_rejects_the_renderers_default_labels():
     blank = render_fresh(renderer_default(diagram.dot()), "svg")
     assert set(missing(blank)) >= {s.state.name for s in LIFECYCLE.states}
 
 
+@RENDER
 def test_the_svg_check_rejects_a_missing_event(monkeypatch):
     real = diagram._moves
     monkeypatch.setattr(diagram, "_moves", lambda lc: (m for m in real(lc) if m[2] is not Event.CLOSE))
@@ -145,10 +152,12 @@ def blank_boxes(svg: bytes, png: bytes) -> list[str]:
     return blank
 
 
+@RENDER
 def test_png_boxes_are_not_blank():
     assert blank_boxes(diagram.render("svg"), diagram.render("png")) == []
 
 
+@RENDER
 def test_the_png_check_rejects_empty_boxes(monkeypatch):
     old = renderer_default(diagram.dot())
     states = {s.state.name for s in LIFECYCLE.states}
@@ -158,6 +167,7 @@ def test_the_png_check_rejects_empty_boxes(monkeypatch):
 
 
 # -- highlight and refused moves -------------------------------------------------------------
+@RENDER
 def test_highlight_an_event_colours_every_edge_of_it_and_nothing_else():
     text = diagram.dot(highlight=Event.ROLLBACK)
     lit = [line for line in text.splitlines() if palette.HIGHLIGHT in line and "->" in line]
@@ -166,6 +176,7 @@ def test_highlight_an_event_colours_every_edge_of_it_and_nothing_else():
     assert "highlighted: rollback" in texts(diagram.render("svg", highlight=Event.ROLLBACK))
 
 
+@RENDER
 def test_highlight_a_state():
     text = diagram.dot(highlight=State.LENT)
     lit = [line.strip() for line in text.splitlines() if palette.HIGHLIGHT in line and not line.strip().startswith("legend")]
@@ -173,6 +184,7 @@ def test_highlight_a_state():
     assert "highlighted: LENT" in texts(diagram.render("svg", highlight=State.LENT))
 
 
+@RENDER
 def test_cli_highlight_writes_svg(tmp_path):
     out = tmp_path / "h.svg"
     assert main(["diagram", "--format", "svg", "--highlight", "rollback", "-o", str(out)]) == 0
@@ -201,6 +213,7 @@ def test_a_refused_move_must_not_be_a_rule():
         refused(State.LENT, Event.ROLLBACK, State.PARKED)
 
 
+@RENDER
 def test_seed_bug_picture_draws_the_refused_move_against_the_legal_one():
     view = seed_bug()
     assert view.refuse == (Refused(State.LENT, Event.ROLLBACK, State.FREE, view.refuse[0].note),)
