@@ -87,17 +87,18 @@ def _effect(effect: Effect) -> str:
     return ", ".join(parts) or "unchanged"
 
 
-HOW_TO_READ = """\
+def _how_to_read(lifecycle: Lifecycle) -> str:
+    groups = list(dict.fromkeys(s.group.name for s in lifecycle.states))
+    return f"""\
 ## How to read this
 
 Each box is a state a slot can be in, labelled with the kind of its owner (`PARKED · session`:
-a session owns it; `nobody`: no one does) and filled with the colour of its group: FREE,
-BATCH_OWNED (held by a request of the batch), SESSION_OWNED (held by a session, perhaps lent
-to its next turn) and RELEASED (given back, waiting for the fence of the step in flight). Each
-arrow is a rule: its label names the event and who may fire it (`rollback (borrowing
-request)`: only the request the slot is lent to). Whatever has no arrow is illegal: the runtime
-raises `IllegalMove` and changes nothing. The pad slot 0 and sentinel ids are outside the
-machine. The same colours are used by `slotwarden demo --plot`.
+a session owns it; `nobody`: no one does) and filled with the colour of its group, one of
+{", ".join(groups[:-1])} and {groups[-1]}: the legend names the colours, the States table
+below says what each state holds. Each arrow is a rule: its label names the event and who may
+fire it (`rollback (borrowing request)`: only the request the slot is lent to). Whatever has
+no arrow is illegal: the runtime raises `IllegalMove` and changes nothing. The pad slot 0 and
+sentinel ids are outside the machine. `slotwarden demo --plot` uses the same colours.
 """
 
 
@@ -111,7 +112,7 @@ def _header(lifecycle: Lifecycle) -> list[str]:
         "`model/lifecycle.py`. This page, its pictures and the runtime's table are all read from",
         "that declaration.",
         "",
-        HOW_TO_READ,
+        _how_to_read(lifecycle),
         "![The slot lifecycle: states filled by group, arrows labelled by event and actor](lifecycle.svg)",
         "",
         "The same diagram in Mermaid:",
