@@ -1,5 +1,11 @@
 """slotwarden.kernels."""
 
+if __name__ != "slotwarden.kernels":  # imported as a bare folder (`import kernels` from the repository root)
+    raise ImportError(
+        f"this folder is the package slotwarden.kernels, imported here as {__name__!r}: "
+        "use `import slotwarden.kernels` (install the project with `pip install -e .`)"
+    )
+
 from .conv import conv_update
 from .layer import TinyMamba, TinyMambaConfig
 from .ssm import selective_state_update
