@@ -19,7 +19,8 @@ from slotwarden.model.errors import BadSlotId
 from slotwarden.model.step import legal_rule
 from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, Actor, Event, State
 
-from .ledger import SlotLedger
+from .ledger import Audit, SlotLedger
+from .trace import attach as attach_trace
 
 
 _FREE = int(State.FREE)
@@ -36,9 +37,10 @@ class SlotAllocator(Protocol):
 class LedgerGuard:
     """Wraps `allocator` (slots 1..capacity) with the lifecycle's ownership ledger."""
 
-    def __init__(self, allocator: SlotAllocator, capacity: int, *, check: str = "strict"):
+    def __init__(self, allocator: SlotAllocator, capacity: int, *, check: str = "strict", trace=None):
         self.allocator = allocator
         self.ledger = SlotLedger(capacity, check=check, free_list=False)
+        attach_trace(self.ledger, trace)  # a slot-event trace (runtime/trace.py); None: off, nothing added
         self.device = torch.device("cpu")  # where the engine's index tensors live (from alloc)
         self._alloc_kind = self.ledger.lifecycle.event(Event.ALLOC).actor
 
@@ -84,3 +86,35 @@ class LedgerGuard:
         if ids.size:
             self.allocator.free(back)
         return back
+
+    # -- integrity ---------------------------------------------------------------------------
+    def available(self) -> int:
+        """How many slots the ledger holds FREE: what the engine's free list should hold."""
+        return int(np.count_nonzero(self.ledger.cols.state[1:] == _FREE))
+
+    def audit(self, live_requests=None, live_sessions=None) -> Audit:
+        """The ledger's audit, plus the engine's free list against the ledger's FREE set: with
+        a `free_slots` tensor (SGLang's allocator) its duplicates and the ids missing from it or
+        not FREE; otherwise only its count (`available_size()`)."""
+        audit = self.ledger.audit(live_requests, live_sessions)
+        problems = list(audit.problems)
+        free_ids = np.flatnonzero(self.ledger.cols.state[1:] == _FREE) + 1
+        listed = getattr(self.allocator, "free_slots", None)
+        if isinstance(listed, torch.Tensor):
+            engine = listed.cpu().numpy().astype(np.int64)  # device sync when the list is on a device
+            ids, times = np.unique(engine, return_counts=True)
+            if (times > 1).any():
+                problems.append(f"the engine's free list holds duplicates: {_show(ids[times > 1], times[times > 1])}")
+            extra, missing = np.setdiff1d(ids, free_ids), np.setdiff1d(free_ids, ids)
+            if extra.size:
+                problems.append(f"the engine's free list holds ids the ledger has not FREE: {extra.tolist()[:16]}")
+            if missing.size:
+                problems.append(f"FREE slots missing from the engine's free list: {missing.tolist()[:16]}")
+        elif hasattr(self.allocator, "available_size") and self.allocator.available_size() != free_ids.size:
+            problems.append(f"the engine reports {self.allocator.available_size()} free slots, the ledger {free_ids.size}")
+        free_ok = audit.free_list_ok and len(problems) == len(audit.problems)
+        return audit._replace(free_list_ok=free_ok, problems=tuple(problems))
+
+
+def _show(ids: np.ndarray, times: np.ndarray) -> str:
+    return ", ".join(f"slot {int(i)} x{int(n)}" for i, n in zip(ids[:16], times[:16]))

@@ -19,17 +19,19 @@ from slotwarden.model.vocabulary import NOBODY, Actor, Event, Group, State
 
 from .config import PoolConfig
 from .ledger import SlotLedger
+from .trace import attach as attach_trace
 
 
 class StatePool:
     """Conv and SSM state for `config.num_slots` slots (ids 1..num_slots; 0 is the pad slot)."""
 
-    def __init__(self, config: PoolConfig, *, check: str = "strict", recorder_depth: int = 512):
+    def __init__(self, config: PoolConfig, *, check: str = "strict", recorder_depth: int = 512, trace=None):
         self.config = config
         self.device = torch.device(config.device)
         self.conv = [torch.zeros(s, dtype=config.conv_dtype, device=self.device) for s in config.conv_shapes()]
         self.ssm = torch.zeros(config.ssm_shape(), dtype=config.ssm_dtype, device=self.device)
         self.ledger = SlotLedger(config.num_slots, check=check, recorder_depth=recorder_depth)
+        attach_trace(self.ledger, trace)  # a slot-event trace (runtime/trace.py); None: off, nothing added
 
     @property
     def tensors(self) -> list[torch.Tensor]:

@@ -1,0 +1,235 @@
+"""`GuardedAllocator`: a drop-in for SGLang's `MambaSlotAllocator` that enforces the lifecycle.
+
+It has the allocator's own API: `alloc(need_size)` returns an index tensor or None,
+`free(free_index)` gives slots back, `available_size()` and `clear()`; every other attribute
+(`free_slots`, `size`, `alloc_group_begin`, ...) is the wrapped allocator's. An engine swaps it
+in with one assignment and says who acts with `with allocator.acting(Actor.request(rid)):` (or
+sets `ACTING`, the context variable behind it, in its adapter).
+
+`free` means "back to the free list". Which lifecycle event that is follows from the slot's
+state and the acting actor's relation to it, as the declaration says (`model/free.py`): the
+owner of a candidate's slot rolls it back, the owner of a running one finishes it, a session
+closes its parked slot. A request that only borrows a session's slot has no such move, so the
+free of SGLang's PR 21404 (the prefill rollback freeing a session's lent slot) raises at the
+call, as do double frees, the pad slot and the `-1` sentinel; the engine's free list is then
+untouched. A free is one batch, all or nothing.
+
+Slots released by a running request reach the engine's free list at the fence of the step that
+may still use them. An engine that never calls `launch` has no step in flight, so a free puts
+them back at once, as SGLang's own allocator does.
+
+Calls made outside any `acting` context are refused (`unattributed="refuse"`, the default)
+or trusted (`unattributed="trust"`): an unattributed alloc is then owned by the request
+`ANONYMOUS`, and an unattributed free acts as each slot's owner, so state errors (a double
+free, a lent slot, the pad slot, a sentinel) still raise but nobody's identity is checked.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import numpy as np
+import torch
+
+from slotwarden.model.errors import LifecycleError
+from slotwarden.model.free import free_rule, free_rule_for
+from slotwarden.model.table import NO_KIND
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, State
+
+from .guard import LedgerGuard
+
+ACTING: ContextVar[Actor | None] = ContextVar("slotwarden_acting", default=None)
+"""Who makes the allocator calls of the current context (None: nobody said)."""
+
+UNATTRIBUTED = ("refuse", "trust")
+
+ANONYMOUS = -2
+"""The request id that owns what an unattributed alloc takes under `unattributed="trust"`."""
+
+_FREE = int(State.FREE)
+_ILLEGAL = -1
+
+
+@contextmanager
+def acting(actor: Actor):
+    """Attribute every allocator call in the block to `actor`."""
+    token = ACTING.set(actor)
+    try:
+        yield actor
+    finally:
+        ACTING.reset(token)
+
+
+class Unattributed(LifecycleError):
+    """An allocator call made outside any `acting` context, with `unattributed="refuse"`."""
+
+    def __init__(self, call: str):
+        self.call = call
+        super().__init__(
+            f"{call} with no acting actor: wrap the engine's call in `with allocator.acting(Actor.request(rid)):` "
+            "or build the allocator with unattributed='trust'"
+        )
+
+
+class HeldSlots(LifecycleError):
+    """`clear()` while some slot is still held or waits for a fence: naming the first one."""
+
+
+class GuardedAllocator:
+    """Wraps `allocator` (SGLang's `MambaSlotAllocator` shape; slots 1..capacity, 0 the pad
+    slot) with the ownership ledger. `capacity` defaults to what the allocator has free now.
+    `trace` writes every slot event to a trace (see docs/traces.md)."""
+
+    acting = staticmethod(acting)
+
+    def __init__(self, allocator, capacity: int | None = None, *, unattributed: str = "refuse", trace=None):
+        if unattributed not in UNATTRIBUTED:
+            raise ValueError(f"unattributed must be one of {UNATTRIBUTED}, not {unattributed!r}")
+        if capacity is None:
+            capacity = int(allocator.available_size())
+        self.unattributed = unattributed
+        self.guard = LedgerGuard(allocator, capacity, trace=trace)
+        self.ledger = self.guard.ledger
+        self._free_event = _free_table(self.ledger.lifecycle)
+
+    @property
+    def allocator(self):
+        return self.guard.allocator
+
+    def __getattr__(self, name):  # the rest of the engine allocator's API, unchanged
+        if name in ("guard", "ledger"):
+            raise AttributeError(name)
+        return getattr(self.guard.allocator, name)
+
+    # -- SGLang's API ------------------------------------------------------------------------
+    def alloc(self, need_size: int) -> torch.Tensor | None:
+        """`need_size` slots for the acting request, or None when fewer are free."""
+        if isinstance(need_size, (int, np.integer)) and not isinstance(need_size, bool) and need_size == 0:
+            return self.allocator.alloc(0)  # nothing moves
+        actor = self._actor("alloc") or Actor.request(ANONYMOUS)
+        return self.guard.alloc(need_size, actor)
+
+    def free(self, free_index: torch.Tensor) -> None:
+        """Give `free_index` back: each slot makes the move the declaration gives a free by the
+        acting actor from its state (all slots, or none and the error)."""
+        if isinstance(free_index, torch.Tensor) and free_index.numel() == 0:
+            return
+        actor = self._actor("free")
+        ids = self.ledger._ids(free_index, "free", actor or Actor.request(ANONYMOUS))
+        moves = self._moves(ids, actor)  # rows (event, actor kind, actor id), all checked: the applies cannot fail
+        for event, kind, who in np.unique(moves, axis=0):
+            pick = (moves == (event, kind, who)).all(axis=1)
+            self.ledger.apply(ids[pick], Event(int(event)), Actor(ActorKind(int(kind)), int(who)))
+        due = self.ledger.fence()  # releases whose step has finished (all of them, with no step launched)
+        now_free = ids[self.ledger.cols.state[ids] == _FREE]
+        back = np.concatenate((now_free, due[~np.isin(due, now_free)]))  # the freed ones first, in their order
+        if back.size:
+            self.guard._give_back(back)
+
+    def available_size(self) -> int:
+        return self.allocator.available_size()
+
+    def clear(self) -> None:
+        """The engine's `clear()`, legal only when no slot is held or waits for a fence."""
+        self.ledger.fence()
+        held = np.flatnonzero(self.ledger.cols.state[1:] != _FREE) + 1
+        if held.size:
+            rec = self.ledger.record(int(held[0]))
+            owner = "nobody" if rec.owner == NOBODY else str(rec.owner)
+            raise HeldSlots(
+                f"clear with {held.size} slots not FREE: slot {int(held[0])} is {rec.state.name} (owner {owner})\n"
+                + self.ledger.recorder.explain(held[:1])
+            )
+        self.allocator.clear()
+
+    # -- the lifecycle's other moves, for engines with sessions ------------------------------
+    def fire(self, event: Event, ids, target: int = NOBODY) -> None:
+        """The acting actor fires `event` on `ids` (e.g. the rollback, finish or abort of a
+        turn that borrows its session's slot, which returns the slot to the session)."""
+        self.guard.fire(ids, event, self._required(event.name.lower()), target)
+        self.guard.fence()
+
+    def admit(self, ids) -> None:
+        """The acting request's candidate slots join the running batch (a later free is then a
+        finish, released at the step's fence, rather than a rollback)."""
+        self.guard.fire(ids, Event.ADMIT, self._required("admit"))
+
+    def park(self, ids, session: int) -> None:
+        """The acting request hands its running slots to `session` (end of a session's turn)."""
+        self.guard.fire(ids, Event.PARK, self._required("park"), session)
+
+    def lend(self, ids, request: int) -> None:
+        """The acting session lends its parked slots to its next turn, `request`."""
+        self.guard.fire(ids, Event.LEND, self._required("lend"), request)
+
+    def close(self) -> torch.Tensor:
+        """The acting session ends: every slot it owns is released (raises if one is lent)."""
+        session = self._required("close")
+        ids = self.ledger.held_by(session)
+        if ids.size:
+            self.guard.fire(ids, Event.CLOSE, session)
+        self.guard.fence()
+        return torch.from_numpy(ids)
+
+    def launch(self, done=None) -> int:
+        """A step goes to the device (see `SlotLedger.launch`); releases wait for its fence."""
+        return self.guard.launch(done)
+
+    def fence(self, step: int | None = None) -> torch.Tensor:
+        return self.guard.fence(step)
+
+    def audit(self, live_requests=None, live_sessions=None):
+        return self.guard.audit(live_requests, live_sessions)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _actor(self, call: str) -> Actor | None:
+        actor = ACTING.get()
+        if actor is None and self.unattributed == "refuse":
+            raise Unattributed(call)
+        return actor
+
+    def _required(self, call: str) -> Actor:
+        actor = ACTING.get()
+        if actor is None:
+            raise Unattributed(call)
+        return actor
+
+    def _moves(self, ids: np.ndarray, actor: Actor | None):
+        """Per slot, the event of its free and who fires it (kind, id); raises the model's `IllegalFree`
+        for the first slot that has no legal free."""
+        c = self.ledger.cols
+        state = c.state[ids]
+        owner_kind = self.ledger._owner_kind[state]
+        if actor is None:  # trusted: each slot's owner frees it
+            has_owner = owner_kind != NO_KIND
+            kinds = np.where(has_owner, owner_kind, int(ActorKind.REQUEST)).astype(np.int64)
+            who = np.where(has_owner, c.owner[ids], ANONYMOUS)
+            relation = np.where(has_owner, int(Relation.OWNER), int(Relation.NONE))
+        else:
+            kinds = np.full(ids.size, int(actor.kind), dtype=np.int64)
+            who = np.full(ids.size, actor.id, dtype=np.int64)
+            relation = np.full(ids.size, int(Relation.NONE))
+            relation[(owner_kind == int(actor.kind)) & (c.owner[ids] == actor.id)] = int(Relation.OWNER)
+            if actor.kind is ActorKind.REQUEST:
+                relation[self.ledger._lent[state] & (c.borrower[ids] == actor.id)] = int(Relation.BORROWER)
+        events = self._free_event[kinds, state, relation]
+        bad = events == _ILLEGAL
+        if bad.any():
+            p = int(np.argmax(bad))
+            slot = int(ids[p])
+            free_rule(self.ledger.record(slot), Actor(ActorKind(int(kinds[p])), int(who[p])), self.ledger.lifecycle, slot)
+            raise AssertionError("the free table and the model disagree")  # free_rule raised above
+        return np.stack((events, kinds, who), axis=1)
+
+
+def _free_table(lifecycle) -> np.ndarray:
+    """[actor kind, state, relation] -> the event of a free, or -1: compiled from the model."""
+    table = np.full((len(ActorKind), len(State), len(Relation)), _ILLEGAL, dtype=np.int64)
+    for kind in ActorKind:
+        for state in State:
+            for relation in Relation:
+                rule = free_rule_for(lifecycle, state, kind, relation)
+                if rule is not None:
+                    table[kind, state, relation] = int(rule.event)
+    return table

@@ -1,0 +1,160 @@
+"""Slot-event traces: one JSON object a line for each batch of one lifecycle event.
+
+The format (docs/traces.md) is engine-agnostic: any engine can write it, and
+`slotwarden check-trace` replays it against the model. `StatePool` and `LedgerGuard` write one
+when given `trace=` (a path, a text file, or a `TraceWriter`); off by default, and then nothing
+is added to their path at all.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event
+
+from .recorder import FlightRecorder
+
+FORMAT = 1
+"""The version of the format, written in the optional header line."""
+
+FREE = "free"
+"""The event name of an engine's raw free, which the checker maps to a lifecycle event."""
+
+_EVENTS = {e.name.lower(): e for e in Event}
+_KINDS = {k.name.lower(): k for k in ActorKind}
+
+
+class TraceLine(NamedTuple):
+    """One line of a trace: `actor` fires `event` on `ids` during `step` (the step in flight;
+    for a fence, the step the device finished is the actor's id). `target` is the borrowing
+    request of a lend or the session of a park, else NOBODY. `event` is an `Event` or FREE."""
+
+    step: int
+    event: Event | str
+    ids: tuple
+    actor: Actor
+    target: int = NOBODY
+
+    def to_json(self) -> str:
+        event = self.event if isinstance(self.event, str) else self.event.name.lower()
+        return json.dumps(
+            {
+                "step": self.step,
+                "event": event,
+                "ids": list(self.ids),
+                "actor": self.actor.kind.name.lower(),
+                "actor_id": self.actor.id,
+                "target": None if self.target == NOBODY else self.target,
+            },
+            separators=(", ", ": "),
+        )
+
+
+class Header(NamedTuple):
+    """The optional first line: the format version and the pool's capacity."""
+
+    capacity: int
+
+    def to_json(self) -> str:
+        return json.dumps({"slotwarden_trace": FORMAT, "capacity": self.capacity})
+
+
+class TraceFormatError(ValueError):
+    """A line that is not a trace line; names the line number."""
+
+    def __init__(self, lineno: int, why: str):
+        self.lineno, self.why = lineno, why
+        super().__init__(f"line {lineno}: {why}")
+
+
+def parse(text: str, lineno: int) -> TraceLine | Header | None:
+    """One line of a trace (None for a blank line); raises `TraceFormatError`."""
+    if not text.strip():
+        return None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(lineno, f"not JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(obj, dict):
+        raise TraceFormatError(lineno, f"a trace line is a JSON object, not {type(obj).__name__}")
+    if "slotwarden_trace" in obj:
+        if lineno != 1:
+            raise TraceFormatError(lineno, "the header may only be the first line")
+        if obj["slotwarden_trace"] != FORMAT:
+            raise TraceFormatError(lineno, f"format {obj['slotwarden_trace']!r}, this checker reads {FORMAT}")
+        return Header(_int(obj, "capacity", lineno, low=1))
+    missing = [k for k in ("step", "event", "ids", "actor", "actor_id") if k not in obj]
+    if missing:
+        raise TraceFormatError(lineno, f"missing {', '.join(missing)}")
+    event = obj["event"]
+    if event != FREE and event not in _EVENTS:
+        raise TraceFormatError(lineno, f"unknown event {event!r} (one of {', '.join([*_EVENTS, FREE])})")
+    kind = _KINDS.get(obj["actor"])
+    if kind is None:
+        raise TraceFormatError(lineno, f"unknown actor kind {obj['actor']!r} (one of {', '.join(_KINDS)})")
+    ids = obj["ids"]
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise TraceFormatError(lineno, f"ids must be a list of integers, not {ids!r}")
+    target = obj.get("target")
+    if target is not None and (isinstance(target, bool) or not isinstance(target, int)):
+        raise TraceFormatError(lineno, f"target must be an integer or null, not {target!r}")
+    return TraceLine(
+        _int(obj, "step", lineno, low=0),
+        _EVENTS.get(event, FREE),
+        tuple(ids),
+        Actor(kind, _int(obj, "actor_id", lineno)),
+        NOBODY if target is None else target,
+    )
+
+
+def _int(obj: dict, key: str, lineno: int, low: int | None = None) -> int:
+    v = obj.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or (low is not None and v < low):
+        raise TraceFormatError(lineno, f"{key} must be an integer{'' if low is None else f' >= {low}'}, not {v!r}")
+    return v
+
+
+class TraceWriter:
+    """Writes trace lines to `sink`: a path (opened for writing, closed by `close`) or a text file."""
+
+    def __init__(self, sink, capacity: int | None = None):
+        self._owned = isinstance(sink, (str, Path))
+        self.file = open(sink, "w", encoding="utf-8") if self._owned else sink
+        if capacity is not None:
+            self.file.write(Header(capacity).to_json() + "\n")
+
+    def write(self, step: int, event, ids, actor: Actor, target: int = NOBODY) -> None:
+        ids = tuple(int(i) for i in ids)  # one batch, one line: its size is the batch's, never the pool's
+        self.file.write(TraceLine(int(step), event, ids, actor, int(target)).to_json() + "\n")
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.flush()
+        if self._owned:
+            self.file.close()
+
+
+class TracingRecorder(FlightRecorder):
+    """A flight recorder that also writes every batch it records to a trace."""
+
+    def __init__(self, depth: int, writer: TraceWriter):
+        super().__init__(depth)
+        self.writer = writer
+
+    def record(self, event: Event, actor: Actor, target: int, epoch: int, ids, before, after) -> None:
+        super().record(event, actor, target, epoch, ids, before, after)
+        self.writer.write(epoch, event, ids, actor, target)
+
+
+def attach(ledger, trace) -> TraceWriter | None:
+    """Make `ledger` write every batch it records to `trace` (a path, a text file or a
+    `TraceWriter`; None: nothing changes). Returns the writer."""
+    if trace is None:
+        return None
+    writer = trace if isinstance(trace, TraceWriter) else TraceWriter(trace, ledger.capacity)
+    ledger.recorder = TracingRecorder(ledger.recorder.entries.maxlen, writer)
+    return writer

@@ -1,0 +1,309 @@
+"""`GuardedAllocator` in front of SGLang's real `MambaSlotAllocator` (from the sglang==0.5.23
+wheel, loaded from its module file as `make bench` does; skipped without it) and in front of
+an in-repo free list of the same shape. Each bad engine call raises at the call, and the
+engine's free list is untouched; legal calls leave it exactly as SGLang's own allocator would."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from slotwarden.bench_pool import load_sglang_allocator
+from slotwarden.model.errors import BadSlotId
+from slotwarden.model.free import IllegalFree, free_rule_for
+from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.vocabulary import Actor, ActorKind, Event, Relation, State
+from slotwarden.runtime.guarded_allocator import ACTING, ANONYMOUS, GuardedAllocator, HeldSlots, Unattributed, acting
+
+SGLANG = load_sglang_allocator()
+
+
+class FreeList:
+    """The shape of SGLang's MambaSlotAllocator, in the repository: a tensor free list of slots
+    1..size (0 is the pad slot), sliced by alloc, concatenated by free, no checks."""
+
+    def __init__(self, size: int, device: str = "cpu"):
+        self.size, self.device = size, device
+        self.clear()
+
+    def available_size(self) -> int:
+        return len(self.free_slots)
+
+    def alloc(self, need_size: int):
+        if need_size > len(self.free_slots):
+            return None
+        select_index = self.free_slots[:need_size]
+        self.free_slots = self.free_slots[need_size:]
+        return select_index
+
+    def free(self, free_index: torch.Tensor) -> None:
+        if free_index.numel() == 0:
+            return
+        self.free_slots = torch.cat((self.free_slots, free_index))
+
+    def clear(self) -> None:
+        self.free_slots = torch.arange(1, self.size + 1, dtype=torch.int64, device=self.device)
+
+
+ENGINES = [
+    pytest.param(FreeList, id="in-repo"),
+    pytest.param(SGLANG, id="sglang", marks=pytest.mark.skipif(SGLANG is None, reason="sglang not installed (pip install --no-deps sglang==0.5.23)")),
+]
+
+R1, R2, R3, R4 = (Actor.request(i) for i in (1, 2, 3, 4))
+S5 = Actor.session(5)
+
+
+@pytest.fixture(params=ENGINES)
+def engine_cls(request):
+    return request.param
+
+
+def guarded(engine_cls, size=8, **kw):
+    engine = engine_cls(size, "cpu")
+    return engine, GuardedAllocator(engine, **kw)
+
+
+class Untouched:
+    """The engine's free list and the ledger, before a call that must change nothing."""
+
+    def __init__(self, engine, guard: GuardedAllocator):
+        self.engine, self.guard = engine, guard
+        self.free = engine.free_slots.clone()
+        self.ledger = guard.ledger.snapshot()
+
+    def check(self):
+        assert torch.equal(self.engine.free_slots, self.free), "the engine's free list changed"
+        now = self.guard.ledger.snapshot()
+        for k, v in self.ledger.items():
+            assert (v == now[k]) if k == "counters" else torch.equal(v, now[k]), f"ledger {k} changed"
+
+
+def session_turn_one(g: GuardedAllocator) -> torch.Tensor:
+    """Session 5's first turn (request 1) runs and parks its state in the session."""
+    with acting(R1):
+        ids = g.alloc(1)
+        g.admit(ids)
+        g.park(ids, 5)
+    return ids
+
+
+# -- the bug, without the guard (the check the guard adds, shown failing) ---------------------
+def test_without_the_guard_the_seed_bug_goes_through(engine_cls):  # PR 21404
+    engine = engine_cls(2, "cpu")
+    session_slot = engine.alloc(1)  # parked in session 5, lent to its next turn
+    engine.free(session_slot)  # the prefill rollback frees the turn's slot
+    assert engine.alloc(2).tolist() == [2, session_slot.item()]  # handed to another request
+    engine.free(session_slot)
+    assert engine.available_size() == 1  # and freed again: the free list is corrupt
+
+
+# -- the bug's sequence, through the guard -----------------------------------------------------
+def test_the_seed_bug_raises_at_the_rollbacks_free(engine_cls):
+    engine, g = guarded(engine_cls)
+    ids = session_turn_one(g)
+    with acting(S5):
+        g.lend(ids, 2)
+    frozen = Untouched(engine, g)
+    with acting(R2), pytest.raises(IllegalFree) as err:
+        g.free(ids)  # the rollback of a candidate turn that did not fit
+    frozen.check()
+    msg = str(err.value)
+    assert f"illegal free by request 2 on slot {ids.item()} (state LENT, owner 5, lent to request 2)" in msg
+    assert "rollback -> PARKED" in msg and "belongs to session 5" in msg
+    assert err.value.slot_id == ids.item() and err.value.event is None
+    assert g.available_size() == 7
+
+
+def test_broken_variant_routing_the_borrowers_free_as_a_rollback_raises_nothing(engine_cls):
+    """The mapping a user would write by hand (free = rollback) lets the bug's free through:
+    the slot quietly returns to its session. The guard's raise comes from reading the
+    declaration, which has no free for a borrower."""
+    engine, g = guarded(engine_cls)
+    g._free_event[ActorKind.REQUEST, State.LENT, Relation.BORROWER] = int(Event.ROLLBACK)
+    ids = session_turn_one(g)
+    with acting(S5):
+        g.lend(ids, 2)
+    with acting(R2):
+        g.free(ids)  # no error
+    assert g.ledger.record(ids.item()).state is State.PARKED
+
+
+def test_the_free_table_is_the_models():
+    g = GuardedAllocator(FreeList(2))
+    for kind in ActorKind:
+        for state in State:
+            for rel in Relation:
+                rule = free_rule_for(LIFECYCLE, state, kind, rel)
+                assert g._free_event[kind, state, rel] == (-1 if rule is None else int(rule.event))
+    assert g._free_event[ActorKind.REQUEST, State.TAKEN, Relation.OWNER] == Event.ROLLBACK
+    assert g._free_event[ActorKind.REQUEST, State.RUNNING, Relation.OWNER] == Event.FINISH
+    assert g._free_event[ActorKind.SESSION, State.PARKED, Relation.OWNER] == Event.CLOSE
+    assert (g._free_event[:, State.LENT] == -1).all() and (g._free_event[:, State.LENT_RUNNING] == -1).all()
+
+
+# -- plain double frees, the pad slot, the sentinel ------------------------------------------
+@pytest.mark.parametrize("admitted", [False, True], ids=["candidate", "running"])
+def test_a_double_free_raises_and_changes_nothing(engine_cls, admitted):
+    engine, g = guarded(engine_cls)
+    with acting(R1):
+        ids = g.alloc(2)
+        if admitted:
+            g.admit(ids)
+        g.free(ids)
+        assert g.available_size() == 8
+        frozen = Untouched(engine, g)
+        with pytest.raises(IllegalFree, match=r"state FREE, owner nobody\).*a double free"):
+            g.free(ids[1:])
+    frozen.check()
+    assert g.available_size() == 8  # never 9
+
+
+@pytest.mark.parametrize("bad", [[0], [-1], [9], [3, 3]], ids=["pad slot", "sentinel", "out of range", "twice"])
+def test_not_a_real_slot_raises_bad_slot_id(engine_cls, bad):
+    engine, g = guarded(engine_cls)
+    with acting(R1):
+        g.alloc(3)
+        frozen = Untouched(engine, g)
+        with pytest.raises(BadSlotId, match=r"bad slot id (0|-1|9|3) for free by request 1"):
+            g.free(torch.tensor(bad))
+    frozen.check()
+
+
+def test_one_bad_slot_in_a_batch_frees_none(engine_cls):
+    engine, g = guarded(engine_cls)
+    with acting(R1):
+        ids = g.alloc(2)
+    with acting(R2):
+        other = g.alloc(1)
+        frozen = Untouched(engine, g)
+        with pytest.raises(IllegalFree, match=f"illegal free by request 2 on slot {ids[0].item()}.*only its owner"):
+            g.free(torch.cat((other, ids)))  # its own slot, and request 1's
+    frozen.check()
+
+
+# -- legal use leaves the free list as SGLang's own allocator would ---------------------------
+def test_legal_frees_match_the_bare_engine(engine_cls):
+    bare = engine_cls(8, "cpu")
+    engine, g = guarded(engine_cls)
+    with acting(R1):
+        a, b = g.alloc(3), bare.alloc(3)
+        g.admit(a[:2])
+        g.free(a[[2, 0, 1]])  # one candidate (rollback), two running (finish): one batch
+        bare.free(b[[2, 0, 1]])
+    with acting(R2):
+        assert torch.equal(g.alloc(5), bare.alloc(5))
+        assert g.alloc(9) is None and bare.alloc(9) is None
+        assert g.alloc(0).numel() == 0
+    assert torch.equal(engine.free_slots, bare.free_slots)
+    assert g.available_size() == bare.available_size() == 3
+    assert g.free_slots is engine.free_slots and g.size == 8  # the rest of the engine's API
+
+
+def test_a_full_legal_session(engine_cls, tmp_path):
+    engine, g = guarded(engine_cls, trace=tmp_path / "t.jsonl")
+    ids = session_turn_one(g)
+    slot = ids.item()
+    with acting(S5):
+        g.lend(ids, 2)
+    with acting(R2):
+        g.fire(Event.ROLLBACK, ids)  # turn 2 did not fit: the slot goes back to the session
+    with acting(S5):
+        g.lend(ids, 3)
+    with acting(R3):
+        g.admit(ids)
+        g.fire(Event.FINISH, ids)  # turn 3 done: its state stays with the session
+    with acting(R4):
+        plain = g.alloc(2)
+        g.admit(plain)
+        g.free(plain)
+    assert g.ledger.record(slot).state is State.PARKED and g.available_size() == 7
+    with acting(S5):
+        assert g.close().tolist() == [slot]
+    assert g.available_size() == 8 and sorted(engine.free_slots.tolist()) == list(range(1, 9))
+    assert g.audit(live_requests=(), live_sessions=()).clean
+    g.guard.ledger.recorder.writer.close()
+    assert (tmp_path / "t.jsonl").read_text().count("\n") == 15  # the header and one line per batch
+
+
+def test_a_session_cannot_be_closed_while_its_slot_is_lent(engine_cls):
+    engine, g = guarded(engine_cls)
+    ids = session_turn_one(g)
+    with acting(S5):
+        g.lend(ids, 2)
+        frozen = Untouched(engine, g)
+        with pytest.raises(Exception, match="illegal close by session 5"):
+            g.close()
+        frozen.check()
+        with pytest.raises(IllegalFree, match="illegal free by session 5"):
+            g.free(ids)
+
+
+def test_a_released_slot_waits_for_its_steps_fence(engine_cls):
+    engine, g = guarded(engine_cls)
+    done = []
+    with acting(R1):
+        ids = g.alloc(1)
+        g.admit(ids)
+        g.launch(lambda: bool(done))  # a step that may use the slot is on the device
+        g.free(ids)
+    assert g.available_size() == 7 and g.ledger.record(ids.item()).state is State.RELEASED
+    done.append(True)
+    assert g.fence().tolist() == [ids.item()] and g.available_size() == 8
+
+
+# -- who acts --------------------------------------------------------------------------------
+def test_unattributed_calls_are_refused_by_default(engine_cls):
+    engine, g = guarded(engine_cls)
+    frozen = Untouched(engine, g)
+    with pytest.raises(Unattributed, match="alloc with no acting actor"):
+        g.alloc(1)
+    with pytest.raises(Unattributed, match="free with no acting actor"):
+        g.free(torch.tensor([1]))
+    frozen.check()
+
+
+def test_trusted_unattributed_calls_act_as_the_slots_owner(engine_cls):
+    engine, g = guarded(engine_cls, unattributed="trust")
+    ids = g.alloc(2)
+    assert g.ledger.record(ids[0].item()).owner == ANONYMOUS
+    g.free(ids)
+    assert g.available_size() == 8
+    with pytest.raises(IllegalFree, match="a double free"):
+        g.free(ids)
+    slot = session_turn_one(g)
+    with acting(S5):
+        g.lend(slot, 2)
+    frozen = Untouched(engine, g)
+    with pytest.raises(IllegalFree, match="illegal free by session 5 .*state LENT"):
+        g.free(slot)  # trusted as its owner, the session: still no free of a lent slot
+    frozen.check()
+
+
+def test_an_adapter_can_set_the_context_variable(engine_cls):
+    engine, g = guarded(engine_cls)
+    token = ACTING.set(R3)
+    try:
+        ids = g.alloc(1)
+    finally:
+        ACTING.reset(token)
+    assert g.ledger.record(ids.item()).owner == 3 and ACTING.get() is None
+
+
+def test_unattributed_setting_is_checked():
+    with pytest.raises(ValueError, match="unattributed must be one of"):
+        GuardedAllocator(FreeList(2), unattributed="allow")
+
+
+# -- clear ------------------------------------------------------------------------------------
+def test_clear_is_the_engines_when_nothing_is_held(engine_cls):
+    engine, g = guarded(engine_cls)
+    with acting(R1):
+        ids = g.alloc(2)
+        frozen = Untouched(engine, g)
+        with pytest.raises(HeldSlots, match=f"slot {ids[0].item()} is TAKEN \\(owner 1\\)"):
+            g.clear()
+        frozen.check()
+        g.free(ids)
+    g.clear()
+    assert engine.free_slots.tolist() == list(range(1, 9))
