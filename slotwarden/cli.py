@@ -57,6 +57,12 @@ def _demo(args) -> int:
     return run(args)
 
 
+def _check_trace(args) -> int:
+    from slotwarden.check_trace import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="slotwarden",
@@ -135,6 +141,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="workload seed (default: 0)")
     p.add_argument("--plot", metavar="FILE.png", help="draw slot occupancy by state over time (needs matplotlib)")
     p.set_defaults(func=_demo)
+
+    p = sub.add_parser(
+        "check-trace",
+        help="replay a slot-event trace (JSON lines) against the lifecycle",
+        description="Replay a slot-event trace (one JSON object a line; see docs/traces.md) against the model: "
+        "report the first illegal move with its slot's history, the slots not FREE at the end (leaks), and a "
+        "summary. Exits 0 when clean, 1 on any illegal move or leak, 2 when the file is not a trace.",
+    )
+    p.add_argument("file", metavar="FILE", help="the trace (.jsonl)")
+    p.add_argument("--capacity", type=int, default=None, help="pool size (default: the header's, else the largest id)")
+    p.add_argument("--plot", metavar="FILE.png", help="draw a swimlane per slot around the first finding (needs matplotlib)")
+    p.set_defaults(func=_check_trace)
     return parser
 
 

@@ -1,12 +1,12 @@
 """`LedgerGuard.available()` and `audit()`: the engine's free list checked against the ledger."""
 
+import pytest
 import torch
 
 from slotwarden.model.vocabulary import Actor, Event
 from slotwarden.runtime.guard import LedgerGuard
-from test_guarded_allocator import ENGINES, FreeList  # noqa: F401  (the engine shapes under test)
-
-import pytest
+from slotwarden.trace_examples import FreeList
+from test_guarded_allocator import ENGINES  # the in-repo free list and SGLang's real one
 
 R1 = Actor.request(1)
 

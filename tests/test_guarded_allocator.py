@@ -1,6 +1,6 @@
 """`GuardedAllocator` in front of SGLang's real `MambaSlotAllocator` (from the sglang==0.5.23
 wheel, loaded from its module file as `make bench` does; skipped without it) and in front of
-an in-repo free list of the same shape. Each bad engine call raises at the call, and the
+an in-repo free list of the same shape (`slotwarden.trace_examples.FreeList`). Each bad engine call raises at the call, and the
 engine's free list is untouched; legal calls leave it exactly as SGLang's own allocator would."""
 
 from __future__ import annotations
@@ -14,35 +14,10 @@ from slotwarden.model.free import IllegalFree, free_rule_for
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.vocabulary import Actor, ActorKind, Event, Relation, State
 from slotwarden.runtime.guarded_allocator import ACTING, ANONYMOUS, GuardedAllocator, HeldSlots, Unattributed, acting
+from slotwarden.trace_examples import FreeList  # SGLang's allocator's shape, in the repository
+from slotwarden import check_trace
 
 SGLANG = load_sglang_allocator()
-
-
-class FreeList:
-    """The shape of SGLang's MambaSlotAllocator, in the repository: a tensor free list of slots
-    1..size (0 is the pad slot), sliced by alloc, concatenated by free, no checks."""
-
-    def __init__(self, size: int, device: str = "cpu"):
-        self.size, self.device = size, device
-        self.clear()
-
-    def available_size(self) -> int:
-        return len(self.free_slots)
-
-    def alloc(self, need_size: int):
-        if need_size > len(self.free_slots):
-            return None
-        select_index = self.free_slots[:need_size]
-        self.free_slots = self.free_slots[need_size:]
-        return select_index
-
-    def free(self, free_index: torch.Tensor) -> None:
-        if free_index.numel() == 0:
-            return
-        self.free_slots = torch.cat((self.free_slots, free_index))
-
-    def clear(self) -> None:
-        self.free_slots = torch.arange(1, self.size + 1, dtype=torch.int64, device=self.device)
 
 
 ENGINES = [
@@ -223,7 +198,9 @@ def test_a_full_legal_session(engine_cls, tmp_path):
     assert g.available_size() == 8 and sorted(engine.free_slots.tolist()) == list(range(1, 9))
     assert g.audit(live_requests=(), live_sessions=()).clean
     g.guard.ledger.recorder.writer.close()
-    assert (tmp_path / "t.jsonl").read_text().count("\n") == 15  # the header and one line per batch
+    capacity, lines = check_trace.read(tmp_path / "t.jsonl")
+    assert capacity == 8 and len(lines) == 14  # one line per batch
+    assert check_trace.check(lines, capacity).clean  # the guard's trace replays on the model
 
 
 def test_a_session_cannot_be_closed_while_its_slot_is_lent(engine_cls):

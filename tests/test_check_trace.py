@@ -1,0 +1,167 @@
+"""Slot-event traces: the format, the recorder, `slotwarden check-trace` and the examples."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from slotwarden import check_trace, trace_examples
+from slotwarden.cli import main
+from slotwarden.model.vocabulary import NOBODY, Actor, Event
+from slotwarden.runtime.config import PoolConfig
+from slotwarden.runtime.pool import StatePool
+from slotwarden.runtime.recorder import FlightRecorder
+from slotwarden.runtime.trace import FREE, TraceFormatError, TraceLine, TraceWriter, parse
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    rc = main(["check-trace", *map(str, argv)])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+# -- the examples ------------------------------------------------------------------------------
+def test_the_examples_are_in_sync_with_their_generator():
+    for name, text in trace_examples.render().items():
+        assert (EXAMPLES / name).read_text() == text, f"examples/{name} is stale: python -m slotwarden.trace_examples"
+
+
+def test_the_seed_bug_example_fails_naming_slot_move_and_session(capsys):
+    rc, out, _ = run_cli(capsys, EXAMPLES / "seed-bug.jsonl")
+    assert rc == 1
+    first = out.splitlines()[0]
+    assert first.startswith("first illegal move, line 10: illegal free by request 3 on slot 1 (state LENT, owner 5, lent to request 3)")
+    assert "belongs to session 5" in first
+    assert "line 9 (step 2): lend by session 5 -> 3: PARKED (session 5) -> LENT (session 5, lent to request 3)" in out
+    assert "leaks at the end (1 slot not FREE):\n  slot 1: LENT (session 5, lent to request 3)" in out
+    assert out.rstrip().endswith("3 illegal moves, 1 leaks")
+
+
+def test_the_clean_example_passes(capsys):
+    rc, out, _ = run_cli(capsys, EXAMPLES / "clean.jsonl")
+    assert rc == 0 and out.rstrip().endswith("clean") and "illegal" not in out
+
+
+@pytest.mark.parametrize(
+    "drop, expect",
+    [
+        ('"event": "rollback", "ids": [1]', "line 9: illegal lend by session 5 on slot 1 (state LENT"),
+        ('"event": "fence", "ids": [1]', "slot 1: RELEASED"),
+        ('"event": "park"', "illegal lend by session 5 on slot 1 (state RUNNING, owner 1)"),
+    ],
+    ids=["no rollback", "no last fence", "no park"],
+)
+def test_the_clean_example_broken_by_one_line_fails(tmp_path, capsys, drop, expect):
+    """Broken variants of the clean trace: each missing move is a finding or a leak."""
+    kept = [ln for ln in lines_of(EXAMPLES / "clean.jsonl") if drop not in ln]
+    assert len(kept) == len(lines_of(EXAMPLES / "clean.jsonl")) - 1
+    (tmp_path / "t.jsonl").write_text("\n".join(kept) + "\n")
+    rc, out, _ = run_cli(capsys, tmp_path / "t.jsonl")
+    assert rc == 1 and expect in out
+
+
+# -- malformed traces ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        ("{not json", "not JSON"),
+        ('{"step": 0, "event": "evict", "ids": [1], "actor": "request", "actor_id": 1}', "unknown event 'evict'"),
+        ('{"step": 0, "event": "alloc", "ids": [1], "actor": "robot", "actor_id": 1}', "unknown actor kind 'robot'"),
+        ('{"step": 0, "event": "alloc", "ids": [1]}', "missing actor, actor_id"),
+        ('{"step": 0, "event": "alloc", "ids": "1", "actor": "request", "actor_id": 1}', "ids must be a list of integers"),
+        ('{"step": -1, "event": "alloc", "ids": [1], "actor": "request", "actor_id": 1}', "step must be an integer >= 0"),
+        ('[1, 2]', "a trace line is a JSON object"),
+        ('{"slotwarden_trace": 1, "capacity": 4}', "the header may only be the first line"),
+    ],
+)
+def test_a_malformed_line_is_one_error_naming_its_number(tmp_path, capsys, bad, why):
+    good = lines_of(EXAMPLES / "clean.jsonl")
+    (tmp_path / "t.jsonl").write_text("\n".join(good[:3] + [bad] + good[3:]) + "\n")
+    rc, out, err = run_cli(capsys, tmp_path / "t.jsonl")
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and f"t.jsonl:4: {why}" in err
+
+
+def test_a_missing_file_is_an_error(tmp_path, capsys):
+    rc, _, err = run_cli(capsys, tmp_path / "none.jsonl")
+    assert rc == 2 and "cannot read" in err
+
+
+def test_lines_round_trip():
+    for line in (
+        TraceLine(3, Event.LEND, (1, 2), Actor.session(5), 7),
+        TraceLine(0, FREE, (4,), Actor.request(1)),
+        TraceLine(9, Event.FENCE, (2,), Actor.fence(9), NOBODY),
+    ):
+        assert parse(line.to_json(), 1) == line
+    with pytest.raises(TraceFormatError, match="line 7: target must be an integer or null"):
+        parse('{"step": 0, "event": "park", "ids": [1], "actor": "request", "actor_id": 1, "target": "s"}', 7)
+
+
+# -- the recorder -------------------------------------------------------------------------------
+CFG = PoolConfig(num_slots=3, layers=1, conv_dims=(4,), conv_kernel=2, heads=1, head_dim=2, state_size=2)
+
+
+def test_without_a_trace_the_pool_keeps_its_plain_recorder():
+    assert type(StatePool(CFG).ledger.recorder) is FlightRecorder
+
+
+def test_a_pool_trace_replays_on_the_model_and_a_refused_call_is_not_written():
+    buf = io.StringIO()
+    pool = StatePool(CFG, trace=TraceWriter(buf, CFG.num_slots))
+    r1 = Actor.request(1)
+    ids = pool.alloc(2, r1)
+    with pytest.raises(Exception):
+        pool.finish(ids, r1)  # TAKEN cannot finish: refused, not traced
+    pool.rollback(ids, r1)
+    lines = [(n, parse(t, n)) for n, t in enumerate(buf.getvalue().splitlines(), 1)]
+    assert len(lines) == 3
+    report = check_trace.check([(n, ln) for n, ln in lines[1:]], capacity=lines[0][1].capacity)
+    assert report.clean and report.events == {"alloc": 1, "rollback": 1}
+
+
+def test_a_free_replays_as_the_move_the_declaration_gives():
+    r1 = Actor.request(1)
+    lines = [
+        (1, TraceLine(0, Event.ALLOC, (1, 2), r1)),
+        (2, TraceLine(0, Event.ADMIT, (2,), r1)),
+        (3, TraceLine(1, FREE, (1, 2), r1)),  # 1 is a candidate (rollback), 2 runs (finish)
+        (4, TraceLine(1, Event.FENCE, (2,), Actor.fence(1))),
+        (5, TraceLine(1, FREE, (1,), r1)),  # a double free
+    ]
+    report = check_trace.check(lines, capacity=2)
+    assert [f.lineno for f in report.findings] == [5] and "a double free" in report.findings[0].error
+    assert [m.after.state.name for m in report.moves if m.lineno == 3] == ["FREE", "RELEASED"]
+    assert not report.leaks
+
+
+# -- the plot -----------------------------------------------------------------------------------
+def test_plot_draws_the_finding_slot_first(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "seed.png"
+    rc, text, _ = run_cli(capsys, EXAMPLES / "seed-bug.jsonl", "--plot", out)
+    assert rc == 1 and f"wrote {out}" in text
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from slotwarden.trace_plot import segments, window
+
+    report = check_trace.check(check_trace.read(EXAMPLES / "seed-bug.jsonl")[1], 2)
+    lo, hi, lanes = window(report)
+    assert lanes[0] == 1 and lo <= 10 <= hi
+    assert [r.state.name for _, _, r in segments(report, 1, lo, hi)] == ["FREE", "TAKEN", "RUNNING", "PARKED", "LENT"]
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    rc, _, err = run_cli(capsys, EXAMPLES / "clean.jsonl", "--plot", tmp_path / "x.png")
+    assert rc == 2 and "pip install 'slotwarden[plot]'" in err
