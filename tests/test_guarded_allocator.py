@@ -284,3 +284,25 @@ def test_clear_is_the_engines_when_nothing_is_held(engine_cls):
         g.free(ids)
     g.clear()
     assert engine.free_slots.tolist() == list(range(1, 9))
+
+
+# -- the how-to's patch names SGLang's real code ----------------------------------------------
+@pytest.mark.skipif(SGLANG is None, reason="sglang not installed (pip install --no-deps sglang==0.5.23)")
+def test_the_howto_names_sglangs_real_attributes():
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(importlib.util.find_spec("sglang").submodule_search_locations[0]) / "srt"
+    pool_src = (root / "mem_cache" / "memory_pool.py").read_text()
+    session_src = (root / "session" / "streaming_session.py").read_text()
+    howto = (Path(__file__).resolve().parents[1] / "docs" / "howto.md").read_text()
+    assert "class HybridReqToTokenPool" in pool_src and "self.mamba_allocator = MambaSlotAllocator(" in pool_src
+    assert "mid = self.mamba_allocator.alloc(1)" in pool_src and "self.mamba_allocator.free(mamba_index.unsqueeze(0))" in pool_src
+    assert "def free_mamba_cache(" in pool_src and "class StreamingSession" in session_src
+    named = ("take", "try_match_prefix", "try_cache_finished_req", "release_session", "_free_slot_mamba")
+    for name in named:
+        assert f"    def {name}(" in session_src and f"`{name}" in howto, name
+    for text in ("`self.mamba_allocator`", "free_mamba_cache", "mid = self.mamba_allocator.alloc(1)"):
+        assert text in howto
+    assert {"alloc", "free", "available_size", "clear"} <= {n for n in dir(SGLANG) if not n.startswith("_")}
+    assert all(callable(getattr(GuardedAllocator, n)) for n in ("alloc", "free", "available_size", "clear"))
