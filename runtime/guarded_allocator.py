@@ -117,10 +117,14 @@ class GuardedAllocator:
             return
         actor = self._actor("free")
         ids = self.ledger._ids(free_index, "free", actor or Actor.request(ANONYMOUS))
-        moves = self._moves(ids, actor)  # rows (event, actor kind, actor id), all checked: the applies cannot fail
-        for event, kind, who in np.unique(moves, axis=0):
-            pick = (moves == (event, kind, who)).all(axis=1)
-            self.ledger.apply(ids[pick], Event(int(event)), Actor(ActorKind(int(kind)), int(who)))
+        events, kinds, who = self._moves(ids, actor)  # all checked: the applies below cannot fail
+        if actor is not None and (events[1:] == events[0]).all():  # the usual batch: one move by one actor
+            self.ledger.apply(ids, Event(int(events[0])), actor)
+        else:
+            moves = np.stack((events, np.broadcast_to(kinds, ids.shape), np.broadcast_to(who, ids.shape)), axis=1)
+            for event, kind, by in np.unique(moves, axis=0):
+                pick = (moves == (event, kind, by)).all(axis=1)
+                self.ledger.apply(ids[pick], Event(int(event)), Actor(ActorKind(int(kind)), int(by)))
         due = self.ledger.fence()  # releases whose step has finished (all of them, with no step launched)
         now_free = ids[self.ledger.cols.state[ids] == _FREE]
         back = np.concatenate((now_free, due[~np.isin(due, now_free)]))  # the freed ones first, in their order
@@ -196,8 +200,9 @@ class GuardedAllocator:
         return actor
 
     def _moves(self, ids: np.ndarray, actor: Actor | None):
-        """Per slot, the event of its free and who fires it (kind, id); raises the model's `IllegalFree`
-        for the first slot that has no legal free."""
+        """Per slot, the event of its free, and who fires it: (events, kinds, ids), the last two
+        scalars for an acting actor, arrays when trusted. Raises the model's `IllegalFree` for
+        the first slot that has no legal free."""
         c = self.ledger.cols
         state = c.state[ids]
         owner_kind = self.ledger._owner_kind[state]
@@ -207,20 +212,19 @@ class GuardedAllocator:
             who = np.where(has_owner, c.owner[ids], ANONYMOUS)
             relation = np.where(has_owner, int(Relation.OWNER), int(Relation.NONE))
         else:
-            kinds = np.full(ids.size, int(actor.kind), dtype=np.int64)
-            who = np.full(ids.size, actor.id, dtype=np.int64)
-            relation = np.full(ids.size, int(Relation.NONE))
-            relation[(owner_kind == int(actor.kind)) & (c.owner[ids] == actor.id)] = int(Relation.OWNER)
+            kinds, who = int(actor.kind), actor.id
+            relation = np.where((owner_kind == kinds) & (c.owner[ids] == who), int(Relation.OWNER), int(Relation.NONE))
             if actor.kind is ActorKind.REQUEST:
-                relation[self.ledger._lent[state] & (c.borrower[ids] == actor.id)] = int(Relation.BORROWER)
+                relation = np.where(self.ledger._lent[state] & (c.borrower[ids] == who), int(Relation.BORROWER), relation)
         events = self._free_event[kinds, state, relation]
         bad = events == _ILLEGAL
         if bad.any():
             p = int(np.argmax(bad))
             slot = int(ids[p])
-            free_rule(self.ledger.record(slot), Actor(ActorKind(int(kinds[p])), int(who[p])), self.ledger.lifecycle, slot)
+            by = actor or Actor(ActorKind(int(kinds[p])), int(who[p]))
+            free_rule(self.ledger.record(slot), by, self.ledger.lifecycle, slot)
             raise AssertionError("the free table and the model disagree")  # free_rule raised above
-        return np.stack((events, kinds, who), axis=1)
+        return events, kinds, who
 
 
 def _free_table(lifecycle) -> np.ndarray:

@@ -306,3 +306,22 @@ def test_the_howto_names_sglangs_real_attributes():
         assert text in howto
     assert {"alloc", "free", "available_size", "clear"} <= {n for n in dir(SGLANG) if not n.startswith("_")}
     assert all(callable(getattr(GuardedAllocator, n)) for n in ("alloc", "free", "available_size", "clear"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_a_cuda_free_list_the_ids_stay_on_the_device(engine_cls):
+    engine = engine_cls(8, "cuda")
+    g = GuardedAllocator(engine)
+    ids = session_turn_one(g)
+    assert ids.device.type == "cuda"
+    with acting(S5):
+        g.lend(ids, 2)
+    with acting(R2), pytest.raises(IllegalFree, match="state LENT"):
+        g.free(ids)
+    with acting(R3):
+        plain = g.alloc(2)
+        g.admit(plain)
+        g.free(plain)
+    assert engine.free_slots.device.type == "cuda" and g.available_size() == 7
+    assert g.audit().clean
