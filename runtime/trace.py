@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event
 
 from .recorder import FlightRecorder
@@ -126,7 +128,7 @@ class TraceWriter:
             self.file.write(Header(capacity).to_json() + "\n")
 
     def write(self, step: int, event, ids, actor: Actor, target: int = NOBODY) -> None:
-        ids = tuple(int(i) for i in ids)  # one batch, one line: its size is the batch's, never the pool's
+        ids = tuple(np.asarray(ids, dtype=np.int64).reshape(-1).tolist())  # one batch, one line
         self.file.write(TraceLine(int(step), event, ids, actor, int(target)).to_json() + "\n")
 
     def flush(self) -> None:
