@@ -148,6 +148,7 @@ class GuardedAllocator:
         self.allocator.clear()
 
     # -- the lifecycle's other moves, for engines with sessions ------------------------------
+    # These always need an acting actor (whatever `unattributed` says): they name who moves.
     def fire(self, event: Event, ids, target: int = NOBODY) -> None:
         """The acting actor fires `event` on `ids` (e.g. the rollback, finish or abort of a
         turn that borrows its session's slot, which returns the slot to the session)."""

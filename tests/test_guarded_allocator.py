@@ -325,3 +325,19 @@ def test_on_a_cuda_free_list_the_ids_stay_on_the_device(engine_cls):
         g.free(plain)
     assert engine.free_slots.device.type == "cuda" and g.available_size() == 7
     assert g.audit().clean
+
+
+@pytest.mark.skipif(SGLANG is None, reason="sglang not installed (pip install --no-deps sglang==0.5.23)")
+def test_sglangs_grouped_alloc_passes_through_and_is_attributed():
+    engine = SGLANG(8, "cpu")
+    g = GuardedAllocator(engine)
+    g.alloc_group_begin(3)  # the engine's own method: pre-allocates, owned by nobody yet
+    with acting(R1):
+        a = g.alloc(1)
+    with acting(R2):
+        b = g.alloc(1)
+    g.alloc_group_end()  # the unused one goes back to the engine's free list directly
+    assert g.ledger.record(a.item()).owner == 1 and g.ledger.record(b.item()).owner == 2
+    assert g.audit().clean and g.guard.available() == g.available_size() == 6
+    with acting(R1), pytest.raises(IllegalFree, match="only its owner"):
+        g.free(b)
