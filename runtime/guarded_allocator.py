@@ -136,7 +136,7 @@ class GuardedAllocator:
 
     def clear(self) -> None:
         """The engine's `clear()`, legal only when no slot is held or waits for a fence."""
-        self.ledger.fence()
+        self.guard.fence()  # releases whose step has finished go back first
         held = np.flatnonzero(self.ledger.cols.state[1:] != _FREE) + 1
         if held.size:
             rec = self.ledger.record(int(held[0]))

@@ -341,3 +341,18 @@ def test_sglangs_grouped_alloc_passes_through_and_is_attributed():
     assert g.audit().clean and g.guard.available() == g.available_size() == 6
     with acting(R1), pytest.raises(IllegalFree, match="only its owner"):
         g.free(b)
+
+
+def test_clear_waits_for_the_fence_of_a_release(engine_cls):
+    engine, g = guarded(engine_cls)
+    done = []
+    with acting(R1):
+        ids = g.alloc(1)
+        g.admit(ids)
+        g.launch(lambda: bool(done))
+        g.free(ids)
+    with pytest.raises(HeldSlots, match="is RELEASED"):
+        g.clear()  # a step on the device may still use the slot
+    done.append(True)
+    g.clear()
+    assert engine.free_slots.tolist() == list(range(1, 9)) and g.audit().clean
