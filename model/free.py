@@ -52,7 +52,8 @@ class IllegalFree(IllegalMove):
     def __init__(self, lifecycle: Lifecycle, slot: Slot, actor: Actor, relation: Relation, slot_id: int | None):
         toward = free_rules(lifecycle, slot.state, actor.kind)
         event = toward[0].event if toward else None
-        self.moves = tuple(r for r in lifecycle.rules_from(slot.state) if r.by is relation and lifecycle.event(r.event).actor is actor.kind)
+        mine = (r for r in lifecycle.rules_from(slot.state) if lifecycle.event(r.event).actor is actor.kind)
+        self.moves = tuple(r for r in mine if r.by is relation)
         self.lifecycle, self.relation = lifecycle, relation
         super().__init__(lambda: self._why(toward), slot=slot, event=event, actor=actor, slot_id=slot_id)
 

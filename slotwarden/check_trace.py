@@ -35,7 +35,8 @@ class Move(NamedTuple):
     def __str__(self) -> str:
         ev = self.line.event if isinstance(self.line.event, str) else self.line.event.name.lower()
         to = "" if self.line.target == NOBODY else f" -> {self.line.target}"
-        return f"line {self.lineno} (step {self.line.step}): {ev} by {self.line.actor}{to}: {_show(self.before)} -> {_show(self.after)}"
+        where = f"line {self.lineno} (step {self.line.step})"
+        return f"{where}: {ev} by {self.line.actor}{to}: {_show(self.before)} -> {_show(self.after)}"
 
 
 class Finding(NamedTuple):

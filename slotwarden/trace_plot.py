@@ -1,9 +1,10 @@
 """`check-trace --plot`: a swimlane per slot, its state over the trace's lines, around the first finding.
 
 Each lane is one slot; each bar is the time the slot spent in one state, filled with the colour
-of the state's group (`slotwarden.model.palette`, as in the lifecycle diagrams) and labelled with
-the state and who holds it (`s5>r3`: session 5's slot, lent to request 3). The first illegal move is marked on its slot's lane, in the refused
-colour, with the error's first words. With no finding the plot shows the end of the trace.
+of the state's group (`slotwarden.model.palette`, as in the lifecycle diagrams) and labelled
+with the state and who holds it (`s5>r3`: session 5's slot, lent to request 3). The first
+illegal move is marked on its slot's lane, in the refused colour, with the error's first words.
+With no finding the plot shows the end of the trace.
 """
 
 from __future__ import annotations

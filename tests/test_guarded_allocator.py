@@ -1,7 +1,8 @@
 """`GuardedAllocator` in front of SGLang's real `MambaSlotAllocator` (from the sglang==0.5.23
-wheel, loaded from its module file as `make bench` does; skipped without it) and in front of
-an in-repo free list of the same shape (`slotwarden.trace_examples.FreeList`). Each bad engine call raises at the call, and the
-engine's free list is untouched; legal calls leave it exactly as SGLang's own allocator would."""
+wheel, loaded from its module file as `make bench` does; skipped without it) and in front of an
+in-repo free list of the same shape (`slotwarden.trace_examples.FreeList`). Each bad engine call
+raises at the call, and the engine's free list is untouched; legal calls leave it exactly as
+SGLang's own allocator would."""
 
 from __future__ import annotations
 
