@@ -165,3 +165,32 @@ def test_plot_without_matplotlib_says_how_to_get_it(tmp_path, capsys, monkeypatc
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     rc, _, err = run_cli(capsys, EXAMPLES / "clean.jsonl", "--plot", tmp_path / "x.png")
     assert rc == 2 and "pip install 'slotwarden[plot]'" in err
+
+
+@pytest.mark.parametrize("overlap", [False, True], ids=["sync", "overlap"])
+def test_a_scheduler_workloads_trace_replays_clean_on_the_model(monkeypatch, overlap):
+    """The runtime and the model agree on a real workload (sessions lent, parked and closed,
+    retractions, aborts, fences), and check-trace raises no false alarm on it; the same trace
+    without its first fence (a broken variant) is not clean."""
+    from slotwarden import demo
+    from slotwarden.runtime.trace import attach
+    from slotwarden.workload import WorkloadSpec
+
+    buf, built = io.StringIO(), []
+    make = demo.build_scheduler
+
+    def traced(*args, **kw):
+        sched = make(*args, **kw)
+        attach(sched.pool.ledger, TraceWriter(buf, sched.pool.capacity))
+        built.append(sched)
+        return sched
+
+    monkeypatch.setattr(demo, "build_scheduler", traced)
+    demo.simulate(WorkloadSpec(sessions=3, requests=8, seed=1), slots=4, device="cpu", overlap=overlap, progress=False)
+    numbered = [(n, parse(t, n)) for n, t in enumerate(buf.getvalue().splitlines(), 1)]
+    report = check_trace.check([x for x in numbered if isinstance(x[1], TraceLine)], capacity=4)
+    assert built and report.lines > 50 and report.clean, check_trace.render(report, "workload")
+    assert {"alloc", "lend", "park", "close", "retract", "abort", "fence"} <= set(report.events)
+    lines = [x for x in numbered if isinstance(x[1], TraceLine)]
+    first_fence = next(i for i, (_, ln) in enumerate(lines) if ln.event is Event.FENCE)
+    assert not check_trace.check(lines[:first_fence] + lines[first_fence + 1 :], capacity=4).clean
