@@ -71,3 +71,10 @@ def test_without_a_free_list_the_audit_compares_counts():
     assert guard.audit().clean
     engine.free(torch.tensor([3]))
     assert guard.audit().problems == ("the engine reports 4 free slots, the ledger 3",)
+
+
+def test_audit_reports_a_sentinel_and_the_pad_slot_in_the_engines_list(engine_cls):
+    engine = engine_cls(8, "cpu")
+    guard = LedgerGuard(engine, 8)
+    engine.free(torch.tensor([-1, 0]))  # PR 40044 / 40250: freed behind the guard's back
+    assert guard.audit().problems == ("the engine's free list holds ids the ledger has not FREE: [-1, 0]",)
