@@ -119,11 +119,12 @@ def _int(obj: dict, key: str, lineno: int, low: int | None = None) -> int:
 
 
 class TraceWriter:
-    """Writes trace lines to `sink`: a path (opened for writing, closed by `close`) or a text file."""
+    """Writes trace lines to `sink`: a path (opened for writing, line-buffered so that a crash
+    loses no line, closed by `close`) or a text file (flushed by `flush`)."""
 
     def __init__(self, sink, capacity: int | None = None):
         self._owned = isinstance(sink, (str, Path))
-        self.file = open(sink, "w", encoding="utf-8") if self._owned else sink
+        self.file = open(sink, "w", encoding="utf-8", buffering=1) if self._owned else sink
         if capacity is not None:
             self.file.write(Header(capacity).to_json() + "\n")
 

@@ -194,3 +194,10 @@ def test_a_scheduler_workloads_trace_replays_clean_on_the_model(monkeypatch, ove
     lines = [x for x in numbered if isinstance(x[1], TraceLine)]
     first_fence = next(i for i, (_, ln) in enumerate(lines) if ln.event is Event.FENCE)
     assert not check_trace.check(lines[:first_fence] + lines[first_fence + 1 :], capacity=4).clean
+
+
+def test_a_pool_traced_to_a_path_has_every_line_on_disk_without_a_close(tmp_path):
+    path = tmp_path / "pool.jsonl"
+    pool = StatePool(CFG, trace=path)
+    pool.alloc(1, Actor.request(1))
+    assert path.read_text().splitlines()[-1].startswith('{"step": 0, "event": "alloc", "ids": [1]')
