@@ -201,3 +201,18 @@ def test_a_pool_traced_to_a_path_has_every_line_on_disk_without_a_close(tmp_path
     pool = StatePool(CFG, trace=path)
     pool.alloc(1, Actor.request(1))
     assert path.read_text().splitlines()[-1].startswith('{"step": 0, "event": "alloc", "ids": [1]')
+
+
+def test_an_early_fence_is_a_finding():
+    """The overlap bug offline: a slot released during step 2 freed by the fence of step 1."""
+    r1 = Actor.request(1)
+    lines = [
+        (1, TraceLine(2, Event.ALLOC, (1,), r1)),
+        (2, TraceLine(2, Event.ADMIT, (1,), r1)),
+        (3, TraceLine(2, Event.FINISH, (1,), r1)),
+        (4, TraceLine(2, Event.FENCE, (1,), Actor.fence(1))),
+        (5, TraceLine(3, Event.FENCE, (1,), Actor.fence(2))),
+    ]
+    report = check_trace.check(lines, capacity=1)
+    assert [f.lineno for f in report.findings] == [4] and "waits for the fence of step 2" in report.findings[0].error
+    assert not report.leaks
