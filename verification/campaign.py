@@ -61,6 +61,7 @@ def _attempt(machine: type, budget: Budget, seed, database, phases) -> CampaignR
     lines: list[str] = []
     count = [0]
     original_init = machine.__init__
+    own_init = machine.__dict__.get("__init__")  # None: inherited, and inherited again afterwards
 
     def counting_init(self, *a, **kw):
         count[0] += 1
@@ -89,8 +90,12 @@ def _attempt(machine: type, budget: Budget, seed, database, phases) -> CampaignR
         error = f"{kind}: {str(exc).splitlines()[0] if str(exc) else ''}"
         caught = "call" if kind in _AT_CALL else "audit" if kind == "AuditFailed" else "invariant"
         lines.extend(getattr(exc, "__notes__", ()))  # Hypothesis attaches the steps as notes
+    finally:  # whatever happened, later runs in this process see neither the seed nor the patch
         hypothesis.core.global_force_seed = previous_seed
-        machine.__init__ = original_init
+        if own_init is None:
+            del machine.__init__
+        else:
+            machine.__init__ = own_init
     seconds = time.perf_counter() - start
     trace = "\n".join(line for line in lines if line.strip())
     return CampaignResult("", not error, seconds, count[0], error, caught, trace)
