@@ -13,6 +13,7 @@ from .declaration import Effect, Lifecycle, Source
 from .diagram import Refused, mermaid, mermaid_flow, refused
 from .lifecycle import LIFECYCLE
 from .machine import condition_label
+from .registry import CHECKER, PROPERTIES
 from .vocabulary import Event, State
 
 REGENERATE = "slotwarden docs"
@@ -45,23 +46,24 @@ class PropertyDoc(NamedTuple):
 def safety_properties() -> tuple[PropertyDoc, ...]:
     """Every safety property: its name, its words, and the checks that prove it.
 
-    The one place this page reads the properties. The words are `properties.SLOT_PROPERTIES`;
-    the checks are the CrossHair proofs of `proofs.PROOFS` keyed by the property, and the
-    exhaustive checker's properties that carry the same number. Continuity (7) is a property
-    of the scheduler's state flow, checked end to end by the scheduler tests.
+    The one place this page reads the properties, all from `registry.PROPERTIES`: the words,
+    the CrossHair proofs (`proofs.PROOFS`) and the other stages that judge each one.
+    Continuity (7) is a property of the scheduler's state flow, checked end to end by the
+    scheduler tests.
     """
-    from slotwarden.verification.abstract import PROPERTIES as CHECKED  # words only; no torch
-
-    from .properties import SLOT_PROPERTIES
     from .proofs import PROOFS
 
     found = []
-    for name, text in SLOT_PROPERTIES.items():
-        number = text.split(".")[0] + "."
-        proofs = [f"`{fn.__name__}`" for key, fn in PROOFS.items() if key.removesuffix("_over_runs") == name]
-        checker = [f"`{key}`" for key, words in CHECKED.items() if words.startswith(number)]
-        checks = [f"{what}: {', '.join(names)}" for what, names in (("CrossHair", proofs), ("exhaustive checker", checker)) if names]
-        found.append(PropertyDoc(name, text, tuple(checks)))
+    for p in PROPERTIES.values():
+        if not p.number:  # `legal`, `deadlock`: the checker's own verdicts, not properties of the slots
+            continue
+        checks = []
+        if p.proofs:
+            checks.append("CrossHair: " + ", ".join(f"`{PROOFS[n].__name__}`" for n in p.proofs))
+        if CHECKER in p.checks:
+            checks.append(f"exhaustive checker: `{p.name}`")
+        checks += [c for c in p.checks if c != CHECKER]
+        found.append(PropertyDoc(p.name, p.words(), tuple(checks)))
     found.append(
         PropertyDoc(
             "continuity",
@@ -179,8 +181,8 @@ def _properties() -> list[str]:
     out = [
         "## Safety properties",
         "",
-        "Each is a named predicate in `model/properties.py`. The proofs and the checker call these",
-        "same functions, and so do the Hypothesis machines and the runtime's audit.",
+        "Each is a named predicate in `model/properties.py`, registered once in `model/registry.py`",
+        "with its words and the proofs and checks that establish it; they all call the same function.",
         "",
         "| property | what holds | proved / checked by |",
         "|---|---|---|",

@@ -1,29 +1,39 @@
 """Contracts that state the safety properties over the model, for CrossHair to confirm.
 
-Each `prove_*` function is a contracted wrapper (PEP 316 docstring contracts) around `step`
-or a bounded run of several moves; CrossHair explores every path through it and must report
-"confirmed over all paths". The lifecycle a proof runs against is a module global so a test
-can point the same proofs at a deliberately wrong declaration and watch them fail.
+Each `prove_*` function is a contracted wrapper (PEP 316 docstring contracts) around `step`,
+a step over a pool, or the shutdown of a slot; CrossHair explores every path through it and
+must report "confirmed over all paths". The lifecycle a proof runs against is a module global
+so a test can point the same proofs at a deliberately wrong declaration and watch them fail.
+
+Why one move is enough: every move property's only precondition is `exclusive` (a well-formed
+record, any owner, borrower and fence), and `prove_exclusive` shows that `exclusive` is
+inductive. So each move property holds on every move of every run from a free slot; a proof
+over runs of several moves would establish nothing more (and explores fewer records: only
+those a short run reaches). `prove_conserved` is inductive the same way over a pool step, and
+`prove_quiescent` starts from a record in any of the seven states.
 """
 
 from __future__ import annotations
 
 from .declaration import Lifecycle
-from .errors import IllegalMove
+from .errors import LifecycleError
 from .lifecycle import LIFECYCLE
 from .properties import (  # noqa: F401  the contracts in the docstrings call them
+    authority,
+    borrow_safe,
     conserved,
     exclusive,
     fence_respected,
     freed_once,
-    group,
-    no_orphans,
+    handles_follow,
+    parks_what_ran,
     quiescent,
+    release_waits,
     session_kept,
 )
-from .pool import settle
+from .pool import Pool, apply
 from .step import step
-from .vocabulary import FREE_SLOT, NOBODY, Actor, Event, Group, Slot, State
+from .vocabulary import FREE_SLOT, NOBODY, Actor, ActorKind, Event, Slot, State
 
 SUBJECT: list[Lifecycle] = [LIFECYCLE]
 """The lifecycle under proof (a one-element list so tests can swap it)."""
@@ -33,7 +43,7 @@ def _step(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Sl
     """`step`, where an illegal move leaves the slot as it was (as the runtime guarantees)."""
     try:
         return step(slot, event, actor, target, epoch, SUBJECT[0])
-    except IllegalMove:
+    except LifecycleError:
         return slot
 
 
@@ -78,83 +88,139 @@ def prove_exclusive(slot: Slot, event: Event, actor: Actor, target: int, epoch: 
     return _step(slot, event, actor, target, epoch)
 
 
-CAST = (Actor.session(7), Actor.session(8), Actor.request(3), Actor.request(4), Actor.fence(1))
-"""Who may act in the bounded runs: the owning session 7, another session, the request 3 that
-lends target, another request, and the fence."""
+def prove_release_waits(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+    """Property 4, one move: a slot released while step `epoch` is in flight waits for it.
 
-
-def prove_session_kept_over_runs(e1: Event, who1: int, e2: Event, who2: int) -> tuple:
-    """Property 1 over every two-move run from a slot parked in session 7 (the path the real
-    bug took: the session lends it to request 3, then anything: rollback, abort, finish, ...).
-    Returns the slot at the end and whether every move kept the session's slot.
-
-    pre: 0 <= who1 < 5 and 0 <= who2 < 5
-    post: __return__[1]
-    post: group(__return__[0], SUBJECT[0]) is Group.SESSION_OWNED or Event.CLOSE in (e1, e2)
+    pre: exclusive(slot, SUBJECT[0])
+    pre: epoch >= 0
+    post: release_waits(slot, __return__, epoch, SUBJECT[0])
     """
-    slot, kept = Slot(State.PARKED, owner=7), True
-    for event, who in ((e1, who1), (e2, who2)):
-        after = _step(slot, event, CAST[who], 3, 1)
-        kept = kept and session_kept(slot, event, CAST[who], after, SUBJECT[0])
-        slot = after
-    return slot, kept
+    return _step(slot, event, actor, target, epoch)
 
 
-ORDERS = ((1, 2, 3), (1, 3, 2), (2, 1, 3), (2, 3, 1), (3, 1, 2), (3, 2, 1))
+def prove_handles_follow(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+    """Property 5, one move: whoever a move takes the slot from keeps no handle on it.
 
-
-def prove_conserved(was_free: tuple[bool, bool, bool], now_free: tuple[bool, bool, bool], order: int, moved: int) -> tuple:
-    """Property 3 on a pool of three slots: whichever slots a move frees or takes, the pool's
-    free-list rebuild (`slotwarden.model.pool.settle`) keeps the free list equal to the FREE
-    set, without duplicates. `settle` reads only whether a slot is FREE, so each slot is FREE
-    or not; the free list before is any order of the FREE slots, the batch any order of ids.
-    With the one-move proofs this makes conservation inductive.
-
-    pre: 0 <= order < 6 and 0 <= moved < 6
-    post: conserved(tuple(_slot(f) for f in now_free), __return__, SUBJECT[0])
+    pre: exclusive(slot, SUBJECT[0])
+    pre: epoch >= 0
+    post: handles_follow(slot, event, actor, target, __return__, SUBJECT[0])
     """
-    before = tuple(_slot(f) for f in was_free)
-    free = tuple(i for i in ORDERS[order] if was_free[i - 1])
-    if not conserved(before, free, SUBJECT[0]):
-        raise AssertionError("the pool before the move is not conserved")
-    return settle(free, tuple(_slot(f) for f in now_free), ORDERS[moved])
+    return _step(slot, event, actor, target, epoch)
 
 
-def _slot(free: bool) -> Slot:
-    return FREE_SLOT if free else Slot(State.RELEASED)
+def prove_authority(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+    """Property 8, one move: only the owner, or the borrower, moves a held slot; only the owning
+    session lends it, to a request.
+
+    pre: exclusive(slot, SUBJECT[0])
+    pre: epoch >= 0
+    post: authority(slot, event, actor, target, __return__, SUBJECT[0])
+    """
+    return _step(slot, event, actor, target, epoch)
 
 
-def _record(state: State, fence: int) -> Slot:
+def prove_borrow_safe(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+    """Property 9, one move: a lent slot stays in its session until its borrower gives it back.
+
+    pre: exclusive(slot, SUBJECT[0])
+    pre: epoch >= 0
+    post: borrow_safe(slot, actor, __return__, SUBJECT[0])
+    """
+    return _step(slot, event, actor, target, epoch)
+
+
+def prove_parks_what_ran(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+    """Property 10, one move: a session takes over only a slot of the running batch.
+
+    pre: exclusive(slot, SUBJECT[0])
+    pre: epoch >= 0
+    post: parks_what_ran(slot, __return__, SUBJECT[0])
+    """
+    return _step(slot, event, actor, target, epoch)
+
+
+BATCHES = ((1,), (2,), (1, 2), (2, 1))
+"""Every batch of slot ids of a pool of two, in every order."""
+
+
+def pool_step(pool: Pool, ids: tuple, event: Event, actor: Actor, target: int, epoch: int, lifecycle: Lifecycle) -> Pool:
+    """`slotwarden.model.pool.apply`, where a refused batch leaves the pool as it was."""
+    try:
+        return apply(pool, ids, event, actor, target, epoch, lifecycle)
+    except LifecycleError:
+        return pool
+
+
+def record(state: State, fence: int, lifecycle: Lifecycle) -> Slot:
     """A well-formed record in `state`, owned by 7 and lent to 8 where the state has those."""
-    spec = SUBJECT[0].spec(state)
+    spec = lifecycle.spec(state)
     return Slot(state, 7 if spec.owner is not None else NOBODY, 8 if spec.lent else NOBODY, fence if spec.fenced else 0)
 
 
-def prove_quiescent(st1: State, st2: State, f1: int, f2: int, completed: int) -> tuple:
-    """Property 6: once every owner is gone (no live request; session 7, the last one, closes)
-    and a fence covers every release, no slot is left behind.
+def prove_conserved(state: State, fence: int, other_free: bool, event: Event, actor: Actor, target: int, epoch: int) -> Pool:
+    """Property 3, one step of a conserved pool of two slots: any event by any actor on slot
+    1, in any state, keeps the pool conserved, whether slot 2 is on the free list (FREE) or
+    waiting for a fence (RELEASED). The step goes through the declared rules
+    (`slotwarden.model.pool.apply`), so a rule that leaves an owner on a slot it frees or
+    releases, or none on a slot it hands over, breaks it. A batch of several slots is a step
+    of each, then one rebuild of the free list, which reads only which slots are FREE; the
+    declaration-mutant stage checks every batch of two slots exhaustively.
 
-    pre: 0 <= f1 <= completed and 0 <= f2 <= completed and completed >= 1
-    pre: no_orphans((_record(st1, f1), _record(st2, f2)), (), (7,), SUBJECT[0])
-    post: quiescent(__return__)
+    pre: fence >= 0 and epoch >= 0 and actor.id >= 0
+    post: conserved(__return__.slots, __return__.free, SUBJECT[0])
     """
-    slots = []
-    for s in (_record(st1, f1), _record(st2, f2)):
-        if group(s, SUBJECT[0]) is Group.SESSION_OWNED:
-            s = _step(s, Event.CLOSE, Actor.session(7), NOBODY, completed)
-        if s.state is State.RELEASED:
-            s = _step(s, Event.FENCE, Actor.fence(completed), NOBODY, completed)
-        slots.append(s)
-    return tuple(slots)
+    slots = (record(state, fence, SUBJECT[0]), FREE_SLOT if other_free else Slot(State.RELEASED))
+    free = tuple(i + 1 for i, s in enumerate(slots) if s.state is State.FREE)
+    return pool_step(Pool(slots, free), (1,), event, actor, target, epoch, SUBJECT[0])
+
+
+def shut_down(slot: Slot, completed: int, lifecycle: Lifecycle) -> Slot:
+    """Everyone lets go of `slot`: the request it is lent to aborts, the request that owns it
+    aborts, the session that owns it closes (each only if there is one, in that order), and
+    the scheduler fences step `completed`, which every release so far waits for. An illegal
+    move leaves the slot as it was."""
+
+    def fire(s: Slot, event: Event, actor: Actor) -> Slot:
+        try:
+            return step(s, event, actor, NOBODY, completed, lifecycle)
+        except LifecycleError:
+            return s
+
+    if lifecycle.spec(slot.state).lent:
+        slot = fire(slot, Event.ABORT, Actor.request(slot.borrower))
+    if lifecycle.spec(slot.state).owner is ActorKind.REQUEST:
+        slot = fire(slot, Event.ABORT, Actor.request(slot.owner))
+    if lifecycle.spec(slot.state).owner is ActorKind.SESSION:
+        slot = fire(slot, Event.CLOSE, Actor.session(slot.owner))
+    if lifecycle.spec(slot.state).fenced:
+        slot = fire(slot, Event.FENCE, Actor.fence(completed))
+    return slot
+
+
+def prove_quiescent(state: State, owner: int, borrower: int, fence: int, completed: int) -> Slot:
+    """Property 6: from a well-formed record in any of the seven states, once every request
+    has aborted, every session has closed and the fence of the newest step has come, the
+    slot is FREE.
+
+    pre: exclusive(Slot(state, owner, borrower, fence), SUBJECT[0])
+    pre: 0 <= fence <= completed
+    post: quiescent((__return__,))
+    """
+    return shut_down(Slot(state, owner, borrower, fence), completed, SUBJECT[0])
 
 
 PROOFS = {
     "session_kept": prove_session_kept,
-    "session_kept_over_runs": prove_session_kept_over_runs,
     "freed_once": prove_freed_once,
     "conserved": prove_conserved,
     "fence_respected": prove_fence_respected,
+    "release_waits": prove_release_waits,
     "exclusive": prove_exclusive,
+    "handles_follow": prove_handles_follow,
     "quiescent": prove_quiescent,
+    "authority": prove_authority,
+    "borrow_safe": prove_borrow_safe,
+    "parks_what_ran": prove_parks_what_ran,
 }
-"""Every contracted function in model/, keyed by the property it proves."""
+"""Every contracted function in model/, keyed by the proof's name (`registry.proved_by` says
+which properties each establishes)."""

@@ -1,17 +1,19 @@
-"""The safety properties of the lifecycle, as named predicates (BRIEF section 3, rules 1-6).
+"""The safety properties of the lifecycle, as named predicates.
 
-Slot-level predicates judge one move (`before`, the event and actor, `after`); pool-level
-predicates judge a whole pool (`slotwarden.model.pool.Pool`). The proofs, the model checker,
-the Hypothesis machines and the runtime's audit all call these same functions.
+Move predicates judge one move (`before`, the event, the actor and its target, `after`); slot
+and pool predicates judge records; world predicates judge a pool against who is alive and what
+each holds. Each property's name, words, kind and the proofs and checks that establish it are
+registered once, in `slotwarden.model.registry`; the proofs, the model checker, the Hypothesis
+machines, the declaration mutants, the docs and the verify report all read it from there.
 """
 
 from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from .declaration import Lifecycle
+from .declaration import Lifecycle, relation_of
 from .lifecycle import LIFECYCLE
-from .vocabulary import NOBODY, Actor, ActorKind, Event, Group, Slot, State
+from .vocabulary import NOBODY, Actor, ActorKind, Event, Group, Relation, Slot, State
 
 
 def group(slot: Slot, lifecycle: Lifecycle = LIFECYCLE) -> Group:
@@ -48,13 +50,20 @@ def only_real_slots(ids: Iterable[int], capacity: int) -> bool:
 
 # -- 3. conservation -------------------------------------------------------------------------
 def conserved(slots: tuple, free: tuple, lifecycle: Lifecycle = LIFECYCLE) -> bool:
-    """free + batch + session + released = capacity, the free list is exactly the set of FREE
-    slots, and it holds no id twice. `slots[i]` is the record of slot id i + 1."""
+    """Every slot is in exactly one place, counted from independent sources: the length of
+    the free list, the records that name an owner and the records waiting for a fence add up
+    to the capacity; the free list names exactly the FREE records, each once, and only real
+    slot ids. `slots[i]` is the record of slot id i + 1.
+
+    A record that names an owner while FREE or RELEASED is counted twice, a held record that
+    names nobody is not counted, and a free list with a duplicate or a gap is too long or too
+    short: each breaks the sum."""
     capacity = len(slots)
+    owned = sum(1 for s in slots if s.owner != NOBODY)
+    waiting = sum(1 for s in slots if lifecycle.spec(s.state).fenced)
     free_ids = {i + 1 for i, s in enumerate(slots) if s.state is State.FREE}
-    counted = sum(1 for s in slots if group(s, lifecycle) in tuple(Group))
     return (
-        counted == capacity
+        len(free) + owned + waiting == capacity
         and len(free) == len(set(free))
         and set(free) == free_ids
         and only_real_slots(free, capacity)
@@ -62,11 +71,26 @@ def conserved(slots: tuple, free: tuple, lifecycle: Lifecycle = LIFECYCLE) -> bo
 
 
 # -- 4. a released slot is free only after the fence of the step that may use it -------------
+IN_BATCH = (State.RUNNING, State.LENT_RUNNING)
+"""The states of a slot in the running batch: a step in flight may read and write it."""
+
+
 def fence_respected(before: Slot, actor: Actor, after: Slot) -> bool:
     """A RELEASED slot becomes FREE only by the scheduler's fence of a step at or past the
-    one it waits for."""
+    one it waits for, and a slot in the running batch is never freed at once (it is released,
+    to wait for that fence, or stays in its session)."""
+    if after.state is State.FREE and before.state in IN_BATCH:
+        return False
     if before.state is State.RELEASED and after.state is State.FREE:
         return actor.kind is ActorKind.SCHEDULER and actor.id >= before.fence
+    return True
+
+
+def release_waits(before: Slot, after: Slot, epoch: int, lifecycle: Lifecycle = LIFECYCLE) -> bool:
+    """A slot released while step `epoch` is in flight waits for that step's fence (or a
+    later one): the step may still read and write it."""
+    if lifecycle.spec(after.state).fenced and not lifecycle.spec(before.state).fenced:
+        return after.fence >= epoch
     return True
 
 
@@ -106,6 +130,76 @@ def handles_match(slots: tuple, handles: Mapping[Actor, Iterable[int]], lifecycl
     return held <= {i for _, i in claimed}
 
 
+# -- 7. who may act ---------------------------------------------------------------------------
+def authority(
+    before: Slot, event: Event, actor: Actor, target: int, after: Slot, lifecycle: Lifecycle = LIFECYCLE
+) -> bool:
+    """Only a held slot's owner, or the request it is lent to, moves it; a slot becomes lent
+    (or lent to another request) only by its owning session, and only to the request the
+    lend names."""
+    if after == before:
+        return True
+    was = lifecycle.spec(before.state)
+    if was.owner is not None and relation_of(was, before, actor) not in (Relation.OWNER, Relation.BORROWER):
+        return False
+    if lifecycle.spec(after.state).lent and after.borrower != before.borrower:
+        return (
+            was.owner is ActorKind.SESSION
+            and actor.kind is ActorKind.SESSION
+            and actor.id == before.owner
+            and lifecycle.event(event).target is ActorKind.REQUEST
+            and after.borrower == target
+        )
+    return True
+
+
+def borrow_safe(before: Slot, actor: Actor, after: Slot, lifecycle: Lifecycle = LIFECYCLE) -> bool:
+    """A lent slot stays in its session, with the same owner, while it is lent (no close, no
+    release, no hand-over), and only the request it is lent to ends the loan, by giving it
+    back to the session."""
+    if not lifecycle.spec(before.state).lent:
+        return True
+    if lifecycle.spec(after.state).group is not Group.SESSION_OWNED or after.owner != before.owner:
+        return False
+    if after.borrower == before.borrower:
+        return True
+    return actor.kind is ActorKind.REQUEST and actor.id == before.borrower and after.borrower == NOBODY
+
+
+def handles_follow(
+    before: Slot, event: Event, actor: Actor, target: int, after: Slot, lifecycle: Lifecycle = LIFECYCLE
+) -> bool:
+    """Whoever a move takes a slot from keeps no handle on it: afterwards the record names as
+    owner only the owner it had, the actor that took it or the party it was handed to, and as
+    borrower only the borrower it had or the request it was lent to, each of the kind the new
+    state is held by (a session never inherits a request's id, nor a request a session's)."""
+    was, now, spec = lifecycle.spec(before.state), lifecycle.spec(after.state), lifecycle.event(event)
+    if now.owner is None:
+        owner_ok = after.owner == NOBODY
+    else:
+        owner_ok = (
+            (was.owner is now.owner and after.owner == before.owner)
+            or (actor.kind is now.owner and after.owner == actor.id)
+            or (spec.target is now.owner and after.owner == target)
+        )
+    if now.lent:
+        borrower_ok = (was.lent and after.borrower == before.borrower) or (
+            spec.target is ActorKind.REQUEST and after.borrower == target
+        )
+    else:
+        borrower_ok = after.borrower == NOBODY
+    return owner_ok and borrower_ok
+
+
+def parks_what_ran(before: Slot, after: Slot, lifecycle: Lifecycle = LIFECYCLE) -> bool:
+    """A session takes over only a slot of the running batch: the state it keeps between
+    turns was computed by a step, never a candidate's state that no step has run
+    (SGLang #31765/#31767: a turn that never ran committed to the session)."""
+    if lifecycle.spec(after.state).group is Group.SESSION_OWNED and lifecycle.spec(before.state).group is not Group.SESSION_OWNED:
+        return before.state in IN_BATCH
+    return True
+
+
 # -- 6. quiescence ---------------------------------------------------------------------------
 def no_orphans(slots: tuple, requests: Iterable[int], sessions: Iterable[int], lifecycle: Lifecycle = LIFECYCLE) -> bool:
     """Every held slot's owner (and borrower) is still alive: nothing leaks past its holder."""
@@ -123,13 +217,3 @@ def no_orphans(slots: tuple, requests: Iterable[int], sessions: Iterable[int], l
 def quiescent(slots: tuple) -> bool:
     """With no requests, no sessions and after a fence, every slot is FREE."""
     return all(s.state is State.FREE for s in slots)
-
-
-SLOT_PROPERTIES = {
-    "session_kept": "1. only the owning session's close moves a session-owned slot out of its session",
-    "freed_once": "2. no slot is freed twice; only real slot ids are ever freed",
-    "conserved": "3. free + batch + session + released = capacity; the free list is the FREE set, no duplicates",
-    "fence_respected": "4. no slot used by an in-flight step becomes FREE before that step's fence",
-    "exclusive": "5. every held slot has exactly one owner; the previous holder keeps no handle",
-    "quiescent": "6. with no requests, no sessions and after a fence, every slot is FREE",
-}

@@ -49,6 +49,7 @@ from slotwarden.model.properties import (
     quiescent,
     session_kept,
 )
+from slotwarden.model.registry import text, texts
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Slot, State
 
 # -- phases of a request, statuses of a session (plain ints: cheap to hash) --------------------
@@ -561,21 +562,10 @@ def successors(world: World, policy: Policy, overlap: bool) -> Iterator[Outcome]
 
 
 # -- the properties --------------------------------------------------------------------------
-STATE_PROPERTIES = {
-    "conserved": "3. free + batch + session + released = capacity; the free list is the FREE set, no duplicates",
-    "exclusive": "5. every held slot has exactly one owner (and a borrower exactly when lent)",
-    "no_orphans": "6. every held slot's owner and borrower is still alive: nothing leaks past its holder",
-    "handles_match": "5. every request's and session's handle is exactly what it holds: no stale handle",
-    "in_flight_not_free": "4. no slot used by a step in flight is FREE (or freed and taken again)",
-    "quiescent": "6. with every request done, every session closed and after the fence, every slot is FREE",
-}
-MOVE_PROPERTIES = {
-    "legal": "the declared lifecycle allows every move the scheduler makes (IllegalMove / BadSlotId)",
-    "session_kept": "1. only the owning session's close moves a session-owned slot out of its session",
-    "freed_once": "2. no slot is freed twice",
-    "fence_respected": "4. a released slot becomes FREE only at the fence of the step it waits for",
-}
-PROPERTIES = {**STATE_PROPERTIES, **MOVE_PROPERTIES, "deadlock": "every non-final state has an enabled action"}
+STATE_PROPERTIES = texts(("conserved", "exclusive", "no_orphans", "handles_match", "in_flight_not_free", "quiescent"))
+MOVE_PROPERTIES = texts(("legal", "session_kept", "freed_once", "fence_respected"))
+PROPERTIES = {**STATE_PROPERTIES, **MOVE_PROPERTIES, "deadlock": text("deadlock")}
+"""The properties the checker judges, in the registry's words (`slotwarden.model.registry`)."""
 
 
 def _handles(world: World) -> dict:

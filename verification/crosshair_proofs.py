@@ -19,7 +19,7 @@ from crosshair.statespace import MessageType
 from slotwarden.model import proofs
 from slotwarden.model.declaration import Lifecycle
 from slotwarden.model.lifecycle import LIFECYCLE
-from slotwarden.model.properties import SLOT_PROPERTIES
+from slotwarden.model import registry
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds CrossHair may spend on one condition before giving up (never left at its default).
@@ -28,7 +28,7 @@ A proof that exhausts its paths stops sooner: the longest takes about 75-130 s o
 
 class ProofResult(NamedTuple):
     name: str  # the contracted function's property key
-    property: str  # the property in words
+    property: str  # the properties it proves, in words (from the registry)
     verdict: str  # CONFIRMED, CANNOT_CONFIRM, POST_FAIL, ...: the worst message state
     seconds: float
     message: str  # CrossHair's own words; for a failure, the call that breaks the contract
@@ -60,7 +60,7 @@ def prove(name: str, lifecycle: Lifecycle = LIFECYCLE, timeout: float = DEFAULT_
     else:
         worst = max(messages, key=lambda m: _RANK[m.state])
         verdict, text = worst.state, worst.message
-    words = SLOT_PROPERTIES.get(name.removesuffix("_over_runs"), name)
+    words = "; ".join(registry.text(p) for p in registry.proved_by(name)) or name
     return ProofResult(name, words, verdict.name, seconds, text)
 
 

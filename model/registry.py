@@ -1,0 +1,189 @@
+"""Every safety property, registered once: its name, its words, what it judges, its predicate,
+and the proofs and checks that establish it.
+
+The CrossHair proofs (`slotwarden.model.proofs`), the exhaustive checker, the Hypothesis
+machines, the declaration mutants, the generated docs and the verify report all read the
+words and the predicates from here; nothing restates them.
+
+Kinds:
+- `MOVE`: one move of one slot, judged on (before, event, actor, target, epoch, after);
+- `SLOT`: one slot record;
+- `POOL`: the records of a pool and its free list;
+- `WORLD`: a pool against who is alive and which slot each believes it holds (the checker's
+  worlds and the scheduler machine's audit).
+
+    >>> PROPERTIES["authority"].kind.value
+    'slot move'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Callable
+
+from .declaration import Lifecycle
+from .lifecycle import LIFECYCLE
+from .properties import (
+    authority,
+    borrow_safe,
+    conserved,
+    exclusive,
+    fence_respected,
+    freed_once,
+    handles_follow,
+    handles_match,
+    no_orphans,
+    parks_what_ran,
+    quiescent,
+    release_waits,
+    session_kept,
+)
+from .vocabulary import Actor, Event, Slot
+
+
+class Kind(Enum):
+    MOVE = "slot move"
+    SLOT = "slot"
+    POOL = "pool"
+    WORLD = "world"
+
+
+MoveJudge = Callable[[Slot, Event, Actor, int, int, Slot, Lifecycle], bool]
+
+
+@dataclass(frozen=True)
+class Property:
+    """One safety property. `predicate` is the function in `slotwarden.model.properties`
+    (None for the two the checker judges itself: `legal`, `deadlock`, and `in_flight_not_free`,
+    which needs the checker's steps); `on_move` judges one move with the predicate, whatever
+    its own signature (MOVE properties only). `proofs` name entries of
+    `slotwarden.model.proofs.PROOFS`; `checks` name the other stages that judge it."""
+
+    name: str
+    number: int  # which of the numbered safety rules it belongs to
+    text: str
+    kind: Kind
+    predicate: Callable | None
+    proofs: tuple = ()
+    checks: tuple = ()
+    on_move: MoveJudge | None = None
+
+    def words(self) -> str:
+        return f"{self.number}. {self.text}"
+
+
+CHECKER, MACHINES, MUTANTS, AUDIT = "exhaustive checker", "Hypothesis machines", "declaration mutants", "runtime audit"
+
+_ALL = (
+    Property(
+        "session_kept", 1, "only the owning session's close moves a session-owned slot out of its session",
+        Kind.MOVE, session_kept, ("session_kept",), (CHECKER, MUTANTS),
+        lambda b, e, a, t, ep, x, L: session_kept(b, e, a, x, L),
+    ),
+    Property(
+        "freed_once", 2, "no slot is freed twice; only real slot ids are ever freed",
+        Kind.MOVE, freed_once, ("freed_once",), (CHECKER, MUTANTS, MACHINES),
+        lambda b, e, a, t, ep, x, L: freed_once(b, e, x, L),
+    ),
+    Property(
+        "conserved", 3,
+        "free list + owned + released = capacity, counted from the free list and the records; "
+        "the free list is exactly the FREE set, no duplicates",
+        Kind.POOL, conserved, ("conserved",), (CHECKER, MACHINES, MUTANTS),
+    ),
+    Property(
+        "fence_respected", 4, "a released slot becomes FREE only at the fence of the step it waits for; "
+        "a slot in the running batch is never freed at once",
+        Kind.MOVE, fence_respected, ("fence_respected",), (CHECKER, MUTANTS),
+        lambda b, e, a, t, ep, x, L: fence_respected(b, a, x),
+    ),
+    Property(
+        "release_waits", 4, "a slot released while a step is in flight waits for that step's fence",
+        Kind.MOVE, release_waits, ("release_waits",), (MUTANTS,),
+        lambda b, e, a, t, ep, x, L: release_waits(b, x, ep, L),
+    ),
+    Property(
+        "in_flight_not_free", 4, "no slot used by a step in flight is FREE (or freed and taken again)",
+        Kind.WORLD, None, (), (CHECKER,),
+    ),
+    Property(
+        "exclusive", 5, "every held slot has exactly one owner (and a borrower exactly when lent); "
+        "a free or released slot names nobody",
+        Kind.SLOT, exclusive, ("exclusive",), (CHECKER, MACHINES, MUTANTS, AUDIT),
+    ),
+    Property(
+        "handles_follow", 5, "whoever a move takes a slot from keeps no handle: the record names only "
+        "the holder it had, the actor that took it or the party it was handed to, of the right kind",
+        Kind.MOVE, handles_follow, ("handles_follow",), (MUTANTS,),
+        lambda b, e, a, t, ep, x, L: handles_follow(b, e, a, t, x, L),
+    ),
+    Property(
+        "handles_match", 5, "every request's and session's handle is exactly what it holds: no stale handle",
+        Kind.WORLD, handles_match, (), (CHECKER, MACHINES),
+    ),
+    Property(
+        "no_orphans", 6, "every held slot's owner and borrower is still alive: nothing leaks past its holder",
+        Kind.WORLD, no_orphans, (), (CHECKER,),
+    ),
+    Property(
+        "quiescent", 6, "with every request done, every session closed and after the fence, every slot is FREE",
+        Kind.POOL, quiescent, ("quiescent",), (CHECKER, MACHINES, MUTANTS),
+    ),
+    Property(
+        "authority", 8, "only a held slot's owner, or the request it is lent to, moves it; only the owning "
+        "session lends, and only to a request",
+        Kind.MOVE, authority, ("authority",), (MUTANTS,),
+        lambda b, e, a, t, ep, x, L: authority(b, e, a, t, x, L),
+    ),
+    Property(
+        "borrow_safe", 9, "a lent slot leaves its session only after the request it is lent to has given it back",
+        Kind.MOVE, borrow_safe, ("borrow_safe",), (MUTANTS,),
+        lambda b, e, a, t, ep, x, L: borrow_safe(b, a, x, L),
+    ),
+    Property(
+        "parks_what_ran", 10, "a session takes over only a slot of the running batch: it keeps a state a step computed",
+        Kind.MOVE, parks_what_ran, ("parks_what_ran",), (MUTANTS,),
+        lambda b, e, a, t, ep, x, L: parks_what_ran(b, x, L),
+    ),
+    Property(
+        "legal", 0, "the declared lifecycle allows every move the scheduler makes (IllegalMove / BadSlotId)",
+        Kind.WORLD, None, (), (CHECKER, MUTANTS),
+    ),
+    Property(
+        "deadlock", 0, "every non-final state has an enabled action",
+        Kind.WORLD, None, (), (CHECKER,),
+    ),
+)
+
+PROPERTIES: dict[str, Property] = {p.name: p for p in _ALL}
+"""Every property by name, in the order of the numbered rules."""
+
+MOVE_PROPERTIES = tuple(p for p in _ALL if p.kind is Kind.MOVE)
+
+
+def text(name: str) -> str:
+    """The property `name` in words, numbered ("1. only the owning session's close ...");
+    rules outside the numbered list (`legal`, `deadlock`) have no number."""
+    p = PROPERTIES[name]
+    return p.words() if p.number else p.text
+
+
+def texts(names=None) -> dict:
+    """{name: words} for the properties named (default: every one with a predicate)."""
+    chosen = names if names is not None else [p.name for p in _ALL if p.predicate is not None]
+    return {n: text(n) for n in chosen}
+
+
+def move_faults(before: Slot, event: Event, actor: Actor, target: int, epoch: int, after: Slot,
+                lifecycle: Lifecycle = LIFECYCLE) -> tuple:
+    """The names of the MOVE properties one move breaks (and `exclusive` of the record after)."""
+    bad = [p.name for p in MOVE_PROPERTIES if not p.on_move(before, event, actor, target, epoch, after, lifecycle)]
+    if not exclusive(after, lifecycle):
+        bad.append("exclusive")
+    return tuple(bad)
+
+
+def proved_by(proof: str) -> tuple:
+    """The properties a proof of `slotwarden.model.proofs.PROOFS` establishes."""
+    return tuple(p.name for p in _ALL if proof in p.proofs)
