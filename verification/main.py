@@ -2,6 +2,7 @@
 
 Stages (each a list of jobs, so `--shard I/N` can split the whole campaign):
 1. the declaration: the `transitions` machine, `step()` and the table agree on every move;
+   and every single-rule mutant of it is killed by some check, or listed as equivalent;
 2. CrossHair proofs of the model's properties (two worker processes);
 3. the bounded exhaustive model checker over the abstract scheduler;
 4. the Hypothesis campaign: pool, an engine allocator behind the guard, the scheduler with
@@ -24,6 +25,7 @@ from slotwarden.verification.agreement import judge
 from slotwarden.verification.campaign import Budget, run_machine
 from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, check
 from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT, prove
+from slotwarden.verification import declaration_mutants
 from slotwarden.verification.mutants import MUTANTS
 from slotwarden.verification.stateful import GuardMachine, PoolMachine, machine_for
 from slotwarden.runtime.scheduler import Scheduler
@@ -52,6 +54,11 @@ def _agreement(_) -> Row:
     text = f"{len(verdicts) - len(bad)}/{len(verdicts)} (state, event, actor, relation) combinations agree ({legal} legal)"
     detail = {"combinations": len(verdicts), "legal": legal, "disagreements": [str(v) for v in bad[:20]]}
     return Row("declaration", "machine = step() = table", not bad, time.perf_counter() - start, text, detail)
+
+
+def _declaration_mutants(crosshair_timeout: float | None) -> Row:
+    r = declaration_mutants.run_stage(crosshair_timeout=crosshair_timeout)
+    return Row("mutations", "declaration mutants", r.ok, r.seconds, declaration_mutants.summary(r), declaration_mutants.detail(r))
 
 
 def _proof(name: str, timeout: float) -> Row:
@@ -99,6 +106,8 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
 def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, Callable]]:
     """Every job of the campaign as (stage, name, thunk), in a fixed order (for sharding)."""
     out = [("declaration", "agreement", lambda: _agreement(None))]
+    survivors_timeout = proof_timeout if level is LEVELS["thorough"] else None  # CrossHair on unlisted survivors
+    out += [("mutations", "declaration mutants", lambda: _declaration_mutants(survivors_timeout))]
     if level["proofs"]:
         out += [("proofs", n, (n, proof_timeout)) for n in (only or model_proofs.PROOFS)]
     out += [("exhaustive", str(b), lambda b=b: _checker(b)) for b in level["bounds"]]
@@ -124,6 +133,8 @@ def run_verify(args) -> int:
     shard, shards = _parse_shard(args.shard)
     todo = [j for i, j in enumerate(jobs(level, timeout, args.seed, args.only)) if i % shards == shard]
     print(f"slotwarden verify: {level_name} run, shard {shard + 1}/{shards}, {len(todo)} jobs, seed {args.seed}", flush=True)
+    if level_name == "quick":
+        print("quick run skips: " + "; ".join(skipped_by_quick()), flush=True)
     start = time.perf_counter()
     rows: list[Row] = []
 
@@ -153,8 +164,27 @@ def run_verify(args) -> int:
     if args.report:
         _write_report(Path(args.report), rows, total, level_name, ok)
         print(f"report: {args.report}/report.md, {args.report}/report.json", flush=True)
-    print("verify: " + ("PASS" if ok else "FAIL"), flush=True)
+    print("verify: " + verdict(ok, level_name), flush=True)
     return 0 if ok else 1
+
+
+def verdict(ok: bool, level_name: str) -> str:
+    """PASS or FAIL; a quick pass says that it proved nothing."""
+    if not ok:
+        return "FAIL"
+    return "PASS (quick: proofs skipped)" if level_name == "quick" else "PASS"
+
+
+def skipped_by_quick() -> list[str]:
+    """What `--quick` leaves out of the default run, read from the two levels."""
+    quick, default = LEVELS["quick"], LEVELS["default"]
+    out = [f"the {len(model_proofs.PROOFS)} CrossHair proofs"]
+    out.append(f"{len(default['bounds']) - len(quick['bounds'])} of the exhaustive bounds (runs {len(quick['bounds'])} small ones)")
+    for key in ("pool", "scheduler", "mutant"):
+        q, d = quick[key], default[key]
+        out.append(f"{key} machines at {q.examples}x{q.steps} examples x steps instead of {d.examples}x{d.steps}")
+    out.append("shrinking of mutant counterexamples")
+    return out
 
 
 def _parse_shard(text: str | None) -> tuple[int, int]:
@@ -168,7 +198,7 @@ def _parse_shard(text: str | None) -> tuple[int, int]:
 
 def _summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
     lines = ["", "== summary", "| stage | checks | passed | seconds |", "|---|---:|---:|---:|"]
-    for stage in ("declaration", "proofs", "exhaustive", "hypothesis", "mutants"):
+    for stage in ("declaration", "mutations", "proofs", "exhaustive", "hypothesis", "mutants"):
         mine = [r for r in rows if r.stage == stage]
         if mine:
             lines.append(f"| {stage} | {len(mine)} | {sum(r.ok for r in mine)} | {sum(r.seconds for r in mine):.1f} |")
@@ -176,6 +206,10 @@ def _summary(rows: list[Row], total: float, level_name: str, level: dict) -> str
             lines.append("| proofs | skipped (--quick) | - | - |")
     states = sum(r.detail["states"] for r in rows if r.stage == "exhaustive")
     lines.append(f"exhaustive: {states} reachable states over {sum(r.stage == 'exhaustive' for r in rows)} bounds")
+    for r in rows:
+        if r.stage == "mutations":
+            lines += ["", "== declaration mutants: kill matrix (per rule: how each of its mutants was killed)"]
+            lines += declaration_mutants.matrix_lines(r.detail)
     mutants = [r for r in rows if r.stage == "mutants"]
     if mutants:
         lines += ["", "== mutant matrix", "| mutant | bug (SGLang PR) | checker: property, trace | Hypothesis: examples, seconds, caught at |", "|---|---|---|---|"]
@@ -196,9 +230,15 @@ def _write_report(folder: Path, rows: list[Row], total: float, level_name: str, 
     folder.mkdir(parents=True, exist_ok=True)
     data = {"ok": ok, "level": level_name, "seconds": total, "results": [r._asdict() for r in rows]}
     (folder / "report.json").write_text(json.dumps(data, indent=2, default=str))
-    md = [f"# slotwarden verify: {'PASS' if ok else 'FAIL'}", "", "```mermaid", mermaid().rstrip(), "```", ""]
+    md = [f"# slotwarden verify: {verdict(ok, level_name)}", "", "```mermaid", mermaid().rstrip(), "```", ""]
     md += ["| stage | check | ok | seconds | result |", "|---|---|---|---:|---|"]
     md += [f"| {r.stage} | {r.name} | {'yes' if r.ok else 'NO'} | {r.seconds:.1f} | {r.summary} |" for r in rows]
+    for r in rows:
+        if r.stage == "mutations":
+            md += ["", "## Declaration mutants", "", *declaration_mutants.matrix_lines(r.detail), ""]
+            md += ["| mutant | killed by | witness |", "|---|---|---|"]
+            md += [f"| {k['mutant']} | {k['killed_by'] or 'equivalent'} | {k['detail'] or r.detail['equivalent'].get(k['mutant'], '')} |"
+                   for k in r.detail["kills"]]
     md += ["", "## Counterexamples", ""]
     for r in rows:
         trace = r.detail.get("trace") or (r.detail.get("hypothesis") or {}).get("trace")

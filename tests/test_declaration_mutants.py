@@ -1,0 +1,88 @@
+"""Every single-rule mutant of the declaration is killed, or listed as equivalent with a reason;
+the wrong declarations that once passed every proof are killed by the fast checks, which the
+quick run runs too. (The whole stage runs in tests/test_verify_modes.py, through the CLI.)"""
+
+import dataclasses
+
+import pytest
+
+from slotwarden.model.declaration import RETURN, Rule, declare
+from slotwarden.model.lifecycle import EVENTS, LIFECYCLE, RULES, STATES
+from slotwarden.model.vocabulary import Event, Relation, State
+from slotwarden.verification import declaration_mutants as D
+from slotwarden.verification.abstract import Bounds
+from slotwarden.verification.checker import check
+
+SMALL = (Bounds(slots=1, requests=2, sessions=1),)
+
+
+def changed(source, event, **change):
+    return tuple(dataclasses.replace(r, **change) if (r.source, r.event) == (source, event) else r for r in RULES)
+
+
+def added(source, event, by, dest, like):
+    base = next(r for r in RULES if (r.source, r.event) == like)
+    return RULES + (Rule(source, event, by, dest, base.effect),)
+
+
+WRONG = {
+    # a session closes its slot while it is lent to a running turn; the fence then frees it under the turn
+    "close while lent": (added(State.LENT_RUNNING, Event.CLOSE, Relation.OWNER, State.RELEASED, (State.PARKED, Event.CLOSE)), "borrow_safe"),
+    # any session lends a parked slot it does not own
+    "lend by any session": (changed(State.PARKED, Event.LEND, by=Relation.NONE), "authority"),
+    # any request finishes a running slot it does not own
+    "finish by any request": (changed(State.RUNNING, Event.FINISH, by=Relation.NONE), "authority"),
+    # the request keeps its handle after PARK (the effect does not hand the slot over)
+    "handle kept after park": (changed(State.RUNNING, Event.PARK, effect=RETURN), "handles_follow"),
+}
+
+
+@pytest.mark.parametrize("name", list(WRONG))
+def test_a_wrong_declaration_is_killed_by_the_fast_checks(name):
+    rules, prop = WRONG[name]
+    kill = D.judge(D.Mutant(name, rules), SMALL)
+    assert kill.killed_by == "moves", kill
+    assert prop in kill.detail.split(":")[0], kill
+
+
+def test_the_same_wrong_declarations_are_mutants_of_the_stage():
+    made = {m.name for m in D.mutants()}
+    for name in ("PARKED --CLOSE [OWNER]: also from LENT_RUNNING", "PARKED --LEND [OWNER]: by NONE",
+                 "RUNNING --FINISH [OWNER]: by NONE", "RUNNING --PARK [OWNER]: owner from KEEP"):
+        assert name in made
+
+
+def test_the_declaration_as_written_passes_the_fast_checks():
+    assert D.move_check(LIFECYCLE) == "" and D.shutdown_check(LIFECYCLE) == ""
+    assert D.pool_check(LIFECYCLE, ((State.RUNNING, Event.FINISH),)) == ""
+
+
+def test_a_dropped_rule_the_scheduler_needs_is_killed_by_the_checker_through_the_mutant():
+    rules = tuple(r for r in RULES if (r.source, r.event) != (State.RUNNING, Event.FINISH))
+    kill = D.judge(D.Mutant("no finish", rules), SMALL)
+    assert kill.killed_by == "checker" and kill.detail.startswith("legal"), kill
+    # the hook is undone: the checker sees the declaration again
+    assert check(SMALL[0]).violation is None
+
+
+def test_declared_as_points_the_checker_at_the_mutant_and_back():
+    lent_rollback_frees = declare("lent rollback frees", STATES, EVENTS, changed(State.LENT, Event.ROLLBACK, dest=State.FREE))
+    with D.declared_as(lent_rollback_frees):
+        assert D.checker_check(lent_rollback_frees, (Bounds(slots=1, requests=3, sessions=1),)) != ""
+    assert D.checker_check(LIFECYCLE, (Bounds(slots=1, requests=3, sessions=1),)) == ""
+
+
+def test_an_unlisted_survivor_and_a_wrongly_listed_mutant_fail_the_stage(monkeypatch):
+    survivor = "RUNNING --PARK [OWNER]: fence from CLEAR"
+    killed = "RUNNING --FINISH [OWNER]: by NONE"
+    monkeypatch.setattr(D, "EQUIVALENT", {killed: "claimed equivalent"})
+    result = D.run_stage(SMALL, names={survivor, killed})
+    assert not result.ok
+    assert result.unlisted == (survivor,) and result.wrongly_listed == (killed,)
+
+
+def test_the_pool_check_flags_a_freed_slot_that_names_its_owner():
+    keep_owner = changed(State.TAKEN, Event.ROLLBACK, effect=next(
+        r for r in RULES if (r.source, r.event) == (State.TAKEN, Event.ROLLBACK)).effect._replace(owner=RETURN.owner))
+    wrong = declare("rollback keeps the owner", STATES, EVENTS, keep_owner)
+    assert D.pool_check(wrong, ((State.TAKEN, Event.ROLLBACK),)).startswith("conserved: ROLLBACK")

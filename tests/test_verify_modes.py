@@ -1,0 +1,31 @@
+"""The quick run says what it skipped and that it proved nothing; the declaration-mutant stage
+runs in it, and passes only when every mutant is killed or listed as equivalent."""
+
+import json
+
+from slotwarden.cli import main
+from slotwarden.model import proofs
+from slotwarden.verification import main as verify
+
+
+def test_a_quick_pass_says_the_proofs_were_skipped():
+    assert verify.verdict(True, "quick") == "PASS (quick: proofs skipped)"
+    assert verify.verdict(True, "default") == "PASS"
+    assert verify.verdict(False, "quick") == "FAIL"
+    skipped = verify.skipped_by_quick()
+    assert skipped[0] == f"the {len(proofs.PROOFS)} CrossHair proofs"
+    assert any("exhaustive bounds" in s for s in skipped) and any("shrinking" in s for s in skipped)
+
+
+def test_the_quick_run_kills_every_declaration_mutant(tmp_path, capsys):
+    # shard 2 of many holds one job: the declaration mutants (job 1, after the agreement)
+    assert main(["verify", "--quick", "--shard", "2/1000", "--report", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "quick run skips: the" in out and "verify: PASS (quick: proofs skipped)" in out
+    assert "kill matrix" in out
+    (row,) = json.loads((tmp_path / "report.json").read_text())["results"]
+    assert row["stage"] == "mutations" and row["ok"]
+    kills = row["detail"]["kills"]
+    assert {k["killed_by"] for k in kills} >= {"declare", "moves", "shutdown", "checker", ""}
+    assert all(k["killed_by"] or k["mutant"] in row["detail"]["equivalent"] for k in kills)
+    assert "PASS (quick: proofs skipped)" in (tmp_path / "report.md").read_text()

@@ -1,0 +1,398 @@
+"""Declaration mutants: every single-rule change of the lifecycle, and what notices it.
+
+Each mutant is the declaration of `slotwarden.model.lifecycle` with one rule changed:
+dropped; its relation replaced by another, or another relation allowed as well; its
+destination changed; one field of its effect taken from another source; or the rule copied to
+another source state. Each is judged by fast, complete checks, cheapest first:
+
+1. `declare()` itself (a mutant it refuses is killed by the declaration check);
+2. every move property of `slotwarden.model.registry` (and `exclusive` of the record after)
+   on every move of the finite domain that the mutation can change: every well-formed record
+   of the rule's source state (small owner, borrower and fence values) and every actor, target
+   and epoch of small values. The unchanged moves are judged once, on the declaration as
+   written. Over that domain this is a bounded proof of the one-move properties;
+3. the shutdown of `slotwarden.model.proofs.shut_down` from every record of the domain: it
+   must end FREE (`quiescent`);
+4. `conserved` over one pool step, two slots, every batch (the pool form of the step);
+5. the exhaustive checker on small bounds, with the scheduler's moves going through the
+   mutant (for the rules a scheduler needs: a dropped rule makes it stuck or refused).
+
+`--thorough` also runs the CrossHair proofs on any survivor not listed as equivalent. A mutant
+no check kills must be listed in `EQUIVALENT` with the reason; the stage fails on an unlisted
+survivor and on a listed mutant that is in fact killed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from contextlib import contextmanager
+from itertools import product
+from typing import Iterator, NamedTuple
+
+from slotwarden.model import pool as model_pool
+from slotwarden.model import proofs
+from slotwarden.model.declaration import Effect, Lifecycle, Rule, Source, declare
+from slotwarden.model.errors import DeclarationError, LifecycleError
+from slotwarden.model.lifecycle import EVENTS, LIFECYCLE, RULES, STATES
+from slotwarden.model.pool import Pool
+from slotwarden.model.properties import conserved, quiescent
+from slotwarden.model.registry import move_faults
+from slotwarden.model.step import step
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, Slot, State
+
+
+class Mutant(NamedTuple):
+    name: str  # e.g. "PARKED --LEND [OWNER]: by NONE"
+    rules: tuple  # the mutated rule list
+
+
+class Kill(NamedTuple):
+    mutant: str
+    killed_by: str  # "declare", "moves", "shutdown", "pool", "checker", "crosshair", or "" (survived)
+    detail: str  # the broken properties and a witness, or why declare refused it
+    seconds: float
+
+    @property
+    def killed(self) -> bool:
+        return bool(self.killed_by)
+
+
+def _label(r: Rule) -> str:
+    return f"{r.source.name} --{r.event.name} [{r.by.name}]"
+
+
+def mutants(rules: tuple = RULES) -> Iterator[Mutant]:
+    """Every single-rule mutation of `rules`, in a fixed order."""
+    for k, r in enumerate(rules):
+        others = rules[:k] + rules[k + 1 :]
+        at = lambda new: rules[:k] + (new,) + rules[k + 1 :]  # noqa: E731
+        yield Mutant(f"{_label(r)}: dropped", others)
+        for by in Relation:
+            if by is not r.by:
+                yield Mutant(f"{_label(r)}: by {by.name}", at(dataclasses.replace(r, by=by)))
+                yield Mutant(f"{_label(r)}: also by {by.name}", rules + (dataclasses.replace(r, by=by),))
+        for dest in State:
+            if dest is not r.dest:
+                yield Mutant(f"{_label(r)}: to {dest.name}", at(dataclasses.replace(r, dest=dest)))
+        for field in Effect._fields:
+            for source in Source:
+                if source is not getattr(r.effect, field):
+                    effect = r.effect._replace(**{field: source})
+                    yield Mutant(f"{_label(r)}: {field} from {source.name}", at(dataclasses.replace(r, effect=effect)))
+        for src in State:
+            if src is not r.source:
+                yield Mutant(f"{_label(r)}: also from {src.name}", rules + (dataclasses.replace(r, source=src),))
+
+
+# -- the finite domain -------------------------------------------------------------------------
+IDS = (0, 1)
+ACTORS = tuple(Actor.request(i) for i in IDS) + tuple(Actor.session(i) for i in IDS) + tuple(Actor.fence(i) for i in (0, 1, 2))
+TARGETS = (NOBODY,) + IDS
+EPOCHS = (0, 1, 2)
+POOL_ACTORS = tuple(k(i) for k in (Actor.request, Actor.session) for i in (7, 8)) + ACTORS[-3:]
+"""Who acts on the pool check's records (`proofs.record`: owned by 7, lent to 8)."""
+
+
+def records(lifecycle: Lifecycle, state: State) -> tuple:
+    """Every well-formed record of `state` with small owner, borrower and fence values."""
+    spec = lifecycle.spec(state)
+    owners = IDS if spec.owner is not None else (NOBODY,)
+    borrowers = IDS if spec.lent else (NOBODY,)
+    fences = (0, 1, 2) if spec.fenced else (0,)
+    return tuple(Slot(state, o, b, f) for o, b, f in product(owners, borrowers, fences))
+
+
+def _move(lifecycle: Lifecycle, slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+    try:
+        return step(slot, event, actor, target, epoch, lifecycle)
+    except LifecycleError:
+        return slot
+
+
+def move_check(lifecycle: Lifecycle, where: tuple | None = None) -> str:
+    """The first move of the domain (restricted to `where` = (state, event) pairs) that breaks
+    a move property, as 'properties: move', or ''."""
+    for state in State:
+        for event in Event:
+            if where is not None and (state, event) not in where:
+                continue
+            for slot, actor, target, epoch in product(records(lifecycle, state), ACTORS, TARGETS, EPOCHS):
+                after = _move(lifecycle, slot, event, actor, target, epoch)
+                bad = move_faults(slot, event, actor, target, epoch, after, lifecycle)
+                if bad:
+                    return f"{', '.join(bad)}: {event.name} by {actor} (target {target}, epoch {epoch}) on {_show(slot)} -> {_show(after)}"
+    return ""
+
+
+def shutdown_check(lifecycle: Lifecycle) -> str:
+    """A record of the domain that the shutdown does not bring back to FREE, or ''."""
+    for state in State:
+        for slot in records(lifecycle, state):
+            end = proofs.shut_down(slot, 2, lifecycle)
+            if not quiescent((end,)):
+                return f"quiescent: shutting down {_show(slot)} ends {_show(end)}"
+    return ""
+
+
+def pool_check(lifecycle: Lifecycle, where: tuple | None = None) -> str:
+    """A step of a two-slot pool that breaks `conserved`, or ''. The first slot is in a state
+    of `where` (all states when None), the second in any; every batch, event, actor, target."""
+    firsts = {s for s, _ in where} if where is not None else set(State)
+    events = {e for _, e in where} if where is not None else set(Event)
+    for st1, st2 in product(sorted(firsts), State):
+        for f1, f2, flip in product((0, 2), (0, 1), (False, True)):
+            slots = (proofs.record(st1, f1, lifecycle), proofs.record(st2, f2, lifecycle))
+            free = tuple(i for i in ((2, 1) if flip else (1, 2)) if slots[i - 1].state is State.FREE)
+            pool = Pool(slots, free)
+            for ids, event, actor, target in product(proofs.BATCHES, sorted(events), POOL_ACTORS, (NOBODY, 7, 8)):
+                after = proofs.pool_step(pool, ids, event, actor, target, 1, lifecycle)
+                if not conserved(after.slots, after.free, lifecycle):
+                    return f"conserved: {event.name} by {actor} on {ids} of {_show_pool(pool)} -> {_show_pool(after)}"
+    return ""
+
+
+@contextmanager
+def declared_as(lifecycle: Lifecycle):
+    """Within the block, the model pool (and so the exhaustive checker, whose every slot move
+    goes through `slotwarden.model.pool`) obeys `lifecycle` instead of the declaration."""
+    from slotwarden.verification import abstract
+
+    saved = model_pool.apply, model_pool.alloc, model_pool.fence
+    apply, alloc, fence = saved
+    subject = lifecycle
+
+    def mutant_apply(pool, ids, event, actor, target=NOBODY, epoch=0, lifecycle=None):
+        return apply(pool, ids, event, actor, target, epoch, subject)
+
+    model_pool.apply = mutant_apply
+    model_pool.alloc = lambda pool, n, actor, lifecycle=None: alloc(pool, n, actor, subject)
+    model_pool.fence = lambda pool, completed, lifecycle=None: fence(pool, completed, subject)
+    getattr(abstract, "forget", lambda: None)()  # memoised moves of another lifecycle
+    try:
+        yield
+    finally:
+        model_pool.apply, model_pool.alloc, model_pool.fence = saved
+        getattr(abstract, "forget", lambda: None)()
+
+
+def checker_check(lifecycle: Lifecycle, bounds) -> str:
+    """The first violation the exhaustive checker finds on `bounds` with the scheduler's
+    moves going through `lifecycle`, or ''."""
+    from slotwarden.verification.checker import check
+
+    with declared_as(lifecycle):
+        for b in bounds:
+            r = check(b)
+            if r.violation is not None:
+                return f"{r.violation.property} at {b}: {r.violation.message}"
+    return ""
+
+
+def crosshair_check(lifecycle: Lifecycle, timeout: float) -> str:
+    """The first CrossHair proof that does not confirm on `lifecycle`, or ''."""
+    from slotwarden.verification.crosshair_proofs import prove
+
+    for name in proofs.PROOFS:
+        r = prove(name, lifecycle, timeout)
+        if not r.confirmed:
+            return f"{name}: {r.verdict} {r.message.splitlines()[0] if r.message else ''}"
+    return ""
+
+
+def judge(mutant: Mutant, bounds: tuple, crosshair_timeout: float | None = None) -> Kill:
+    """Run the checks on `mutant`, cheapest first; the first that fails kills it."""
+    start = time.perf_counter()
+
+    def kill(by: str, detail: str) -> Kill:
+        return Kill(mutant.name, by, detail, time.perf_counter() - start)
+
+    try:
+        lifecycle = declare(mutant.name, STATES, EVENTS, mutant.rules)
+    except DeclarationError as e:
+        return kill("declare", str(e))
+    where = _changed(lifecycle)
+    for by, run in (
+        ("moves", lambda: move_check(lifecycle, where)),
+        ("shutdown", lambda: shutdown_check(lifecycle)),
+        ("pool", lambda: pool_check(lifecycle, where)),
+        ("checker", lambda: checker_check(lifecycle, bounds)),
+    ):
+        found = run()
+        if found:
+            return kill(by, found)
+    if crosshair_timeout:
+        found = crosshair_check(lifecycle, crosshair_timeout)
+        if found:
+            return kill("crosshair", found)
+    return kill("", "")
+
+
+def _changed(lifecycle: Lifecycle) -> tuple:
+    """The (state, event) pairs whose rules differ from the declaration's."""
+    mine = {(r.source, r.event, r.by): r for r in lifecycle.rules}
+    theirs = {(r.source, r.event, r.by): r for r in LIFECYCLE.rules}
+    return tuple({(k[0], k[1]) for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k)})
+
+
+# -- the stage ---------------------------------------------------------------------------------
+_NO_BORROWER = "the source state has no borrower (`exclusive`, proved inductive): KEEP and CLEAR both give NOBODY"
+_NO_FENCE = "the source state has no fence (`exclusive`, proved inductive): KEEP and CLEAR both give 0"
+_NO_OWNER = "a RELEASED record names no owner (`exclusive`, proved inductive): KEEP and CLEAR both give NOBODY"
+_ACTOR_IS_OWNER = "only the owner fires the rule (relation OWNER): ACTOR and KEEP give the same owner"
+_ACTOR_IS_BORROWER = "only the borrower fires the rule (relation BORROWER): ACTOR and KEEP give the same borrower"
+_NO_OP = "a self-loop that rewrites nothing: the move leaves the record as it was"
+_SAME_MOVE = "the same move as a declared rule of that state (the turn gives its session back the slot) under another event's name"
+_LATER = "a candidate's slot, which no step used, waits for a fence instead of being free at once: later, never unsafe"
+
+EQUIVALENT: dict[str, str] = {
+    "FREE --ALLOC [NONE]: borrower from KEEP": "a FREE record has no borrower (`exclusive`): KEEP and CLEAR both give NOBODY",
+    "FREE --ALLOC [NONE]: fence from KEEP": "a FREE record has no fence (`exclusive`): KEEP and CLEAR both give 0",
+    "TAKEN --ADMIT [OWNER]: owner from ACTOR": _ACTOR_IS_OWNER,
+    "TAKEN --ADMIT [OWNER]: borrower from CLEAR": _NO_BORROWER,
+    "TAKEN --ADMIT [OWNER]: fence from CLEAR": _NO_FENCE,
+    "TAKEN --ADMIT [OWNER]: also from RUNNING": _NO_OP,
+    "TAKEN --ROLLBACK [OWNER]: borrower from KEEP": _NO_BORROWER,
+    "TAKEN --ROLLBACK [OWNER]: fence from KEEP": _NO_FENCE,
+    "TAKEN --ABORT [OWNER]: borrower from KEEP": _NO_BORROWER,
+    "TAKEN --ABORT [OWNER]: fence from KEEP": _NO_FENCE,
+    "RUNNING --FINISH [OWNER]: borrower from KEEP": _NO_BORROWER,
+    "RUNNING --FINISH [OWNER]: also from TAKEN": _LATER,
+    "RUNNING --RETRACT [OWNER]: borrower from KEEP": _NO_BORROWER,
+    "RUNNING --RETRACT [OWNER]: also from TAKEN": _LATER,
+    "RUNNING --ABORT [OWNER]: borrower from KEEP": _NO_BORROWER,
+    "RUNNING --PARK [OWNER]: borrower from KEEP": _NO_BORROWER,
+    "RUNNING --PARK [OWNER]: fence from CLEAR": _NO_FENCE,
+    "PARKED --LEND [OWNER]: owner from ACTOR": _ACTOR_IS_OWNER,
+    "PARKED --LEND [OWNER]: fence from CLEAR": _NO_FENCE,
+    "LENT --ADMIT [BORROWER]: borrower from ACTOR": _ACTOR_IS_BORROWER,
+    "LENT --ADMIT [BORROWER]: fence from CLEAR": _NO_FENCE,
+    "LENT --ADMIT [BORROWER]: also from LENT_RUNNING": _NO_OP,
+    "LENT --ROLLBACK [BORROWER]: fence from CLEAR": _NO_FENCE,
+    "LENT --ROLLBACK [BORROWER]: also from LENT_RUNNING": _SAME_MOVE,
+    "LENT --ABORT [BORROWER]: fence from CLEAR": _NO_FENCE,
+    "LENT_RUNNING --FINISH [BORROWER]: fence from CLEAR": _NO_FENCE,
+    "LENT_RUNNING --FINISH [BORROWER]: also from LENT": _SAME_MOVE,
+    "LENT_RUNNING --RETRACT [BORROWER]: dropped": (
+        "no scheduler here retracts a session's running turn (verification/abstract.py) and the shutdown aborts "
+        "it, so nothing fires the rule; once a scheduler retracts turns, the checker kills this mutant and the "
+        "entry must go"
+    ),
+    "LENT_RUNNING --RETRACT [BORROWER]: fence from CLEAR": _NO_FENCE,
+    "LENT_RUNNING --RETRACT [BORROWER]: also from LENT": _SAME_MOVE,
+    "LENT_RUNNING --ABORT [BORROWER]: fence from CLEAR": _NO_FENCE,
+    "PARKED --CLOSE [OWNER]: borrower from KEEP": _NO_BORROWER,
+    "RELEASED --FENCE [DUE]: owner from KEEP": _NO_OWNER,
+    "RELEASED --FENCE [DUE]: borrower from KEEP": "a RELEASED record has no borrower (`exclusive`): KEEP and CLEAR both give NOBODY",
+}
+"""Mutants no check kills, each with the reason it changes nothing the properties protect.
+The stage fails on a survivor missing here, and on an entry here that some check kills."""
+
+
+class StageResult(NamedTuple):
+    kills: tuple  # tuple[Kill, ...]
+    baseline: str  # '' when the declaration as written passes the fast checks
+    unlisted: tuple  # survivors not in EQUIVALENT
+    wrongly_listed: tuple  # listed in EQUIVALENT, yet killed (or no longer a mutant)
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.baseline and not self.unlisted and not self.wrongly_listed
+
+
+def run_stage(
+    bounds: tuple | None = None, crosshair_timeout: float | None = None, on_kill=None, names=None
+) -> StageResult:
+    """Judge every mutant (or those named); the declaration as written must pass the same fast
+    checks first. `crosshair_timeout`: also run the CrossHair proofs, with that per-condition
+    timeout, on each survivor not listed in `EQUIVALENT` (`--thorough`)."""
+    from slotwarden.verification.checker import TEST_BOUNDS
+
+    bounds = TEST_BOUNDS[:2] if bounds is None else bounds
+    start = time.perf_counter()
+    baseline = move_check(LIFECYCLE) or shutdown_check(LIFECYCLE) or pool_check(LIFECYCLE)
+    kills = []
+    for m in mutants():
+        if names is not None and m.name not in names:
+            continue
+        k = judge(m, bounds, crosshair_timeout if m.name not in EQUIVALENT else None)
+        kills.append(k)
+        if on_kill:
+            on_kill(k)
+    judged = {k.mutant for k in kills}
+    unlisted = tuple(k.mutant for k in kills if not k.killed and k.mutant not in EQUIVALENT)
+    listed = EQUIVALENT if names is None else {n: EQUIVALENT[n] for n in EQUIVALENT if n in names}
+    wrongly = tuple(n for n in listed if n not in judged or any(k.killed for k in kills if k.mutant == n))
+    return StageResult(tuple(kills), baseline, unlisted, wrongly, time.perf_counter() - start)
+
+
+KILLERS = ("declare", "moves", "shutdown", "pool", "checker", "crosshair")
+
+
+def summary(r: StageResult) -> str:
+    """One line: how many mutants, how each was killed, and what is wrong."""
+    counts = {by: sum(k.killed_by == by for k in r.kills) for by in KILLERS}
+    text = f"{len(r.kills)} mutants: " + ", ".join(f"{n} {by}" for by, n in counts.items() if n)
+    text += f", {sum(not k.killed for k in r.kills)} equivalent (listed)"
+    if r.baseline:
+        text += f"; THE DECLARATION FAILS: {r.baseline}"
+    if r.unlisted:
+        text += f"; {len(r.unlisted)} UNLISTED SURVIVORS: {', '.join(r.unlisted[:3])}"
+    if r.wrongly_listed:
+        text += f"; {len(r.wrongly_listed)} LISTED AS EQUIVALENT BUT KILLED: {', '.join(r.wrongly_listed[:3])}"
+    return text
+
+
+def detail(r: StageResult) -> dict:
+    return {
+        "kills": [k._asdict() for k in r.kills],
+        "baseline": r.baseline,
+        "unlisted": list(r.unlisted),
+        "wrongly_listed": list(r.wrongly_listed),
+        "equivalent": {k.mutant: EQUIVALENT[k.mutant] for k in r.kills if k.mutant in EQUIVALENT},
+    }
+
+
+def matrix_lines(detail: dict) -> list:
+    """The kill matrix as a markdown table: one row per declared rule, one column per check."""
+    lines = ["| rule | mutants | " + " | ".join(KILLERS) + " | equivalent | survived, unlisted |",
+             "|---|" + "---:|" * (len(KILLERS) + 3)]
+    for rule in RULES:
+        mine = [k for k in detail["kills"] if k["mutant"].startswith(_label(rule) + ":")]
+        cells = [sum(k["killed_by"] == by for k in mine) for by in KILLERS]
+        equivalent = sum(not k["killed_by"] and k["mutant"] in detail["equivalent"] for k in mine)
+        unlisted = sum(not k["killed_by"] and k["mutant"] not in detail["equivalent"] for k in mine)
+        lines.append(f"| {_label(rule)} | {len(mine)} | " + " | ".join(map(str, cells)) + f" | {equivalent} | {unlisted} |")
+    return lines
+
+
+def _show(s: Slot) -> str:
+    parts = [s.state.name]
+    if s.owner != NOBODY:
+        parts.append(f"owner {s.owner}")
+    if s.borrower != NOBODY:
+        parts.append(f"lent to {s.borrower}")
+    if s.fence:
+        parts.append(f"fence {s.fence}")
+    return parts[0] + (f"({', '.join(parts[1:])})" if len(parts) > 1 else "")
+
+
+def _show_pool(p: Pool) -> str:
+    return "[" + ", ".join(_show(s) for s in p.slots) + f"] free {p.free}"
+
+
+def main() -> int:
+    """`python -m slotwarden.verification.declaration_mutants`: the kill matrix."""
+    r = run_stage(on_kill=lambda k: print(f"{k.killed_by or 'SURVIVED':<9} {k.seconds:6.2f} s  {k.mutant}  {k.detail[:110]}", flush=True))
+    by: dict = {}
+    for k in r.kills:
+        by[k.killed_by or "survived"] = by.get(k.killed_by or "survived", 0) + 1
+    print(f"{len(r.kills)} mutants in {r.seconds:.1f} s: {by}; unlisted survivors {len(r.unlisted)}, wrongly listed {len(r.wrongly_listed)}")
+    if r.baseline:
+        print("the declaration as written fails:", r.baseline)
+    return 0 if r.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
