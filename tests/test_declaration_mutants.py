@@ -45,6 +45,13 @@ def test_a_wrong_declaration_is_killed_by_the_fast_checks(name):
     assert prop in kill.detail.split(":")[0], kill
 
 
+@pytest.mark.parametrize("name", list(WRONG))
+def test_the_stage_fails_when_the_declaration_itself_is_wrong(name):
+    rules, prop = WRONG[name]
+    found = D.baseline_check(declare(name, STATES, EVENTS, rules))
+    assert found.split(":")[0].split(", ")[0] == prop, found
+
+
 def test_the_same_wrong_declarations_are_mutants_of_the_stage():
     made = {m.name for m in D.mutants()}
     for name in ("PARKED --CLOSE [OWNER]: also from LENT_RUNNING", "PARKED --LEND [OWNER]: by NONE",

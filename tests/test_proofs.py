@@ -1,14 +1,15 @@
-"""CrossHair confirms every contracted function of the model, and finds the real bug when the
-lifecycle is declared wrong (a rolled-back lent slot going to FREE, as in SGLang PR 21404)."""
+"""CrossHair confirms every contracted function of the model, finds the real bug when the
+lifecycle is declared wrong (a rolled-back lent slot going to FREE, as in SGLang PR 21404), and
+each proof fails on a declaration wrong in the way its property forbids."""
 
 import dataclasses
 
 import pytest
 
 from slotwarden.model import proofs
-from slotwarden.model.declaration import CLEAR, declare
+from slotwarden.model.declaration import CLEAR, RETURN, Source, declare
 from slotwarden.model.lifecycle import EVENTS, RULES, STATES
-from slotwarden.model.vocabulary import Event, State
+from slotwarden.model.vocabulary import Event, Relation, State
 from slotwarden.verification.crosshair_proofs import prove
 
 TIMEOUT = 300.0
@@ -32,14 +33,45 @@ def wrong_lifecycle():
     return declare("lent rollback frees", STATES, EVENTS, rules)
 
 
-def test_crosshair_finds_the_freed_lent_slot_as_an_event_sequence():
-    result = prove("session_kept_over_runs", wrong_lifecycle(), timeout=TIMEOUT)
-    assert result.verdict == "POST_FAIL", result.message
-    # the counterexample is the run the engine took: the session lends, the candidate rolls back
-    assert "prove_session_kept_over_runs(Event.LEND, 0, Event.ROLLBACK, 2)" in result.message, result.message
-
-
 def test_crosshair_finds_the_freed_lent_slot_in_one_move():
     result = prove("session_kept", wrong_lifecycle(), timeout=TIMEOUT)
     assert result.verdict == "POST_FAIL", result.message
     assert "Event.ROLLBACK" in result.message and "State.LENT" in result.message, result.message
+
+
+def _changed(source, event, **change):
+    return tuple(dataclasses.replace(r, **change) if (r.source, r.event) == (source, event) else r for r in RULES)
+
+
+def _also_from(source, like):
+    base = next(r for r in RULES if (r.source, r.event) == like)
+    return RULES + (dataclasses.replace(base, source=source),)
+
+
+def _rule(source, event):
+    return next(r for r in RULES if (r.source, r.event) == (source, event))
+
+
+WRONG_FOR = {  # proof: a declaration wrong in the way its property forbids
+    "authority": _changed(State.PARKED, Event.LEND, by=Relation.NONE),  # any session lends a parked slot
+    "borrow_safe": _also_from(State.LENT_RUNNING, (State.PARKED, Event.CLOSE)),  # close while lent to a running turn
+    "handles_follow": _changed(State.RUNNING, Event.PARK, effect=RETURN),  # the request keeps its handle after PARK
+    "parks_what_ran": _also_from(State.TAKEN, (State.RUNNING, Event.PARK)),  # a turn that never ran is parked
+    "release_waits": _changed(State.RUNNING, Event.FINISH, effect=CLEAR),  # a release that waits for no step
+    "fence_respected": _also_from(State.RUNNING, (State.TAKEN, Event.ROLLBACK)),  # a running slot freed at once
+    "conserved": _changed(  # a rolled-back candidate's slot is free yet still names its owner
+        State.TAKEN, Event.ROLLBACK, effect=_rule(State.TAKEN, Event.ROLLBACK).effect._replace(owner=RETURN.owner)
+    ),
+    "quiescent": tuple(r for r in RULES if (r.source, r.event) != (State.TAKEN, Event.ABORT)),  # a candidate cannot let go
+    "freed_once": _also_from(State.RELEASED, (State.FREE, Event.ALLOC)),  # a released slot taken before its fence
+    "exclusive": _changed(  # a taken slot carries the epoch as a fence
+        State.FREE, Event.ALLOC, effect=_rule(State.FREE, Event.ALLOC).effect._replace(fence=Source.EPOCH)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(WRONG_FOR))
+def test_each_proof_fails_on_a_declaration_its_property_forbids(name):
+    wrong = declare(f"wrong for {name}", STATES, EVENTS, WRONG_FOR[name])
+    result = prove(name, wrong, timeout=TIMEOUT)
+    assert result.verdict == "POST_FAIL", result.message

@@ -152,6 +152,12 @@ def pool_check(lifecycle: Lifecycle, where: tuple | None = None) -> str:
     return ""
 
 
+def baseline_check(lifecycle: Lifecycle) -> str:
+    """The fast checks over the whole domain: what a wrong declaration itself breaks, or ''.
+    The stage runs it on the declaration as written before judging any mutant."""
+    return move_check(lifecycle) or shutdown_check(lifecycle) or pool_check(lifecycle)
+
+
 @contextmanager
 def declared_as(lifecycle: Lifecycle):
     """Within the block, the model pool (and so the exhaustive checker, whose every slot move
@@ -311,7 +317,7 @@ def run_stage(
 
     bounds = TEST_BOUNDS[:2] if bounds is None else bounds
     start = time.perf_counter()
-    baseline = move_check(LIFECYCLE) or shutdown_check(LIFECYCLE) or pool_check(LIFECYCLE)
+    baseline = baseline_check(LIFECYCLE)
     kills = []
     for m in mutants():
         if names is not None and m.name not in names:
