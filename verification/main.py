@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from slotwarden.model import proofs as model_proofs
+from slotwarden.model import registry
 from slotwarden.verification.agreement import judge
 from slotwarden.verification.campaign import Budget, run_machine
 from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, check
@@ -231,7 +232,10 @@ def _write_report(folder: Path, rows: list[Row], total: float, level_name: str, 
     data = {"ok": ok, "level": level_name, "seconds": total, "results": [r._asdict() for r in rows]}
     (folder / "report.json").write_text(json.dumps(data, indent=2, default=str))
     md = [f"# slotwarden verify: {verdict(ok, level_name)}", "", "```mermaid", mermaid().rstrip(), "```", ""]
-    md += ["| stage | check | ok | seconds | result |", "|---|---|---|---:|---|"]
+    md += ["## Properties", "", "| property | kind | in words | proofs | checks |", "|---|---|---|---|---|"]
+    md += [f"| {p.name} | {p.kind.value} | {registry.text(p.name)} | {', '.join(p.proofs) or '-'} | {', '.join(p.checks)} |"
+           for p in registry.PROPERTIES.values()]
+    md += ["", "## Results", "", "| stage | check | ok | seconds | result |", "|---|---|---|---:|---|"]
     md += [f"| {r.stage} | {r.name} | {'yes' if r.ok else 'NO'} | {r.seconds:.1f} | {r.summary} |" for r in rows]
     for r in rows:
         if r.stage == "mutations":
