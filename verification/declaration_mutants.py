@@ -182,6 +182,13 @@ def declared_as(lifecycle: Lifecycle):
         getattr(abstract, "forget", lambda: None)()
 
 
+def _bounds() -> tuple:
+    from slotwarden.verification.abstract import Bounds
+
+    # a plain request; then a session with two turns (the lent paths) and a plain request
+    return (Bounds(slots=1, requests=2, sessions=1), Bounds(slots=2, requests=3, sessions=1))
+
+
 def checker_check(lifecycle: Lifecycle, bounds) -> str:
     """The first violation the exhaustive checker finds on `bounds` with the scheduler's
     moves going through `lifecycle`, or ''."""
@@ -242,6 +249,10 @@ def _changed(lifecycle: Lifecycle) -> tuple:
 
 
 # -- the stage ---------------------------------------------------------------------------------
+CHECKER_BOUNDS = _bounds()
+"""The checker's bounds for the mutants the fast checks leave: small, and enough to reach
+every rule a scheduler fires (a session with two turns lends its slot)."""
+
 _NO_BORROWER = "the source state has no borrower (`exclusive`, proved inductive): KEEP and CLEAR both give NOBODY"
 _NO_FENCE = "the source state has no fence (`exclusive`, proved inductive): KEEP and CLEAR both give 0"
 _NO_OWNER = "a RELEASED record names no owner (`exclusive`, proved inductive): KEEP and CLEAR both give NOBODY"
@@ -313,9 +324,7 @@ def run_stage(
     """Judge every mutant (or those named); the declaration as written must pass the same fast
     checks first. `crosshair_timeout`: also run the CrossHair proofs, with that per-condition
     timeout, on each survivor not listed in `EQUIVALENT` (`--thorough`)."""
-    from slotwarden.verification.checker import TEST_BOUNDS
-
-    bounds = TEST_BOUNDS[:2] if bounds is None else bounds
+    bounds = CHECKER_BOUNDS if bounds is None else bounds
     start = time.perf_counter()
     baseline = baseline_check(LIFECYCLE)
     kills = []
