@@ -217,3 +217,12 @@ def no_orphans(slots: tuple, requests: Iterable[int], sessions: Iterable[int], l
 def quiescent(slots: tuple) -> bool:
     """With no requests, no sessions and after a fence, every slot is FREE."""
     return all(s.state is State.FREE for s in slots)
+
+
+def __getattr__(name: str):
+    """`SLOT_PROPERTIES`, the old name of the properties' words: now read from the registry."""
+    if name == "SLOT_PROPERTIES":
+        from .registry import texts
+
+        return texts()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

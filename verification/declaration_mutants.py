@@ -39,7 +39,7 @@ from slotwarden.model.pool import Pool
 from slotwarden.model.properties import conserved, quiescent
 from slotwarden.model.registry import move_faults
 from slotwarden.model.step import step
-from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, Slot, State
+from slotwarden.model.vocabulary import NOBODY, Actor, Event, Relation, Slot, State
 
 
 class Mutant(NamedTuple):
