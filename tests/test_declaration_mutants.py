@@ -93,3 +93,18 @@ def test_the_pool_check_flags_a_freed_slot_that_names_its_owner():
         r for r in RULES if (r.source, r.event) == (State.TAKEN, Event.ROLLBACK)).effect._replace(owner=RETURN.owner))
     wrong = declare("rollback keeps the owner", STATES, EVENTS, keep_owner)
     assert D.pool_check(wrong, ((State.TAKEN, Event.ROLLBACK),)).startswith("conserved: ROLLBACK")
+
+
+def test_the_thorough_stage_kills_a_survivor_crosshair_does_not_confirm(monkeypatch):
+    # CrossHair itself is shown failing on wrong declarations in tests/test_proofs.py; here its
+    # verdicts are stood in for, to check how the stage reads them
+    from slotwarden.verification import crosshair_proofs as C
+
+    def verdict(name, lifecycle, timeout):
+        bad = name == "borrow_safe"
+        return C.ProofResult(name, "", "POST_FAIL" if bad else "CONFIRMED", 0.0, "false when calling ..." if bad else "")
+
+    monkeypatch.setattr(C, "prove", verdict)
+    assert D.crosshair_check(LIFECYCLE, 1.0) == "borrow_safe: POST_FAIL false when calling ..."
+    monkeypatch.setattr(C, "prove", lambda name, lifecycle, timeout: C.ProofResult(name, "", "CONFIRMED", 0.0, ""))
+    assert D.crosshair_check(LIFECYCLE, 1.0) == ""
