@@ -8,13 +8,18 @@ is rolled back: exactly what it took goes back where it came from (a fresh slot 
 list, a lent slot to its session). With no prefill work, the batch decodes one token for every
 running request that still has budget. A head of queue starved of slots for `retract_after`
 steps retracts the running plain request with the most tokens left (it is recomputed later).
+
+Faults: each move is one pool call followed by the scheduler's record of it. If the call
+raises, the pool's word is taken (`_adopt`): a move the pool made before the fault struck is
+recorded, one it refused is not, and the exception goes on. A candidate left holding its slot
+keeps it (`req.slot` while waiting) and is considered again by the next batch.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from slotwarden.model.vocabulary import Actor
+from slotwarden.model.vocabulary import Actor, State
 
 from .request import Phase, Request
 
@@ -55,7 +60,11 @@ def build_batch(sched: "Scheduler") -> tuple[Batch, list]:
             continue
         n = min(cfg.chunk_size, len(req.input), cfg.token_budget)  # always fits an empty step
         if n > budget:  # does not fit this step: give back what it took, try again next step
-            sched.rollback_candidate(req)
+            try:
+                sched.rollback_candidate(req)
+            except BaseException:
+                _adopt(sched, req)
+                raise
             break
         admit(sched, req)
         items.append((req, n))
@@ -72,15 +81,22 @@ def has_own_slot(sched: "Scheduler", req: Request) -> bool:
 
 
 def take_slot(sched: "Scheduler", req: Request) -> bool:
-    """The candidate takes its slot: its session's parked slot, lent to it, or a fresh one."""
+    """The candidate takes its slot: its session's parked slot, lent to it, or a fresh one
+    (or keeps the one it took in a step a fault interrupted)."""
+    if req.slot is not None:
+        return True
     actor = Actor.request(req.rid)
-    if req.session is not None:
-        s = sched.sessions[req.session]
-        if s.slot is not None:
-            sched.pool.lend([s.slot], Actor.session(s.sid), req.rid)
-            req.slot, req.lent = s.slot, True
-            return True
-    ids = sched.pool.alloc(1, actor)
+    try:
+        if req.session is not None:
+            s = sched.sessions[req.session]
+            if s.slot is not None:
+                sched.pool.lend([s.slot], Actor.session(s.sid), req.rid)
+                req.slot, req.lent = s.slot, True
+                return True
+        ids = sched.pool.alloc(1, actor)
+    except BaseException:
+        _adopt(sched, req)
+        raise
     if ids is None:
         return False
     req.slot, req.lent = int(ids[0]), False
@@ -89,14 +105,35 @@ def take_slot(sched: "Scheduler", req: Request) -> bool:
 
 def admit(sched: "Scheduler", req: Request) -> None:
     actor = Actor.request(req.rid)
-    sched.pool.admit([req.slot], actor)
     if req.lent and sched.sessions[req.session].stale:
-        sched.pool.zero([req.slot], actor)  # the transcript is fed again from zero
+        sched.pool.zero([req.slot], actor)  # the transcript is fed again from zero (again, on a retry)
+    try:
+        sched.pool.admit([req.slot], actor)
+    except BaseException:
+        if _adopt(sched, req) in (State.RUNNING, State.LENT_RUNNING):
+            _enter_running(sched, req)
+        raise
+    _enter_running(sched, req)
+
+
+def _enter_running(sched: "Scheduler", req: Request) -> None:
     sched.waiting.remove(req)
     req.phase = Phase.RUNNING
     req.waited = 0
     req.outputs_at_admit = len(req.output)
     sched.running.append(req)
+
+
+def _adopt(sched: "Scheduler", req: Request) -> State | None:
+    """After a pool call for `req` raised: record what the pool says `req` holds now (a fault
+    may strike after the pool moved). Returns that slot's state, or None."""
+    held = sched.pool.held_by(Actor.request(req.rid)).tolist()
+    if not held:
+        req.slot, req.lent = None, False
+        return None
+    state = sched.pool.state_of(held[:1])[0]
+    req.slot, req.lent = held[0], state in (State.LENT, State.LENT_RUNNING)
+    return state
 
 
 def pick_victim(sched: "Scheduler", exclude: set) -> Request | None:
@@ -115,10 +152,19 @@ def pick_victim(sched: "Scheduler", exclude: set) -> Request | None:
 def retract(sched: "Scheduler", req: Request) -> None:
     """Preempt `req`: its slot is released (free at the fence of the step in flight) and it
     waits again, to recompute its prompt and what it has generated so far."""
-    sched.pool.retract([req.slot], Actor.request(req.rid))
+    try:
+        sched.pool.retract([req.slot], Actor.request(req.rid))
+    except BaseException:
+        if _adopt(sched, req) is None:  # the pool released it before the fault: record that
+            _requeue(sched, req)
+        raise
+    _requeue(sched, req)
+
+
+def _requeue(sched: "Scheduler", req: Request) -> None:
     sched.running.remove(req)
-    sched.generation[req.rid] += 1
-    req.phase, req.slot, req.lent = Phase.WAITING, None, False
+    req.generation += 1
+    req.phase, req.slot, req.lent, req.tail = Phase.WAITING, None, False, None
     req.input = req.prompt + req.output
     req.fed, req.pending_outputs = 0, 0
     sched.waiting.append(req)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 
 class Phase(Enum):
@@ -31,10 +32,11 @@ class Request:
     fed: int = 0  # tokens of `input` fed so far (chunked prefill)
     refeeds: bool = False  # a session turn whose input starts with the whole transcript
     pending_outputs: int = 0  # outputs of launched steps not yet processed (overlap)
-    tail: tuple | None = None  # (tokens tensor of a launched step, row): its last token, a device future
+    tail: tuple | None = None  # (tokens tensor of a launched step, row, step): its last token, a device future
     finish_reason: str | None = None
     waited: int = 0  # steps spent waiting for a slot
     outputs_at_admit: int = 0  # len(output) when last admitted: retraction waits for progress past it
+    generation: int = 0  # bumped when it leaves the running batch: outputs of steps launched before are void
 
     @property
     def prefilling(self) -> bool:
@@ -46,6 +48,18 @@ class Request:
 
     def remaining(self) -> int:
         return self.max_new_tokens - len(self.output) - self.pending_outputs
+
+    def result(self) -> "Result":
+        return Result(self.rid, self.session, tuple(self.output), self.finish_reason or "unfinished")
+
+
+class Result(NamedTuple):
+    """What the user collects of an ended request: plain ints, no tensor, no slot."""
+
+    rid: int
+    session: int | None
+    output: tuple  # the generated tokens
+    reason: str  # "length", "abort", "session closed", "step N failed: ..."
 
 
 class SessionStatus(Enum):

@@ -4,14 +4,34 @@ decode, retraction, abort, session close and overlap fences, over a real (tiny) 
 Every slot move goes through the pool's lifecycle events; the scheduler never touches the
 ledger. One `step()`:
 
-1. reap idle sessions; build the next batch (see `admission.py`): continuing chunked prefills
-   first, then waiting candidates one by one, each taking its slot (alloc, or its session's
-   slot lent to it) and rolled back if it then does not fit; if no prefill work, a decode batch;
+1. finish what an interrupted step left (see the fault contract below); reap idle sessions;
+   build the next batch (see `admission.py`): continuing chunked prefills first, then waiting
+   candidates one by one, each taking its slot (alloc, or its session's slot lent to it) and
+   rolled back if it then does not fit; if no prefill work, a decode batch;
 2. launch it on the device (the forward pass), then process the results of the step before
    it (overlap on) or of this step (overlap off): append tokens, finish requests (a plain one
    releases its slot, a session turn parks it or gives the lent slot back);
 3. fence every step the device has finished: released slots it may have used become free;
 4. when idle, audit the pool: every slot accounted for, no leak, owners named.
+
+Results: a request that ends (finished, aborted, dropped with its session, failed) leaves the
+scheduler's tables at once; its `Result` (plain ints) waits in an outbox that the next
+`step()` empties into its report's `finished`, `run()` into the dict it returns, or `collect()`
+directly. Closed sessions leave `sessions` too. So memory stays bounded by what is live.
+
+Fault contract: after any exception (`BaseException` included: KeyboardInterrupt, a task's
+cancellation) raised anywhere in a call, the scheduler is in one of three states.
+- Consistent, nothing lost: the work left is held as data (results to process, requests to
+  release, sessions to close, candidates holding their slot) and the next `step()` does it
+  first, so the outputs equal a fault-free run's. This covers every fault before the forward
+  pass, and every fault in result processing, fencing and the audit that leaves the pool as
+  it was (the pool is all-or-nothing), or that struck right after one of admission's moves.
+- The forward pass raised (anything, once the model was called): the slots it may have
+  written are untrustworthy, so its requests end at once with reason "step N failed: ...";
+  an `Exception` is raised as `StepFailed`, a `BaseException` as itself. Others continue exactly.
+- Otherwise (the pool moved but the scheduler could not record it, or a fault while ending a
+  failed step's requests): it is broken. The fault propagates once; then every call raises
+  `SchedulerBroken` naming it. It never continues with tokens different from a fault-free run.
 
 Mid-turn abort decision: a session turn aborted (or retracted, or failed) after it started
 feeding has advanced the session's state in place. Its slot goes back to the session (the
@@ -22,8 +42,9 @@ own prompt. So no slot is ever owned twice, and a half-updated state is never co
 
 from __future__ import annotations
 
+import functools
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
@@ -31,10 +52,14 @@ import torch
 from slotwarden.kernels.layer import TinyMamba
 from slotwarden.model.vocabulary import Actor
 
+from . import intake
 from .admission import Batch, build_batch
 from .device import SimulatedDevice
 from .pool import StatePool
-from .request import Phase, Request, Session, SessionStatus
+from .request import Phase, Request, Result, Session, SessionStatus
+from .scheduler_errors import AuditFailed, SchedulerBroken, SessionClosed, StepFailed
+
+__all__ = ["Scheduler", "SchedulerConfig", "StepReport", "StepFailed", "AuditFailed", "SchedulerBroken", "Result"]
 
 
 @dataclass(frozen=True)
@@ -50,22 +75,20 @@ class SchedulerConfig:
 
 def _by_source(items: list) -> list:
     """Decode items ordered by the step whose tensor holds their last token (usually one), so
-    their inputs gather with one index per source tensor."""
-    return sorted(items, key=lambda item: id(item[0].tail[0]))
+    their inputs gather with one index per source tensor (a stable, reproducible order)."""
+    return sorted(items, key=lambda item: item[0].tail[2])
 
 
-class StepFailed(RuntimeError):
-    """The forward pass of a step raised; its requests were aborted cleanly first."""
+@dataclass(eq=False)
+class InFlight:
+    """A launched step's results: the tokens tensor (a device future) and, per batch item not
+    yet processed, (request, its generation at launch, row of its token or None)."""
 
-
-class AuditFailed(RuntimeError):
-    """The idle audit found a slot unaccounted for; the message carries the slots' history."""
-
-
-class InFlight(NamedTuple):
     step: int
-    batch: Batch
-    produced: tuple  # (tokens tensor, [(request, generation, row or None) per batch item])
+    kind: str
+    tokens: torch.Tensor
+    rows: deque
+    host: list | None = field(default=None)  # the tokens on the host, once read
 
 
 class StepReport(NamedTuple):
@@ -73,60 +96,90 @@ class StepReport(NamedTuple):
     kind: str  # "prefill", "decode" or "idle"
     size: int
     tokens: int
-    finished: tuple
+    finished: tuple  # Result of every request that ended since the last report (or collect())
     rolled_back: int
     retracted: tuple
+
+
+def _guarded(call):
+    """A public call: refused once the scheduler is broken; a fault inside it is judged by the
+    fault contract (consistent, or broken from now on) before it propagates."""
+
+    @functools.wraps(call)
+    def guarded(self, *args, **kwargs):
+        if self._broken is not None:
+            raise self._broken
+        try:
+            return call(self, *args, **kwargs)
+        except BaseException as exc:
+            self._after_fault(exc, call.__name__)
+            raise
+
+    return guarded
 
 
 class Scheduler:
     def __init__(self, pool: StatePool, model: TinyMamba, config: SchedulerConfig = SchedulerConfig()):
         self.pool, self.model, self.config = pool, model, config
+        self.vocab = getattr(getattr(model, "config", None), "vocab", None)
         self.device = SimulatedDevice()
-        self.requests: dict[int, Request] = {}
-        self.sessions: dict[int, Session] = {}
+        self.requests: dict[int, Request] = {}  # live requests only: waiting, running, queued turns
+        self.sessions: dict[int, Session] = {}  # open and closing sessions only
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
-        self.inflight: InFlight | None = None
-        self.generation: dict[int, int] = {}
+        self.inflight: InFlight | None = None  # overlap: the step launched last, not yet processed
+        self.landed: deque[InFlight] = deque()  # finished steps whose results are not all processed
+        self.finishing: deque[Request] = deque()  # requests at their budget whose slot is not yet released
+        self.outbox: list[Result] = []  # results of ended requests, not yet returned to the user
         self._next_rid = 0
         self._next_sid = 0
         self.rolled_back = 0
+        self._broken: SchedulerBroken | None = None
+        self._critical: str | None = None  # set while a fault would leave the scheduler broken
+        self._state_written = False  # the step being launched has called the model
 
     # -- the user's side ---------------------------------------------------------------------
+    @_guarded
     def submit(self, prompt, max_new_tokens: int, session: int | None = None) -> int:
-        """Queue a request (or the next turn of `session`); returns its id."""
-        prompt = [int(t) for t in prompt]
-        if not prompt or max_new_tokens < 1:
-            raise ValueError("a request needs at least one prompt token and one new token")
+        """Queue a request (or the next turn of `session`); returns its id. Refuses (typed error,
+        nothing recorded) a prompt that is empty or has a token that is not an int of the
+        vocabulary, a budget that is not a positive int, and a session unknown or not open."""
+        prompt = intake.prompt_tokens(prompt, self.vocab)
+        max_new_tokens = intake.new_token_budget(max_new_tokens)
+        s = None
+        if session is not None:
+            sid = intake.session_id(session, self._next_sid)
+            s = self.sessions.get(sid)
+            if s is None or s.status is not SessionStatus.OPEN:
+                raise SessionClosed(f"session {sid} is {'closing' if s else 'closed'}: it takes no more turns")
         rid = self._next_rid
         self._next_rid += 1
-        req = Request(rid, prompt, max_new_tokens, session)
+        req = Request(rid, prompt, max_new_tokens, s.sid if s else None)
         self.requests[rid] = req
-        self.generation[rid] = 0
-        if session is None:
+        if s is None:
             req.input = list(prompt)
             self.waiting.append(req)
             return rid
-        s = self.sessions.get(session)
-        if s is None or s.status is not SessionStatus.OPEN:
-            raise ValueError(f"session {session} is not open")
         s.turns.append(rid)
         s.idle_steps = 0
         if s.turn is None:
             self._start_turn(s)
         return rid
 
+    @_guarded
     def open_session(self) -> int:
         sid = self._next_sid
         self._next_sid += 1
         self.sessions[sid] = Session(sid)
         return sid
 
+    @_guarded
     def close_session(self, sid: int) -> None:
         """Close `sid`: queued turns are dropped; with a turn running, the close is deferred
-        until that turn ends. Releases exactly the slot the session owns."""
-        s = self.sessions[sid]
-        if s.status is SessionStatus.CLOSED:
+        until that turn ends. Releases exactly the slot the session owns. A closed session:
+        nothing to do; an id never handed out: `UnknownSession`."""
+        s = self.sessions.get(intake.session_id(sid, self._next_sid))
+        if s is None or s.status is SessionStatus.CLOSED:
             return
         for rid in list(s.turns):
             req = self.requests[rid]
@@ -138,12 +191,16 @@ class Scheduler:
             return
         if s.turn is not None:
             self._drop(self.requests[s.turn], "session closed")
+            s.turns.clear()
+            s.turn = None
         self._close_now(s)
 
+    @_guarded
     def abort(self, rid: int) -> None:
-        """Cancel request `rid`, wherever it is; whatever it holds goes back where it came from."""
-        req = self.requests[rid]
-        if req.done:
+        """Cancel request `rid`, wherever it is; whatever it holds goes back where it came from.
+        An ended request: nothing to do; an id never handed out: `UnknownRequest`."""
+        req = self.requests.get(intake.request_id(rid, self._next_rid))
+        if req is None or req.done:
             return
         if req.phase is Phase.WAITING:
             self._drop(req, "abort")
@@ -151,38 +208,45 @@ class Scheduler:
             self._abort_running(req, "abort")
         self._turn_ended(req)
 
+    def collect(self) -> tuple:
+        """Pop the results waiting in the outbox (also works on a broken scheduler)."""
+        out, self.outbox = tuple(self.outbox), []
+        return out
+
     @property
     def idle(self) -> bool:
-        return not self.waiting and not self.running and self.inflight is None
+        return not self.waiting and not self.running and self.inflight is None and not self.landed and not self.finishing
+
+    @property
+    def broken(self) -> SchedulerBroken | None:
+        return self._broken
+
+    @property
+    def submitted(self) -> int:
+        """Request ids handed out so far (0..submitted-1); the live ones are in `requests`."""
+        return self._next_rid
+
+    @property
+    def opened(self) -> int:
+        """Session ids handed out so far (0..opened-1); the open ones are in `sessions`."""
+        return self._next_sid
 
     # -- one step ----------------------------------------------------------------------------
+    @_guarded
     def step(self) -> StepReport:
+        self._catch_up()
         self._reap_sessions()
         before = self.rolled_back
         batch, retracted = build_batch(self)
-        previous, current, failure = self.inflight, None, None
-        if batch.items:
-            step = self.pool.launch(self.device.marker(self.pool.ledger.launched + 1))
-            try:
-                current = InFlight(step, batch, self._forward(batch))
-            except Exception as exc:  # the step's state writes are unknown: abort its requests
-                failure = exc
-                for req, _ in batch.items:
-                    self._abort_running(req, f"step {step} failed: {exc!r}")
-                    self._turn_ended(req)
-                self.device.finish(step)
-        finished = []
+        current = self._launch(batch) if batch.items else None
         if self.config.overlap:
-            self.inflight = current
+            previous, self.inflight = self.inflight, current
             if previous is not None:
-                self.device.finish(previous.step)
-                finished += self._process(previous)
+                self.landed.append(previous)
         elif current is not None:
-            self.device.finish(current.step)
-            finished += self._process(current)
+            self.landed.append(current)
+        self._catch_up()
         self.fence_finished()
-        if failure is not None:
-            raise StepFailed(f"the forward pass of step {self.pool.ledger.launched} raised: {failure!r}") from failure
         if self.idle and self.config.audit_when_idle:
             self.check_audit()
         return StepReport(
@@ -190,35 +254,35 @@ class Scheduler:
             batch.kind if batch.items else "idle",
             len(batch.items),
             sum(n for _, n in batch.items),
-            tuple(finished),
+            self.collect(),
             self.rolled_back - before,
             tuple(r.rid for r in retracted),
         )
 
-    def run(self, max_steps: int = 10_000) -> int:
-        """Step until idle (or `max_steps`); returns the number of steps taken."""
-        for n in range(max_steps):
-            if self.idle:
-                return n
-            self.step()
-        raise RuntimeError(f"not idle after {max_steps} steps")
+    def run(self, max_steps: int = 10_000) -> dict:
+        """Step until idle (or `max_steps`); returns {rid: Result} of every request that ended
+        meanwhile (the outbox included). If a step raises, what was gathered goes back to the
+        outbox."""
+        results: dict = {}
+        try:
+            for _ in range(max_steps):
+                if self.idle:
+                    results.update((r.rid, r) for r in self.collect())
+                    return results
+                results.update((r.rid, r) for r in self.step().finished)
+            raise RuntimeError(f"not idle after {max_steps} steps")
+        except BaseException:
+            self.outbox[:0] = results.values()
+            raise
 
     # -- audit -------------------------------------------------------------------------------
     def check_audit(self):
         """free + batch + session + released == capacity, the free list is the FREE set, and
         every held slot belongs to a live request or session, as the scheduler itself says."""
-        live_requests = {r.rid for r in self.running}
-        live_sessions = {s.sid for s in self.sessions.values() if s.status is not SessionStatus.CLOSED}
+        live_requests = {r.rid for r in self.requests.values() if r.slot is not None}
+        live_sessions = set(self.sessions)
         audit = self.pool.audit(live_requests, live_sessions)
-        problems = list(audit.problems)
-        for s in self.sessions.values():
-            held = set(self.pool.held_by(Actor.session(s.sid)).tolist())
-            if held != ({s.slot} if s.slot is not None else set()):
-                problems.append(f"session {s.sid} thinks it holds {s.slot}, the pool says {sorted(held)}")
-        for r in self.running:
-            held = set(self.pool.held_by(Actor.request(r.rid)).tolist())
-            if held != {r.slot}:
-                problems.append(f"request {r.rid} thinks it holds {r.slot}, the pool says {sorted(held)}")
+        problems = list(audit.problems) + self._handle_problems()
         leaks = [
             f"slot {leak.slot}: {leak.state.name}, owner {leak.owner}, left there by {leak.last_event.name.lower()}\n{leak.history}"
             for leak in audit.leaks
@@ -226,6 +290,19 @@ class Scheduler:
         if problems or leaks:
             raise AuditFailed("idle audit failed:\n" + "\n".join(problems + leaks))
         return audit
+
+    def _handle_problems(self) -> list:
+        """Where a live request's or session's handle disagrees with what the pool says it holds."""
+        problems = []
+        for s in self.sessions.values():
+            held = set(self.pool.held_by(Actor.session(s.sid)).tolist())
+            if held != ({s.slot} if s.slot is not None else set()):
+                problems.append(f"session {s.sid} thinks it holds {s.slot}, the pool says {sorted(held)}")
+        for r in self.requests.values():
+            held = set(self.pool.held_by(Actor.request(r.rid)).tolist())
+            if held != ({r.slot} if r.slot is not None else set()):
+                problems.append(f"request {r.rid} thinks it holds {r.slot}, the pool says {sorted(held)}")
+        return problems
 
     # -- policy: what the scheduler fires at each decision (mutants override one of these) ----
     def rollback_candidate(self, req: Request) -> None:
@@ -256,7 +333,34 @@ class Scheduler:
         """Fence every step the device has finished."""
         self.pool.fence()
 
-    # -- internals ---------------------------------------------------------------------------
+    # -- the forward pass --------------------------------------------------------------------
+    def _launch(self, batch: Batch) -> InFlight:
+        """Launch `batch`. A fault before the model is called leaves its requests admitted and
+        unfed (the next step feeds them); once it was called, they end (see the contract)."""
+        step = self.pool.launch(self.device.marker(self.pool.ledger.launched + 1))
+        self._state_written = False
+        try:
+            tokens, rows = self._forward(batch)
+        except BaseException as exc:
+            self.device.finish(step)  # nothing more of this step will run
+            if not self._state_written:
+                raise
+            self._fail(batch, step, exc)
+            if isinstance(exc, Exception):
+                raise StepFailed(f"the forward pass of step {step} raised: {exc!r}") from exc
+            raise
+        return InFlight(step, batch.kind, tokens, deque(rows))
+
+    def _fail(self, batch: Batch, step: int, exc: BaseException) -> None:
+        """The slots of a failed step may hold anything: end its requests (a session turn's
+        lent slot goes back to its session, marked stale). A fault in here breaks the scheduler."""
+        self._critical = f"ending the requests of failed step {step}"
+        for req, _ in batch.items:
+            if not req.done:
+                self._abort_running(req, f"step {step} failed: {exc!r}")
+                self._turn_ended(req)
+        self._critical = None
+
     def _forward(self, batch: Batch) -> tuple:
         """Run the layer on the batch (reading and writing the pool by slot index). Returns the
         tokens tensor (a device future) and, per item, (request, generation, row of its token
@@ -266,12 +370,14 @@ class Scheduler:
         conv, ssm = self.pool.conv[0], self.pool.ssm
         if batch.kind == "prefill":
             chunks = [torch.tensor(req.input[req.fed : req.fed + n], dtype=torch.int64) for req, n in items]
+            self._state_written = True  # from here on the slots' state may be written
             nxt = self.model.prefill(chunks, slots, conv, ssm)
         else:  # each request's last token, gathered from the step that produced it
             groups: dict = {}
             for req, _ in items:
-                groups.setdefault(id(req.tail[0]), (req.tail[0], []))[1].append(req.tail[1])
+                groups.setdefault(req.tail[2], (req.tail[0], []))[1].append(req.tail[1])
             last = torch.cat([t[torch.tensor(rows, device=t.device)] for t, rows in groups.values()])
+            self._state_written = True
             nxt = self.model.decode(last.to(slots.device), slots, conv, ssm)
         rows = []
         for i, (req, n) in enumerate(items):
@@ -279,38 +385,54 @@ class Scheduler:
                 req.fed += n
             makes_token = not req.prefilling
             if makes_token:
-                req.tail = (nxt, i)
+                req.tail = (nxt, i, self.pool.ledger.launched)  # the step launched last is this one
                 req.pending_outputs += 1
-            rows.append((req, self.generation[req.rid], i if makes_token else None))
+            rows.append((req, req.generation, i if makes_token else None))
         return nxt, rows
 
-    def _process(self, done: InFlight) -> list:
+    # -- results -----------------------------------------------------------------------------
+    def _catch_up(self) -> None:
+        """Process every landed step, release every request at its budget, close every session
+        whose close is due. Each unit is taken off its queue only once done, so a fault leaves
+        exactly the rest for the next call."""
+        while self.landed:
+            self._process(self.landed[0])
+            self.landed.popleft()
+        while self.finishing:
+            req = self.finishing[0]
+            if req.done:  # aborted meanwhile
+                self.finishing.popleft()
+                continue
+            self._finish(req)
+
+    def _process(self, done: InFlight) -> None:
         """The host learns a finished step's tokens (one `.tolist()`: the step's one device
-        sync on CUDA, taken only once the step is done) and finishes the requests that reached
-        their budget."""
-        tokens, rows = done.produced
-        host = tokens.tolist()
-        finished = []
-        for req, generation, row in rows:
-            if req.done or generation != self.generation[req.rid] or row is None:
-                continue  # aborted or retracted while the step was in flight: its output is void
-            req.pending_outputs -= 1
-            req.output.append(host[row])
-            if len(req.output) >= req.max_new_tokens:
-                self._finish(req)
-                finished.append(req.rid)
-        return finished
+        sync on CUDA, taken only once the step is done); requests at their budget queue to finish."""
+        self.device.finish(done.step)
+        if done.host is None:
+            done.host = done.tokens.tolist()
+        rows = done.rows
+        while rows:
+            req, generation, row = rows[0]
+            if not (req.done or generation != req.generation or row is None):  # else void: aborted or retracted
+                req.pending_outputs -= 1
+                req.output.append(done.host[row])
+                if len(req.output) >= req.max_new_tokens:
+                    self.finishing.append(req)
+            rows.popleft()
 
     def _finish(self, req: Request) -> None:
-        self.release_finished(req)
+        self.release_finished(req)  # the pool moves first: if it refuses, nothing here changed
         if req.session is not None:
             s = self.sessions[req.session]
             s.transcript = (req.input if req.refeeds else s.transcript + req.input) + req.output[:-1]
             s.pending = req.output[-1:]
             s.stale = False
         self._leave(req, "length")
+        self.finishing.popleft()
         self._turn_ended(req)
 
+    # -- internals ---------------------------------------------------------------------------
     def _abort_running(self, req: Request, reason: str) -> None:
         self.release_aborted(req)
         if req.lent:
@@ -318,23 +440,30 @@ class Scheduler:
         self._leave(req, reason)
 
     def _leave(self, req: Request, reason: str) -> None:
-        """`req` is done and keeps no handle on any slot."""
-        req.phase, req.slot, req.lent, req.finish_reason = Phase.DONE, None, False, reason
-        self.generation[req.rid] += 1
+        """`req` is done and keeps no handle on any slot nor any step tensor; it leaves the
+        tables and its result goes to the outbox."""
+        req.phase, req.slot, req.lent, req.finish_reason, req.tail = Phase.DONE, None, False, reason, None
+        req.generation += 1
         if req in self.running:
             self.running.remove(req)
+        self.requests.pop(req.rid, None)
+        self.outbox.append(req.result())
 
     def _drop(self, req: Request, reason: str) -> None:
-        """A waiting request leaves: it holds no slot."""
+        """A waiting request leaves; a candidate that took its slot in a step a fault
+        interrupted gives it back first."""
+        if req.slot is not None:
+            self.rollback_candidate(req)
         if req in self.waiting:
             self.waiting.remove(req)
-        req.phase, req.finish_reason = Phase.DONE, reason
-        self.generation[req.rid] += 1
+        self._leave(req, reason)
 
     def _turn_ended(self, req: Request) -> None:
         if req.session is None:
             return
-        s = self.sessions[req.session]
+        s = self.sessions.get(req.session)
+        if s is None:
+            return
         if req.rid in s.turns:
             s.turns.remove(req.rid)
         if s.turn == req.rid:
@@ -357,13 +486,42 @@ class Scheduler:
         self.waiting.append(req)
 
     def _close_now(self, s: Session) -> None:
+        """Release the session's slot; it leaves the tables. Marked CLOSING first: if the pool
+        refuses, the next step closes it again."""
+        s.status = SessionStatus.CLOSING
         self.release_session(s)
         s.slot, s.status, s.turn = None, SessionStatus.CLOSED, None
+        self.sessions.pop(s.sid, None)
 
     def _reap_sessions(self) -> None:
+        """Close idle sessions past the timeout, and closes that a fault interrupted."""
         timeout = self.config.session_timeout
-        for s in self.sessions.values():
-            if s.status is SessionStatus.OPEN and s.turn is None and not s.turns:
+        for s in list(self.sessions.values()):
+            if s.turn is not None or s.turns:
+                continue
+            if s.status is SessionStatus.CLOSING:
+                self._close_now(s)
+            elif s.status is SessionStatus.OPEN:
                 s.idle_steps += 1
                 if timeout is not None and s.idle_steps > timeout:
                     self._close_now(s)
+
+    # -- faults ------------------------------------------------------------------------------
+    def _after_fault(self, exc: BaseException, where: str) -> None:
+        """Judge a fault by the contract: the scheduler stays usable only if nothing critical
+        was under way and every handle agrees with the pool; otherwise it is broken for good."""
+        if isinstance(exc, SchedulerBroken) or self._broken is not None:
+            return
+        problems = [f"it struck while {self._critical}"] if self._critical else []
+        self._critical = None
+        try:
+            problems += list(self.pool.audit().problems) + self._handle_problems()
+        except BaseException as again:  # noqa: BLE001 - the check itself failed: trust nothing
+            problems.append(f"checking the pool raised {again!r}")
+        if problems:
+            broken = SchedulerBroken(
+                f"the scheduler is broken: {exc!r} in {where}() left it out of step with the pool "
+                f"({'; '.join(problems)}); it refuses every further call"
+            )
+            broken.__cause__ = exc
+            self._broken = broken

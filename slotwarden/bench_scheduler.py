@@ -226,7 +226,7 @@ def measure(
                     "ledger_calls_per_step": med(r["strict"]["ledger_calls"] for r in inst),
                     "steps_timed": sum(r["strict"]["steps"] for r in plain),
                     "running_at_end": len(w.sched.running),
-                    "requests_submitted": len(w.sched.requests),
+                    "requests_submitted": w.sched.submitted,
                     "repeats_us": {c: [r[c]["step_s"] * 1e6 for r in plain] for c in CHECKS},
                     "ledger_repeats_us": {c: [r[c]["ledger_s"] * 1e6 for r in inst] for c in CHECKS},
                 }

@@ -29,7 +29,6 @@ from slotwarden.runtime.assemble import pool_for
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.palette import colour
 from slotwarden.model.vocabulary import Group
-from slotwarden.runtime.request import SessionStatus
 from slotwarden.runtime.scheduler import AuditFailed, Scheduler, SchedulerConfig
 from slotwarden.workload import Driver, WorkloadSpec, make_plan
 
@@ -111,6 +110,7 @@ def simulate(
     if stall_steps is None:
         stall_steps = 4 * (sched.config.session_timeout or 25) + 50
     kinds = Counter()
+    results: list = []  # Result of every request that ended
     failure = None
     bar = None
     if progress:
@@ -129,6 +129,7 @@ def simulate(
             quiet = quiet + 1 if report.kind == "idle" and sched.waiting else 0
             if quiet >= stall_steps:
                 raise Stalled(_stall_report(sched, quiet))
+            results += report.finished
             rollbacks += report.rolled_back
             retractions += len(report.retracted)
             kinds[report.kind] += 1
@@ -150,11 +151,11 @@ def simulate(
     wall = time.perf_counter() - start
 
     audit_line, clean = _final_audit(sched, failure)
-    reqs = sched.requests.values()
-    generated = sum(len(r.output) for r in reqs)
+    results += sched.collect()
+    generated = sum(len(r.output) for r in results) + sum(len(r.output) for r in sched.requests.values())
     in_use = [slots - c[Group.FREE] for c in samples]
-    reasons = Counter(r.finish_reason or "unfinished" for r in reqs)
-    reaped = sum(1 for s in sched.sessions.values() if s.sid not in driver.closed_by_client and s.status is SessionStatus.CLOSED)
+    reasons = Counter(r.reason for r in results) + Counter("unfinished" for _ in sched.requests)
+    reaped = sum(1 for sid in range(sched.opened) if sid not in sched.sessions and sid not in driver.closed_by_client)
     return {
         "device": str(device),
         "dtype": str(dtype).replace("torch.", ""),

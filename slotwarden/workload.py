@@ -10,7 +10,8 @@ queued plain request, of a running plain request and of a running session turn.
 `Driver` plays the client's side around `Scheduler.step()`: `before_step(t)` submits what
 arrives at step t, sends due turns, closes and aborts; `after_step(t)` notices ended turns and
 plans what the client does next. It only uses the scheduler's public calls (`submit`,
-`open_session`, `close_session`, `abort`) and reads `requests`, `sessions`, `waiting`, `running`.
+`open_session`, `close_session`, `abort`) and reads `requests`, `sessions` (the live ones: a
+request or session that ended is no longer there), `waiting`, `running`.
 """
 
 from __future__ import annotations
@@ -167,20 +168,20 @@ class Driver:
             elif live.close_at == t:
                 self._close(live)
             elif live.plan.close == "deferred" and live.turn == len(live.plan.turns) - 1 and live.rid is not None:
-                if s.requests[live.rid].phase is Phase.RUNNING:
+                req = s.requests.get(live.rid)
+                if req is not None and req.phase is Phase.RUNNING:
                     self.stats.deferred_closes += 1
                     self._close(live)
         self._abort(t)
 
     def after_step(self, t: int) -> None:
         for live in list(self.live.values()):
-            status = self.sched.sessions[live.sid].status
-            if status is SessionStatus.CLOSED:  # the reaper (or a deferred close) got there first
+            if live.sid not in self.sched.sessions:  # closed: the reaper (or a deferred close) got there first
                 self.live.pop(live.sid)
                 continue
             if live.rid is None or live.next_at is not None or live.close_at is not None:
                 continue
-            if not self.sched.requests[live.rid].done:
+            if live.rid in self.sched.requests:  # not ended yet
                 continue
             live.rid = None
             if live.turn + 1 < len(live.plan.turns):
@@ -199,13 +200,13 @@ class Driver:
             and not self.session_arrivals
             and not self.live
             and s.idle
-            and all(x.status is SessionStatus.CLOSED for x in s.sessions.values())
+            and not s.sessions  # every session closed
         )
 
     # -- internals -----------------------------------------------------------------------------
     def _send(self, live: _Live, i: int) -> None:
-        session = self.sched.sessions[live.sid]
-        if session.status is not SessionStatus.OPEN:
+        session = self.sched.sessions.get(live.sid)
+        if session is None or session.status is not SessionStatus.OPEN:
             self.stats.skipped_turns += 1
             self.live.pop(live.sid, None)
             return

@@ -22,8 +22,8 @@ CONFIGS = [
 def run_session(sched, turns):
     sid = sched.open_session()
     rids = [sched.submit(prompt, n, session=sid) for prompt, n in turns]
-    sched.run(500)
-    return sid, rids
+    results = sched.run(500)
+    return sid, [results[r].output for r in rids]
 
 
 @pytest.mark.parametrize("config", CONFIGS)
@@ -32,15 +32,14 @@ def test_session_state_continuity(config):
     input, exactly (float64)."""
     sched = make_scheduler(slots=2, **config)
     turns = [([1, 2, 3, 4, 5, 6, 7], 3), ([9, 8], 4), ([5] * 9, 2)]
-    sid, rids = run_session(sched, turns)
+    sid, outputs = run_session(sched, turns)
     concatenated = []
-    for (prompt, _), rid in zip(turns, rids):
+    for (prompt, _), output in zip(turns, outputs):
         concatenated += prompt
         alone = make_scheduler(slots=1, **config)
-        one = alone.submit(concatenated, len(sched.requests[rid].output))
-        alone.run(500)
-        assert alone.requests[one].output == sched.requests[rid].output
-        concatenated += sched.requests[rid].output
+        one = alone.submit(concatenated, len(output))
+        assert alone.run(500)[one].output == output
+        concatenated += output
     s = sched.sessions[sid]
     assert s.transcript + s.pending == concatenated
     conv, ssm, _ = fresh_state(s.transcript)
@@ -81,7 +80,7 @@ def test_rollback_returns_what_the_candidate_took():
     sched = make_scheduler(slots=3, token_budget=5, chunk_size=4)
     sid = sched.open_session()
     first = sched.submit([1, 2], 1, session=sid)
-    sched.run(50)
+    done = sched.run(50)
     parked = sched.sessions[sid].slot
     sched.submit([3, 3, 3], 2)  # takes 3 tokens of the budget
     turn = sched.submit([4, 4, 4, 4], 1, session=sid)  # borrows the session's slot, needs 4 > 2 left
@@ -90,51 +89,56 @@ def test_rollback_returns_what_the_candidate_took():
     assert sched.requests[turn].phase is Phase.WAITING and sched.requests[turn].slot is None
     assert sched.pool.state_of([parked]) == [State.PARKED]  # back with its session, not freed
     assert sched.pool.held_by(Actor.session(sid)).tolist() == [parked]
-    sched.run(50)
-    assert sched.requests[turn].output and sched.requests[first].output
+    done.update(sched.run(50))
+    assert done[turn].output and done[first].output
 
 
 def test_retracted_request_recomputes_the_same_tokens():
     prompts = [([7, 1, 7], 6), ([2, 4], 5), ([9, 9, 1, 2], 4)]
     roomy = make_scheduler(slots=4)
     want = [roomy.submit(p, n) for p, n in prompts]
-    roomy.run(200)
+    wanted = roomy.run(200)
     tight = make_scheduler(slots=2, retract_after=1)
     got = [tight.submit(p, n) for p, n in prompts]
-    retracted = []
+    retracted, results = [], {}
     while not tight.idle:
-        retracted += tight.step().retracted
+        report = tight.step()
+        retracted += report.retracted
+        results.update((r.rid, r) for r in report.finished)
     assert retracted, "the tight pool should have retracted someone"
-    assert [tight.requests[r].output for r in got] == [roomy.requests[r].output for r in want]
+    assert [results[r].output for r in got] == [wanted[r].output for r in want]
 
 
 def test_abort_queued_running_and_lent_turn():
     sched = make_scheduler(slots=2, max_running=1)
     sid = sched.open_session()
     t1 = sched.submit([1, 2, 3], 2, session=sid)
-    sched.run(50)
+    done = sched.run(50)
     slot = sched.sessions[sid].slot
     t2 = sched.submit([4, 5], 10, session=sid)
     queued = sched.submit([6], 3)
     sched.step()  # the turn borrows the session's slot and runs; the plain request waits
     assert sched.requests[t2].phase is Phase.RUNNING and sched.pool.state_of([slot]) == [State.LENT_RUNNING]
     sched.abort(queued)
-    assert sched.requests[queued].done and sched.pool.available() == 1
+    assert queued not in sched.requests and sched.pool.available() == 1
     sched.abort(t2)
     assert sched.pool.state_of([slot]) == [State.PARKED] and sched.sessions[sid].stale
     t3 = sched.submit([7], 2, session=sid)
-    sched.run(50)
+    done.update(sched.run(50))
+    assert done[queued].reason == "abort" and done[t2].reason == "abort"
     # the stale session fed its whole transcript again: continuity still holds
     s = sched.sessions[sid]
     conv, ssm, _ = fresh_state(s.transcript)
     assert torch.equal(sched.pool.ssm[:, s.slot], ssm) and not s.stale
-    assert sched.requests[t1].output and sched.requests[t3].output
+    assert done[t1].output and done[t3].output
     running = sched.submit([8, 8], 50)
     sched.step()
-    held = sched.requests[running].slot
+    req = sched.requests[running]
+    held = req.slot
     sched.abort(running)
     assert sched.pool.state_of([held]) == [State.RELEASED]  # freed at the next fence, not before
-    assert sched.requests[running].slot is None and sched.pool.held_by(Actor.request(running)).numel() == 0
+    assert req.slot is None and running not in sched.requests
+    assert sched.pool.held_by(Actor.request(running)).numel() == 0
     sched.step()
     assert sched.pool.state_of([held]) == [State.FREE]
 
@@ -151,7 +155,7 @@ def test_close_is_deferred_while_a_turn_runs_and_releases_exactly_its_slot():
     assert sched.sessions[sid].status is SessionStatus.CLOSING
     assert sched.pool.state_of([slot]) == [State.LENT_RUNNING]
     sched.run(50)
-    assert sched.sessions[sid].status is SessionStatus.CLOSED
+    assert sid not in sched.sessions  # closed: it left the tables
     assert sched.pool.ledger.counts()[Group.FREE] == 2
 
 
@@ -162,7 +166,7 @@ def test_reaper_closes_idle_sessions():
     sched.run(20)
     for _ in range(4):
         sched.step()
-    assert sched.sessions[sid].status is SessionStatus.CLOSED
+    assert sid not in sched.sessions
     assert sched.pool.ledger.counts()[Group.FREE] == 2
 
 
@@ -198,16 +202,17 @@ def test_a_failing_forward_pass_aborts_its_requests_cleanly(overlap):
     with pytest.raises(StepFailed):
         for _ in range(30):
             sched.step()
-    sched.run(100)
+    done = sched.run(100)
+    done.update((r.rid, r) for r in sched.collect())
     sched.check_audit()  # consistent: every slot accounted for, nothing leaked
-    failed = [r for r in sched.requests.values() if r.finish_reason and "failed" in r.finish_reason]
+    failed = [r for r in done.values() if "failed" in r.reason]
     assert failed
     t = sched.submit([6], 2, session=sid)
-    sched.run(100)
+    done.update(sched.run(100))
     s = sched.sessions[sid]
     conv, ssm, _ = fresh_state(s.transcript)
     assert torch.equal(sched.pool.ssm[:, s.slot], ssm)  # no NaN state silently continued
-    assert sched.requests[t].output
+    assert done[t].output
     _ = plain
 
 
@@ -230,10 +235,10 @@ def test_random_mixed_workloads_end_with_a_clean_audit(seed):
             sched.submit([rng.randrange(64) for _ in range(rng.randrange(1, 7))], rng.randrange(1, 5))
         elif roll < 0.5:
             sid = rng.choice(sessions)
-            if sched.sessions[sid].status is SessionStatus.OPEN:
+            if sid in sched.sessions and sched.sessions[sid].status is SessionStatus.OPEN:
                 sched.submit([rng.randrange(64) for _ in range(rng.randrange(1, 5))], rng.randrange(1, 4), session=sid)
-        elif roll < 0.6 and sched.requests:
-            sched.abort(rng.choice(list(sched.requests)))
+        elif roll < 0.6 and sched.submitted:
+            sched.abort(rng.randrange(sched.submitted))  # live or ended (then nothing to do)
         elif roll < 0.65:
             sched.close_session(rng.choice(sessions))
         sched.step()

@@ -316,17 +316,19 @@ class SchedulerMachine(RuleBasedStateMachine):
         sid = data.draw(st.sampled_from(open_))
         self.sched.submit([(sid + i) % 64 for i in range(n)], new, session=sid)
 
-    @precondition(lambda self: hasattr(self, "sched") and self.sched.requests)
+    @precondition(lambda self: hasattr(self, "sched") and self.sched.submitted)
     @rule(data=st.data())
     @_marks_broken
     def abort(self, data):
-        self.sched.abort(data.draw(st.sampled_from(sorted(self.sched.requests))))
+        """Any request handed out: live, or ended (then nothing to do)."""
+        self.sched.abort(data.draw(st.sampled_from(list(range(self.sched.submitted)))))
 
-    @precondition(lambda self: hasattr(self, "sched") and self.sched.sessions)
+    @precondition(lambda self: hasattr(self, "sched") and self.sched.opened)
     @rule(data=st.data())
     @_marks_broken
     def close(self, data):
-        self.sched.close_session(data.draw(st.sampled_from(sorted(self.sched.sessions))))
+        """Any session handed out: open, closing, or closed (then nothing to do)."""
+        self.sched.close_session(data.draw(st.sampled_from(list(range(self.sched.opened)))))
 
     @rule(times=st.integers(1, 4))
     @_marks_broken

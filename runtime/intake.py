@@ -1,0 +1,57 @@
+"""What `Scheduler.submit` accepts: each argument normalised, or refused with a typed error
+naming the bad value, before anything is recorded."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .scheduler_errors import BadRequest, UnknownRequest, UnknownSession
+
+
+def is_int(value) -> bool:
+    """A Python or numpy integer; never a bool (True would alias id 1)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def prompt_tokens(prompt, vocab: int | None) -> list[int]:
+    """`prompt` as a list of ints in 0..vocab-1 (any iterable of ints, or a 1-D integer tensor
+    or array); raises `BadRequest` naming the first bad token and its position."""
+    if isinstance(prompt, (str, bytes)) or not hasattr(prompt, "__iter__"):
+        raise BadRequest(f"a prompt is a sequence of token ids, not {type(prompt).__name__} {prompt!r:.60}")
+    if isinstance(prompt, (torch.Tensor, np.ndarray)):
+        if prompt.ndim != 1:
+            raise BadRequest(f"a prompt tensor must be 1-D, not of shape {tuple(prompt.shape)}")
+        if isinstance(prompt, torch.Tensor):
+            if prompt.is_floating_point() or prompt.is_complex() or prompt.dtype is torch.bool:
+                raise BadRequest(f"prompt tokens must be integers, not {prompt.dtype}")
+            prompt = prompt.tolist()  # a device sync for a tensor on the device
+        elif prompt.dtype.kind not in "iu":
+            raise BadRequest(f"prompt tokens must be integers, not {prompt.dtype}")
+    tokens = list(prompt)
+    if not tokens:
+        raise BadRequest("a request needs at least one prompt token")
+    for i, t in enumerate(tokens):
+        if not is_int(t):
+            raise BadRequest(f"prompt token {t!r} at position {i} is not an int ({type(t).__name__})")
+        if t < 0 or (vocab is not None and t >= vocab):
+            raise BadRequest(f"prompt token {int(t)} at position {i} is outside the vocabulary 0..{vocab - 1}")
+    return [int(t) for t in tokens]
+
+
+def new_token_budget(n) -> int:
+    if not is_int(n) or n < 1:
+        raise BadRequest(f"max_new_tokens must be a positive int, not {n!r}")
+    return int(n)
+
+
+def request_id(rid, issued: int) -> int:
+    if not is_int(rid) or not 0 <= rid < issued:
+        raise UnknownRequest(f"no request {rid!r}: ids handed out so far are 0..{issued - 1}")
+    return int(rid)
+
+
+def session_id(sid, issued: int) -> int:
+    if not is_int(sid) or not 0 <= sid < issued:
+        raise UnknownSession(f"no session {sid!r}: ids handed out so far are 0..{issued - 1}")
+    return int(sid)

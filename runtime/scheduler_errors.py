@@ -1,0 +1,39 @@
+"""The scheduler's typed errors: refusals at its door (nothing changed) and its fault states."""
+
+from __future__ import annotations
+
+
+class SchedulerError(Exception):
+    """Base of the scheduler's own errors."""
+
+
+class BadRequest(SchedulerError, ValueError):
+    """`submit` refused its arguments (a prompt token outside the vocabulary or not an int, an
+    empty prompt, a budget that is not a positive int); nothing was recorded."""
+
+
+class UnknownRequest(SchedulerError, LookupError):
+    """A request id the scheduler never handed out (or not an int id); nothing changed."""
+
+
+class UnknownSession(SchedulerError, LookupError):
+    """A session id the scheduler never handed out (or not an int id); nothing changed."""
+
+
+class SessionClosed(SchedulerError, ValueError):
+    """A turn submitted to a session that is closed or closing; nothing was recorded."""
+
+
+class StepFailed(SchedulerError, RuntimeError):
+    """The forward pass of a step raised after it may have written state: its requests were
+    ended first (reason "step N failed: ..."), everything else continues exactly."""
+
+
+class AuditFailed(SchedulerError, RuntimeError):
+    """The idle audit found a slot unaccounted for; the message carries the slots' history."""
+
+
+class SchedulerBroken(SchedulerError, RuntimeError):
+    """A fault left the scheduler's bookkeeping out of step with the pool. It refuses every
+    further call with this error; the message names the fault (also its `__cause__`) and
+    what disagreed. Results already ended can still be taken with `collect()`."""
