@@ -95,7 +95,9 @@ def take_slot(sched: "Scheduler", req: Request) -> bool:
                 return True
         ids = sched.pool.alloc(1, actor)
     except BaseException:
-        _adopt(sched, req)
+        if _adopt(sched, req) is State.TAKEN:  # allocated, but its zeroing may not have run: give it back
+            sched.pool.rollback([req.slot], actor)
+            req.slot = None
         raise
     if ids is None:
         return False

@@ -202,11 +202,14 @@ class Scheduler:
         req = self.requests.get(intake.request_id(rid, self._next_rid))
         if req is None or req.done:
             return
-        if req.phase is Phase.WAITING:
-            self._drop(req, "abort")
-        else:
-            self._abort_running(req, "abort")
-        self._turn_ended(req)
+        try:
+            if req.phase is Phase.WAITING:
+                self._drop(req, "abort")
+            else:
+                self._abort_running(req, "abort")
+        finally:
+            if req.done:  # also when the pool moved before a fault struck: the turn ended
+                self._turn_ended(req)
 
     def collect(self) -> tuple:
         """Pop the results waiting in the outbox (also works on a broken scheduler)."""
@@ -259,6 +262,7 @@ class Scheduler:
             tuple(r.rid for r in retracted),
         )
 
+    @_guarded
     def run(self, max_steps: int = 10_000) -> dict:
         """Step until idle (or `max_steps`); returns {rid: Result} of every request that ended
         meanwhile (the outbox included). If a step raises, what was gathered goes back to the
@@ -422,9 +426,20 @@ class Scheduler:
             rows.popleft()
 
     def _finish(self, req: Request) -> None:
-        self.release_finished(req)  # the pool moves first: if it refuses, nothing here changed
+        try:
+            self.release_finished(req)  # the pool moves first: if it refuses, nothing here changed
+        except BaseException:
+            if self._holds(req):
+                raise
+            self._finished(req)  # the pool moved before the fault struck: record it
+            raise
+        self._finished(req)
+
+    def _finished(self, req: Request) -> None:
         if req.session is not None:
             s = self.sessions[req.session]
+            if not req.lent:
+                s.slot = req.slot  # parked: the session's now
             s.transcript = (req.input if req.refeeds else s.transcript + req.input) + req.output[:-1]
             s.pending = req.output[-1:]
             s.stale = False
@@ -434,7 +449,15 @@ class Scheduler:
 
     # -- internals ---------------------------------------------------------------------------
     def _abort_running(self, req: Request, reason: str) -> None:
-        self.release_aborted(req)
+        try:
+            self.release_aborted(req)
+        except BaseException:
+            if not self._holds(req):  # the pool moved before the fault struck: record it
+                self._aborted(req, reason)
+            raise
+        self._aborted(req, reason)
+
+    def _aborted(self, req: Request, reason: str) -> None:
         if req.lent:
             self.sessions[req.session].stale = True  # its state was advanced in place
         self._leave(req, reason)
@@ -489,9 +512,21 @@ class Scheduler:
         """Release the session's slot; it leaves the tables. Marked CLOSING first: if the pool
         refuses, the next step closes it again."""
         s.status = SessionStatus.CLOSING
-        self.release_session(s)
+        try:
+            self.release_session(s)
+        except BaseException:
+            if s.slot is None or not self.pool.held_by(Actor.session(s.sid)).numel():
+                self._closed(s)  # the pool moved before the fault struck: record it
+            raise
+        self._closed(s)
+
+    def _closed(self, s: Session) -> None:
         s.slot, s.status, s.turn = None, SessionStatus.CLOSED, None
         self.sessions.pop(s.sid, None)
+
+    def _holds(self, req: Request) -> bool:
+        """Whether the pool says `req` still holds a slot (after a call for it raised)."""
+        return bool(self.pool.held_by(Actor.request(req.rid)).numel())
 
     def _reap_sessions(self) -> None:
         """Close idle sessions past the timeout, and closes that a fault interrupted."""
