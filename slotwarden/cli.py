@@ -1,4 +1,9 @@
-"""The `slotwarden` command line. Each subcommand imports what it needs when it runs."""
+"""The `slotwarden` command line. Each subcommand imports what it needs when it runs.
+
+User errors (a bad argument, an output path that cannot be written, a device that is not
+there, a run that would check nothing) print one line on stderr and exit 2, before any work
+starts; an OSError met during the work prints one line and exits 1. Never a traceback.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from slotwarden.cli_args import Parser, UsageError, count, device, output_file, output_folder, positive_int, positive_seconds
+
 DOCS = Path("docs")
 
 
 def _diagram(args) -> int:
+    if args.output:
+        output_file(args.output, "-o")
     from slotwarden.model.diagram import RenderUnavailable, UnknownName, parse_highlight, render
 
     try:
@@ -30,6 +39,7 @@ def _diagram(args) -> int:
 
 
 def _docs(args) -> int:
+    output_folder(args.dir, "--dir")
     from slotwarden.docs import write_docs
 
     for path in write_docs(Path(args.dir)):
@@ -44,6 +54,9 @@ def _verify(args) -> int:
 
 
 def _bench(args) -> int:
+    device(args.device)
+    if args.json:
+        output_file(args.json, "--json")
     if args.target == "pool":
         from slotwarden.bench_pool import run
     else:
@@ -52,6 +65,15 @@ def _bench(args) -> int:
 
 
 def _demo(args) -> int:
+    device(args.device)
+    if args.sessions + args.requests == 0:
+        raise UsageError("slotwarden demo: --sessions 0 --requests 0 is a workload of nothing: nothing to run")
+    if args.plot:
+        from slotwarden.demo import PLOT_HINT, have_matplotlib
+
+        if not have_matplotlib():
+            raise UsageError(f"slotwarden demo: --plot needs matplotlib: {PLOT_HINT}")
+        output_file(args.plot, "--plot")
     from slotwarden.demo import run
 
     return run(args)
@@ -64,7 +86,7 @@ def _check_trace(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="slotwarden",
         description="The lifecycle of recurrent-state slots in LLM serving: declared once, enforced, verified.",
     )
@@ -110,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: a fixed one, reproducible)")
     p.add_argument("--shard", metavar="I/N", help="run only shard I of N of the jobs (split a campaign over machines)")
     p.add_argument("--report", metavar="DIR", help="write report.md and report.json (results, diagram, counterexamples) to DIR")
-    p.add_argument("--proof-timeout", type=float, default=None, metavar="S", help="CrossHair per-condition timeout in seconds (default: 300)")
+    p.add_argument("--proof-timeout", type=positive_seconds, default=None, metavar="S", help="CrossHair per-condition timeout in seconds (default: 300)")
     p.add_argument("--only", action="append", metavar="PROOF", help="run only this CrossHair proof (repeatable)")
     p.set_defaults(func=_verify)
 
@@ -134,9 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
         "use and the final audit.",
     )
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
-    p.add_argument("--sessions", type=int, default=24, help="streaming sessions (default: 24)")
-    p.add_argument("--requests", type=int, default=96, help="plain requests (default: 96)")
-    p.add_argument("--slots", type=int, default=16, help="pool size in slots (default: 16)")
+    p.add_argument("--sessions", type=count, default=24, help="streaming sessions, >= 0 (default: 24)")
+    p.add_argument("--requests", type=count, default=96, help="plain requests, >= 0 (default: 96)")
+    p.add_argument("--slots", type=positive_int, default=16, help="pool size in slots, >= 1 (default: 16)")
     p.add_argument("--overlap", action="store_true", help="overlap scheduling (fences delay slot reuse)")
     p.add_argument("--seed", type=int, default=0, help="workload seed (default: 0)")
     p.add_argument("--plot", metavar="FILE.png", help="draw slot occupancy by state over time (needs matplotlib)")
@@ -157,8 +179,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    command = "slotwarden"
+    try:
+        args = build_parser().parse_args(argv)
+        command = f"slotwarden {args.command}"
+        return args.func(args)
+    except UsageError as exc:
+        print(str(exc) if str(exc).startswith("slotwarden") else f"{command}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # met during the work (a disk full, a file removed meanwhile)
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+from slotwarden.cli_args import UsageError, output_folder
 from slotwarden.model import proofs as model_proofs
 from slotwarden.model import registry
 from slotwarden.verification.agreement import judge
@@ -128,11 +129,22 @@ def _mutant_named(name: str, budget: Budget, seed, shrink: bool) -> Row:
 
 
 def run_verify(args) -> int:
+    """Run the campaign of `args`. User errors (a malformed or empty shard, an unknown proof,
+    a report folder that cannot be written) raise `UsageError` before any job runs. PASS needs
+    every check to hold and at least one check to have run."""
     level_name = "quick" if args.quick else "thorough" if args.thorough else "default"
     level = LEVELS[level_name]
     timeout = args.proof_timeout or DEFAULT_TIMEOUT
     shard, shards = _parse_shard(args.shard)
-    todo = [j for i, j in enumerate(jobs(level, timeout, args.seed, args.only)) if i % shards == shard]
+    unknown = sorted(set(args.only or ()) - set(model_proofs.PROOFS))
+    if unknown:
+        raise UsageError(f"--only {unknown[0]}: no such proof; the proofs are {', '.join(model_proofs.PROOFS)}")
+    if args.report:
+        output_folder(args.report, "--report")
+    every = jobs(level, timeout, args.seed, args.only)
+    todo = [j for i, j in enumerate(every) if i % shards == shard]
+    if not todo:
+        raise UsageError(f"--shard {args.shard}: shard {shard + 1} of {shards} has no job (the {level_name} run has {len(every)}): use N <= {len(every)}")
     print(f"slotwarden verify: {level_name} run, shard {shard + 1}/{shards}, {len(todo)} jobs, seed {args.seed}", flush=True)
     if level_name == "quick":
         print("quick run skips: " + "; ".join(skipped_by_quick()), flush=True)
@@ -160,7 +172,7 @@ def run_verify(args) -> int:
             for row in pool.map(_mutant_named, *zip(*(j[2] for j in mutant_jobs))):
                 show(row)
     total = time.perf_counter() - start
-    ok = all(r.ok for r in rows)
+    ok = bool(rows) and all(r.ok for r in rows)  # a run that checked nothing never passes
     print(_summary(rows, total, level_name, level), flush=True)
     if args.report:
         _write_report(Path(args.report), rows, total, level_name, ok)
@@ -189,11 +201,14 @@ def skipped_by_quick() -> list[str]:
 
 
 def _parse_shard(text: str | None) -> tuple[int, int]:
-    if not text:
+    if text is None:
         return 0, 1
-    i, n = (int(x) for x in text.split("/"))
+    parts = text.split("/")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise UsageError(f"--shard {text}: want I/N, two whole numbers with 1 <= I <= N (e.g. 1/4)")
+    i, n = int(parts[0]), int(parts[1])
     if not 1 <= i <= n:
-        raise SystemExit(f"--shard {text}: want I/N with 1 <= I <= N")
+        raise UsageError(f"--shard {text}: want I/N with 1 <= I <= N")
     return i - 1, n
 
 
