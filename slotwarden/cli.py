@@ -80,6 +80,8 @@ def _demo(args) -> int:
 
 
 def _check_trace(args) -> int:
+    if args.plot:
+        output_file(args.plot, "--plot")
     from slotwarden.check_trace import run
 
     return run(args)
@@ -172,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
         "summary. Exits 0 when clean, 1 on any illegal move or leak, 2 when the file is not a trace.",
     )
     p.add_argument("file", metavar="FILE", help="the trace (.jsonl)")
-    p.add_argument("--capacity", type=int, default=None, help="pool size (default: the header's, else the largest id)")
+    p.add_argument("--capacity", type=positive_int, default=None, help="pool size (default: the header's, else the largest id)")
     p.add_argument("--plot", metavar="FILE.png", help="draw a swimlane per slot around the first finding (needs matplotlib)")
     p.set_defaults(func=_check_trace)
     return parser

@@ -6,7 +6,7 @@ import pytest
 from slotwarden import cli
 from slotwarden.cli import main
 
-CASES = {  # name: argv ({file}: an existing file, {tmp}: an existing folder)
+CASES = {  # name: argv ({file}: an existing file, {tmp}: an existing folder, without "missing")
     "verify shard not a number": ["verify", "--quick", "--shard", "abc"],
     "verify shard 0/2": ["verify", "--quick", "--shard", "0/2"],
     "verify shard 3/2": ["verify", "--quick", "--shard", "3/2"],
@@ -19,8 +19,8 @@ CASES = {  # name: argv ({file}: an existing file, {tmp}: an existing folder)
     "verify proof timeout nan": ["verify", "--proof-timeout", "nan"],
     "verify unknown proof": ["verify", "--only", "no_such_proof"],
     "verify report under a file": ["verify", "--quick", "--report", "{file}/r"],
-    "verify report in no folder": ["verify", "--quick", "--report", "/nonexistent-slotwarden-folder/r"],
-    "diagram unwritable": ["diagram", "-o", "/nonexistent-slotwarden-folder/x.svg"],
+    "verify report in no folder": ["verify", "--quick", "--report", "{tmp}/missing/r"],
+    "diagram unwritable": ["diagram", "-o", "{tmp}/missing/x.svg"],
     "diagram into a folder": ["diagram", "-o", "{tmp}"],
     "diagram format": ["diagram", "--format", "gif"],
     "docs dir is a file": ["docs", "--dir", "{file}"],
@@ -30,12 +30,14 @@ CASES = {  # name: argv ({file}: an existing file, {tmp}: an existing folder)
     "demo requests -5": ["demo", "--requests", "-5"],
     "demo nothing to run": ["demo", "--sessions", "0", "--requests", "0"],
     "demo seed": ["demo", "--seed", "1.5"],
-    "demo plot unwritable": ["demo", "--plot", "/nonexistent-slotwarden-folder/o.png"],
+    "demo plot unwritable": ["demo", "--plot", "{tmp}/missing/o.png"],
     "demo device": ["demo", "--device", "warp-drive"],
     "demo no cuda": ["demo", "--device", "cuda:7"],
     "bench target": ["bench", "gpu"],
-    "bench json unwritable": ["bench", "scheduler", "--json", "/nonexistent-slotwarden-folder/b.json"],
+    "bench json unwritable": ["bench", "scheduler", "--json", "{tmp}/missing/b.json"],
     "bench device": ["bench", "pool", "--device", "nope"],
+    "check-trace capacity 0": ["check-trace", "{file}", "--capacity", "0"],
+    "check-trace plot unwritable": ["check-trace", "{file}", "--plot", "{tmp}/missing/s.png"],
     "no command": [],
     "unknown command": ["serve"],
     "unknown option": ["verify", "--fast"],
@@ -57,6 +59,9 @@ def no_work(monkeypatch):
     monkeypatch.setattr(vmain, "_agreement", started)
     monkeypatch.setattr(vmain, "_checker", started)
     monkeypatch.setattr(vmain, "_machine", started)
+    import slotwarden.check_trace
+
+    monkeypatch.setattr(slotwarden.check_trace, "run", started)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
