@@ -57,7 +57,9 @@ from .admission import Batch, build_batch
 from .device import SimulatedDevice
 from .pool import StatePool
 from .request import Phase, Request, Result, Session, SessionStatus
-from .scheduler_errors import AuditFailed, SchedulerBroken, SessionClosed, StepFailed
+from .scheduler_errors import AuditFailed, BadRequest, SchedulerBroken, SessionClosed, StepFailed, UnknownRequest, UnknownSession
+
+_REFUSALS = (BadRequest, SessionClosed, UnknownRequest, UnknownSession)  # raised before anything changes
 
 __all__ = ["Scheduler", "SchedulerConfig", "StepReport", "StepFailed", "AuditFailed", "SchedulerBroken", "Result"]
 
@@ -545,7 +547,7 @@ class Scheduler:
     def _after_fault(self, exc: BaseException, where: str) -> None:
         """Judge a fault by the contract: the scheduler stays usable only if nothing critical
         was under way and every handle agrees with the pool; otherwise it is broken for good."""
-        if isinstance(exc, SchedulerBroken) or self._broken is not None:
+        if isinstance(exc, (SchedulerBroken, *_REFUSALS)) or self._broken is not None:
             return
         problems = [f"it struck while {self._critical}"] if self._critical else []
         self._critical = None
