@@ -4,6 +4,8 @@ continues and every request ends with the fault-free run's tokens (or, when the 
 itself failed, with a prefix of them and a "step N failed" reason) and a clean audit, or it
 refuses every further call with SchedulerBroken naming the fault. Never different tokens."""
 
+import asyncio
+
 import pytest
 
 import torch
@@ -245,3 +247,17 @@ def test_without_the_contract_a_fault_in_result_processing_loses_the_request():
     rids, results, seen = drive(sched)
     with pytest.raises(AssertionError, match="never ended"):
         check_outcome(sched, injector, rids, results, seen, {r: () for r in rids})
+
+
+def test_a_cancellation_in_the_forward_pass_ends_its_batch_and_propagates_as_is():
+    sched = faulty_scheduler(Injector(), overlap=False)
+    sched.model.prefill = Injector(1, "after", asyncio.CancelledError).wrap("model.prefill", MODEL.prefill)
+    first = sched.submit([1, 2], 2)
+    with pytest.raises(asyncio.CancelledError):  # not wrapped: the caller's task sees its cancellation
+        sched.step()
+    assert sched.broken is None
+    later = sched.submit([1, 2], 2)
+    done = sched.run(50)
+    assert done[first].reason == "step 1 failed: CancelledError('injected after model.prefill')"
+    assert done[first].output == () and len(done[later].output) == 2
+    assert sched.check_audit().clean
