@@ -19,19 +19,8 @@ scheduler's tables at once; its `Result` (plain ints) waits in an outbox that th
 `step()` empties into its report's `finished`, `run()` into the dict it returns, or `collect()`
 directly. Closed sessions leave `sessions` too. So memory stays bounded by what is live.
 
-Fault contract: after any exception (`BaseException` included: KeyboardInterrupt, a task's
-cancellation) raised anywhere in a call, the scheduler is in one of three states.
-- Consistent, nothing lost: the work left is held as data (results to process, requests to
-  release, sessions to close, candidates holding their slot) and the next `step()` does it
-  first, so the outputs equal a fault-free run's. This covers every fault before the forward
-  pass, and every fault in result processing, fencing and the audit that leaves the pool as
-  it was (the pool is all-or-nothing), or that struck right after one of admission's moves.
-- The forward pass raised (anything, once the model was called): the slots it may have
-  written are untrustworthy, so its requests end at once with reason "step N failed: ...";
-  an `Exception` is raised as `StepFailed`, a `BaseException` as itself. Others continue exactly.
-- Otherwise (the pool moved but the scheduler could not record it, or a fault while ending a
-  failed step's requests): it is broken. The fault propagates once; then every call raises
-  `SchedulerBroken` naming it. It never continues with tokens different from a fault-free run.
+Faults: see `faults.py` for the contract (after any exception the scheduler is consistent and
+resumes exactly, or a failed forward pass ended its requests, or it refuses every call).
 
 Mid-turn abort decision: a session turn aborted (or retracted, or failed) after it started
 feeding has advanced the session's state in place. Its slot goes back to the session (the
@@ -42,7 +31,6 @@ own prompt. So no slot is ever owned twice, and a half-updated state is never co
 
 from __future__ import annotations
 
-import functools
 from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -57,9 +45,8 @@ from .admission import Batch, build_batch
 from .device import SimulatedDevice
 from .pool import StatePool
 from .request import Phase, Request, Result, Session, SessionStatus
-from .scheduler_errors import AuditFailed, BadRequest, SchedulerBroken, SessionClosed, StepFailed, UnknownRequest, UnknownSession
-
-_REFUSALS = (BadRequest, SessionClosed, UnknownRequest, UnknownSession)  # raised before anything changes
+from .faults import guarded as _guarded, handle_problems
+from .scheduler_errors import AuditFailed, SchedulerBroken, SessionClosed, StepFailed
 
 __all__ = ["Scheduler", "SchedulerConfig", "StepReport", "StepFailed", "AuditFailed", "SchedulerBroken", "Result"]
 
@@ -101,23 +88,6 @@ class StepReport(NamedTuple):
     finished: tuple  # Result of every request that ended since the last report (or collect())
     rolled_back: int
     retracted: tuple
-
-
-def _guarded(call):
-    """A public call: refused once the scheduler is broken; a fault inside it is judged by the
-    fault contract (consistent, or broken from now on) before it propagates."""
-
-    @functools.wraps(call)
-    def guarded(self, *args, **kwargs):
-        if self._broken is not None:
-            raise self._broken
-        try:
-            return call(self, *args, **kwargs)
-        except BaseException as exc:
-            self._after_fault(exc, call.__name__)
-            raise
-
-    return guarded
 
 
 class Scheduler:
@@ -288,7 +258,7 @@ class Scheduler:
         live_requests = {r.rid for r in self.requests.values() if r.slot is not None}
         live_sessions = set(self.sessions)
         audit = self.pool.audit(live_requests, live_sessions)
-        problems = list(audit.problems) + self._handle_problems()
+        problems = list(audit.problems) + handle_problems(self)
         leaks = [
             f"slot {leak.slot}: {leak.state.name}, owner {leak.owner}, left there by {leak.last_event.name.lower()}\n{leak.history}"
             for leak in audit.leaks
@@ -296,19 +266,6 @@ class Scheduler:
         if problems or leaks:
             raise AuditFailed("idle audit failed:\n" + "\n".join(problems + leaks))
         return audit
-
-    def _handle_problems(self) -> list:
-        """Where a live request's or session's handle disagrees with what the pool says it holds."""
-        problems = []
-        for s in self.sessions.values():
-            held = set(self.pool.held_by(Actor.session(s.sid)).tolist())
-            if held != ({s.slot} if s.slot is not None else set()):
-                problems.append(f"session {s.sid} thinks it holds {s.slot}, the pool says {sorted(held)}")
-        for r in self.requests.values():
-            held = set(self.pool.held_by(Actor.request(r.rid)).tolist())
-            if held != ({r.slot} if r.slot is not None else set()):
-                problems.append(f"request {r.rid} thinks it holds {r.slot}, the pool says {sorted(held)}")
-        return problems
 
     # -- policy: what the scheduler fires at each decision (mutants override one of these) ----
     def rollback_candidate(self, req: Request) -> None:
@@ -542,23 +499,3 @@ class Scheduler:
                 s.idle_steps += 1
                 if timeout is not None and s.idle_steps > timeout:
                     self._close_now(s)
-
-    # -- faults ------------------------------------------------------------------------------
-    def _after_fault(self, exc: BaseException, where: str) -> None:
-        """Judge a fault by the contract: the scheduler stays usable only if nothing critical
-        was under way and every handle agrees with the pool; otherwise it is broken for good."""
-        if isinstance(exc, (SchedulerBroken, *_REFUSALS)) or self._broken is not None:
-            return
-        problems = [f"it struck while {self._critical}"] if self._critical else []
-        self._critical = None
-        try:
-            problems += list(self.pool.audit().problems) + self._handle_problems()
-        except BaseException as again:  # noqa: BLE001 - the check itself failed: trust nothing
-            problems.append(f"checking the pool raised {again!r}")
-        if problems:
-            broken = SchedulerBroken(
-                f"the scheduler is broken: {exc!r} in {where}() left it out of step with the pool "
-                f"({'; '.join(problems)}); it refuses every further call"
-            )
-            broken.__cause__ = exc
-            self._broken = broken
