@@ -4,7 +4,7 @@ decode, retraction, abort, session close and overlap fences, over a real (tiny) 
 Every slot move goes through the pool's lifecycle events; the scheduler never touches the
 ledger. One `step()`:
 
-1. finish what an interrupted step left (see the fault contract below); reap idle sessions;
+1. finish what an interrupted step left (see `faults.py`); reap idle sessions;
    build the next batch (see `admission.py`): continuing chunked prefills first, then waiting
    candidates one by one, each taking its slot (alloc, or its session's slot lent to it) and
    rolled back if it then does not fit; if no prefill work, a decode batch;
