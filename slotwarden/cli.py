@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     level.add_argument("--quick", action="store_true", help="a smoke run (about 30 s): small budgets, small bounds, no CrossHair, counterexamples not shrunk")
     level.add_argument("--thorough", action="store_true", help="ten times the default Hypothesis budgets")
     p.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: a fixed one, reproducible)")
-    p.add_argument("--shard", metavar="I/N", help="run only shard I of N of the jobs (split a campaign over machines)")
+    p.add_argument("--shard", metavar="I/N", help="run only shard I of N of the jobs (split a campaign over machines); a shard with no job is refused")
     p.add_argument("--report", metavar="DIR", help="write report.md and report.json (results, diagram, counterexamples) to DIR")
     p.add_argument("--proof-timeout", type=positive_seconds, default=None, metavar="S", help="CrossHair per-condition timeout in seconds (default: 300)")
     p.add_argument("--only", action="append", metavar="PROOF", help="run only this CrossHair proof (repeatable)")
