@@ -57,18 +57,49 @@ def _rebuild(reason, slot, event, actor, slot_id):
     return IllegalMove(reason, slot=slot, event=event, actor=actor, slot_id=slot_id)
 
 
-class BadSlotId(LifecycleError, ValueError):
-    """A slot id that is not a real slot (the pad slot, a sentinel, out of range), one named
-    twice in a batch, or a batch that is not a batch of ids (empty, not integers, on the wrong
-    device). Raised before anything changes."""
+class BadInput(LifecycleError, ValueError):
+    """An argument that is not what the call takes: the wrong type, out of range, or a value
+    reserved for the ledger (an actor id of NOBODY). Names the argument and the bad value; raised
+    before anything changes."""
 
-    def __init__(self, reason: str, *, slot_id, event: Event, actor: Actor):
+    def __init__(self, reason: str, *, argument: str, value, event=None, actor=None):
         self.reason = reason
-        self.slot_id = slot_id
+        self.argument = argument
+        self.value = value
         self.event = event
         self.actor = actor
-        what = event.name.lower() if isinstance(event, Event) else str(event)
-        super().__init__(f"bad slot id {slot_id} for {what} by {actor}: {reason}")
+        super().__init__(self._describe())
+
+    def _describe(self) -> str:
+        call = "" if self.event is None else f" for {_show_event(self.event)}"
+        by = "" if self.actor is None else f" by {_show(self.actor)}"
+        return f"bad {self.argument} {_show(self.value)}{call}{by}: {self.reason}"
+
+    def __reduce__(self):
+        return (_rebuild_bad_input, (type(self), self.reason, self.argument, self.value, self.event, self.actor))
+
+
+def _rebuild_bad_input(cls, reason, argument, value, event, actor):
+    return cls(reason, argument=argument, value=value, event=event, actor=actor)
+
+
+class BadActor(BadInput):
+    """An actor that is not one: not an `Actor`, an unknown kind, or an id that is not an int in
+    0..2**63-1 (NOBODY, -1, names no actor: a slot it took could never be released)."""
+
+
+class BadSlotId(BadInput):
+    """A slot id that is not a real slot (the pad slot, a sentinel, out of range), one named
+    twice in a batch, or a batch that is not a batch of ids (empty, not integers, not 1-D, on
+    the wrong device). Raised before anything changes."""
+
+    def __init__(self, reason: str, *, slot_id, event: Event, actor: Actor):
+        self.slot_id = slot_id
+        super().__init__(reason, argument="slot id", value=slot_id, event=event, actor=actor)
+
+    def _describe(self) -> str:
+        by = "" if self.actor is None else f" by {_show(self.actor)}"
+        return f"bad slot id {_show(self.slot_id)} for {_show_event(self.event)}{by}: {self.reason}"
 
     def __reduce__(self):
         return (_rebuild_bad_id, (self.reason, self.slot_id, self.event, self.actor))
@@ -76,6 +107,24 @@ class BadSlotId(LifecycleError, ValueError):
 
 def _rebuild_bad_id(reason, slot_id, event, actor):
     return BadSlotId(reason, slot_id=slot_id, event=event, actor=actor)
+
+
+class WrongThread(LifecycleError):
+    """A ledger (and the pool or guard around it) called from a thread other than the one using
+    it. They are single-threaded: one thread at a time, handed over with `adopt()`."""
+
+
+def _show(value, limit: int = 60) -> str:
+    """A short rendering of any value, even one whose `str` raises (junk input)."""
+    try:
+        text = str(value) if isinstance(value, Actor) else repr(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _show_event(event) -> str:
+    return event.name.lower() if isinstance(event, Event) else str(event)
 
 
 class FenceError(LifecycleError):

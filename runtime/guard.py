@@ -6,6 +6,12 @@ the guard, naming who makes it. The guard checks the move against the lifecycle 
 raises at the call that makes a bad one (a double free, a rollback freeing a session's slot,
 the pad slot or a `-1` sentinel freed), with the engine's free list untouched. Released slots
 reach the engine's free list only at the fence of the step that may still use them.
+
+All or nothing, the engine included: slots are handed to the engine's `free` after every check
+and before the ledger writes, so an engine whose `free` raises still owns none of them and the
+ledger still says where they are (never FREE in the ledger while missing from the engine).
+Bad input is refused (`runtime.inputs`) before the engine is asked anything. Single-threaded,
+like its ledger (`WrongThread`).
 """
 
 from __future__ import annotations
@@ -15,10 +21,11 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from slotwarden.model.errors import BadSlotId
+from slotwarden.model.errors import BadInput, BadSlotId
 from slotwarden.model.step import legal_rule
 from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, Actor, Event, State
 
+from . import inputs
 from .ledger import Audit, SlotLedger
 from .trace import attach as attach_trace
 
@@ -38,6 +45,8 @@ class LedgerGuard:
     """Wraps `allocator` (slots 1..capacity) with the lifecycle's ownership ledger."""
 
     def __init__(self, allocator: SlotAllocator, capacity: int, *, check: str = "strict", trace=None):
+        if not (callable(getattr(allocator, "alloc", None)) and callable(getattr(allocator, "free", None))):
+            raise BadInput("an allocator with alloc(n) and free(ids)", argument="allocator", value=allocator)
         self.allocator = allocator
         self.ledger = SlotLedger(capacity, check=check, free_list=False)
         attach_trace(self.ledger, trace)  # a slot-event trace (runtime/trace.py); None: off, nothing added
@@ -49,19 +58,22 @@ class LedgerGuard:
         back to the engine and raises if the engine gave out a slot that is not free. A bad
         count or an actor that may not allocate raises before the engine is asked (an engine
         slicing its free list would take `free[:-1]` for n = -1)."""
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise BadSlotId(f"alloc needs a positive count, not {n!r}", slot_id=None, event=Event.ALLOC, actor=owner)
+        self.ledger._here()
+        owner = inputs.actor(owner, Event.ALLOC)
+        n = inputs.count(n, owner)
         if owner.kind is not self._alloc_kind:
             legal_rule(FREE_SLOT, Event.ALLOC, owner, NOBODY, self.ledger.lifecycle)  # raises, in the model's words
-        ids = self.allocator.alloc(int(n))
+        ids = self.allocator.alloc(n)
         if ids is None:
             return None
-        self.device = ids.device
         try:
+            if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.numel() != n:
+                raise BadSlotId(f"the engine's alloc({n}) gave {ids!r}", slot_id=None, event=Event.ALLOC, actor=owner)
             self.ledger.apply(ids, Event.ALLOC, owner)
         except Exception:
             self.allocator.free(ids)
             raise
+        self.device = ids.device
         return ids
 
     def fire(self, ids, event: Event, actor: Actor, target: int = NOBODY) -> torch.Tensor:
@@ -69,20 +81,27 @@ class LedgerGuard:
         close): checked whole first, then applied. Slots that become FREE at once (a
         candidate's rollback or abort) go back to the engine now, released ones at their
         fence. Returns the ids given back to the engine now."""
+        self.ledger._here()
+        actor = inputs.actor(actor)
+        event = inputs.event(event, actor)
         if event is Event.ALLOC:  # naming ids here would take them while the engine still lists them free
             raise BadSlotId("alloc through alloc(n, owner): the engine chooses the slots", slot_id=None, event=event, actor=actor)
-        ids = self.ledger.apply(ids, event, actor, target)
-        return self._give_back(ids[self.ledger.cols.state[ids] == _FREE])
+        back = []
+        self.ledger.apply(ids, event, actor, target, before_write=lambda batch: back.append(self._give_back(batch.ids[batch.after == _FREE])))
+        return back[0]
 
     def launch(self, done=None) -> int:
         return self.ledger.launch(done)
 
     def fence(self, step: int | None = None) -> torch.Tensor:
         """Released slots whose step has finished go back to the engine's free list."""
-        return self._give_back(self.ledger.fence(step))
+        back = []
+        due = self.ledger.fence(step, before_write=lambda batch: back.append(self._give_back(batch.ids)))
+        return back[0] if back else torch.from_numpy(due).to(self.device)
 
     def _give_back(self, ids: np.ndarray) -> torch.Tensor:
-        back = torch.from_numpy(ids).to(self.device)
+        """Hand `ids` to the engine (before the ledger writes: if `free` raises, nothing moved)."""
+        back = torch.from_numpy(ids).to(self.device)  # `ids` is the ledger's own copy or the caller's batch
         if ids.size:
             self.allocator.free(back)
         return back

@@ -6,6 +6,15 @@ batch never needs a device sync, whatever device holds the state (see `StatePool
 operation is a batch of one lifecycle event and is all-or-nothing: the whole batch is checked
 against the table and the owner rule (duplicates included) before anything is written, and on
 a violation the model's typed error names the slot, its state, owner, the event and the actor.
+Every argument passes the one validation layer (`runtime.inputs`) first.
+
+Contracts:
+- all or nothing: a call that raises, a typed error for bad input or anything raised by a
+  `before_write` hook (the pool's zeroing, an engine's `free`), leaves every column, the free
+  list, the counters and the flight recorder as they were;
+- single-threaded: the first thread that calls a ledger owns it; a call from any other thread
+  raises `WrongThread` before touching anything (one integer comparison a call). `adopt()`
+  hands the ledger over to the calling thread.
 
 Memory: 30 bytes a slot (state 1, owner 8, borrower 8, fence 4, last event 1, free ring 4,
 duplicate stamp 4), plus the flight recorder's bounded list of recent batches.
@@ -13,6 +22,7 @@ duplicate stamp 4), plus the flight recorder's bounded list of recent batches.
 
 from __future__ import annotations
 
+import threading
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -20,11 +30,12 @@ import torch
 
 from slotwarden.kernels.transition import Batch, Columns, compile_events, look_up, write
 from slotwarden.model.declaration import Lifecycle
-from slotwarden.model.errors import BadSlotId, FenceError, IllegalMove
+from slotwarden.model.errors import BadInput, BadSlotId, FenceError, IllegalMove, WrongThread
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.table import ILLEGAL, NO_KIND, compile_table
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Group, Slot, State
 
+from . import inputs
 from .recorder import FlightRecorder
 
 CHECKS = ("strict", "off")
@@ -75,10 +86,15 @@ class SlotLedger:
         recorder_depth: int = 512,
         lifecycle: Lifecycle = LIFECYCLE,
     ):
-        if not isinstance(capacity, int) or capacity < 1:
-            raise ValueError(f"a ledger needs a capacity of at least 1 slot, not {capacity!r}")
-        if check not in CHECKS:
-            raise ValueError(f"check must be one of {CHECKS}, not {check!r}")
+        capacity = inputs.capacity(capacity)
+        if not isinstance(check, str) or check not in CHECKS:
+            raise BadInput(f"check must be one of {CHECKS}", argument="check", value=check)
+        if not isinstance(free_list, bool):
+            raise BadInput("free_list is True or False", argument="free_list", value=free_list)
+        if not inputs.is_int(recorder_depth) or recorder_depth < 0:
+            raise BadInput("recorder_depth is an int >= 0", argument="recorder_depth", value=recorder_depth)
+        if not isinstance(lifecycle, Lifecycle):
+            raise BadInput("a Lifecycle declaration", argument="lifecycle", value=lifecycle)
         self.capacity, self.check, self.lifecycle = capacity, check, lifecycle
         n = capacity + 1
         self.tensors = {
@@ -102,26 +118,58 @@ class SlotLedger:
         self._owner_kind = np.array(table.owner_kind, dtype=np.uint8)
         self._lent = np.array(table.lent, dtype=bool)
         self._group = np.array(table.group, dtype=np.uint8)
-        self.recorder = FlightRecorder(recorder_depth)
+        self.recorder = FlightRecorder(int(recorder_depth))
         self.launched = 0  # the latest step handed to the device
         self.completed = 0  # the latest step fenced
         self._pending: dict[int, Callable[[], bool]] = {}
+        self._thread: int | None = None  # the thread using the ledger (bound at its first call)
+        self._binding = threading.Lock()  # only taken by a thread that is not the owner
+
+    # -- threads -----------------------------------------------------------------------------
+    def adopt(self) -> None:
+        """The calling thread takes the ledger over (the one using it must be done with it)."""
+        with self._binding:
+            self._thread = threading.get_ident()
+
+    def _here(self) -> None:
+        """Refuse a call from a thread other than the ledger's (one comparison when it is)."""
+        if threading.get_ident() != self._thread:
+            self._bind_or_refuse()
+
+    def _bind_or_refuse(self) -> None:
+        me = threading.get_ident()
+        with self._binding:
+            if self._thread is None:
+                self._thread = me
+                return
+        raise WrongThread(
+            f"this slot ledger is used by thread {self._thread}; thread {me} called it. A pool, ledger "
+            "and guard are single-threaded: serialise the calls, or hand over with adopt()"
+        )
 
     # -- queries -----------------------------------------------------------------------------
     def available(self) -> int:
         """How many slots `alloc` can hand out now."""
+        self._here()
         return self._count
 
     def state_of(self, ids) -> np.ndarray:
-        ids = self._ids(ids, Event.ALLOC, Actor.request(NOBODY), allow_empty=True)
+        self._here()
+        ids = self._ids(ids, "state_of", None, allow_empty=True)
         return self.cols.state[ids].copy()
 
     def record(self, slot: int) -> Slot:
+        self._here()
+        return self._record(inputs.slot(slot, self.capacity, "record"))
+
+    def _record(self, slot: int) -> Slot:
         c = self.cols
         return Slot(State(int(c.state[slot])), int(c.owner[slot]), int(c.borrower[slot]), int(c.fence[slot]))
 
     def held_by(self, actor: Actor) -> np.ndarray:
         """The slot ids `actor` owns or borrows, in id order."""
+        self._here()
+        actor = inputs.actor(actor)
         c = self.cols
         owns = (c.owner == actor.id) & (self._owner_kind[c.state] == int(actor.kind))
         if actor.kind is ActorKind.REQUEST:
@@ -131,19 +179,26 @@ class SlotLedger:
 
     def free_list(self) -> np.ndarray:
         """The free list, head first (what the next allocs will take, in order)."""
+        self._here()
         pos = (self._head + np.arange(self._count)) % self.capacity
         return self._ring[pos].astype(np.int64)
 
     def counts(self) -> dict:
-        per_group = np.bincount(self._group[self.cols.state[1:]], minlength=len(Group))
+        """Slots per group, read from the state column (a corrupt state counts in no group)."""
+        self._here()
+        per_state = np.bincount(self.cols.state[1:], minlength=len(State))[: len(State)]
+        per_group = np.bincount(self._group, weights=per_state, minlength=len(Group))
         return {g: int(per_group[g]) for g in Group}
 
     # -- events ------------------------------------------------------------------------------
-    def alloc(self, n: int, actor: Actor) -> np.ndarray | None:
+    def alloc(self, n: int, actor: Actor, before_write: Callable[[Batch], None] | None = None) -> np.ndarray | None:
         """Take `n` slots from the head of the free list for request `actor`, all or none.
-        Returns their ids, or None when fewer than `n` are free (nothing changes)."""
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise BadSlotId(f"alloc needs a positive count, not {n!r}", slot_id=None, event=Event.ALLOC, actor=actor)
+        Returns their ids, or None when fewer than `n` are free (nothing changes).
+        `before_write(batch)` runs once every check has passed and before anything is written
+        (the pool zeroes the slots there): if it raises, nothing changes."""
+        self._here()
+        actor = inputs.actor(actor, Event.ALLOC)
+        n = inputs.count(n, actor)
         if not self.has_free_list:
             raise BadSlotId("this ledger keeps no free list: name the ids", slot_id=None, event=Event.ALLOC, actor=actor)
         if n > self._count:
@@ -154,15 +209,25 @@ class SlotLedger:
             if (self.cols.state[ids] != _FREE).any():  # the free list is the FREE set, or the ledger is corrupt
                 self._check_batch(look_up(self.cols, self._alloc, ids, actor.id), Event.ALLOC, actor, NOBODY)
         batch = Batch(ids, np.full(ids.size, _FREE * 8), None, np.full(ids.size, self._alloc.next_state[_FREE * 8], np.uint8))
+        if before_write is not None:
+            before_write(batch)
         write(self.cols, self._alloc, batch, Event.ALLOC, actor.id, NOBODY, self.launched)
         # the recorder keeps its own copy: the caller gets `ids` and may write into it
         self.recorder.record(Event.ALLOC, actor, NOBODY, self.launched, ids.copy(), _FREE, batch.after)
-        self._head = (self._head + int(n)) % self.capacity
-        self._count -= int(n)
+        self._head = (self._head + n) % self.capacity
+        self._count -= n
         return ids
 
-    def apply(self, ids, event: Event, actor: Actor, target: int = NOBODY) -> np.ndarray:
-        """Fire `event` by `actor` on every slot in `ids` (all or none); returns the ids."""
+    def apply(
+        self, ids, event: Event, actor: Actor, target: int = NOBODY, before_write: Callable[[Batch], None] | None = None
+    ) -> np.ndarray:
+        """Fire `event` by `actor` on every slot in `ids` (all or none); returns the ids.
+        `before_write(batch)` runs after every check and before anything is written (the
+        guard hands freed slots to its engine there): if it raises, nothing changes."""
+        self._here()
+        actor = inputs.actor(actor)
+        event = inputs.event(event, actor)
+        target = inputs.target(target, event, actor)
         ids = self._ids(ids, event, actor)
         if event is Event.ALLOC and self.has_free_list:
             raise BadSlotId("alloc takes a count here: the pool chooses the slots", slot_id=None, event=event, actor=actor)
@@ -172,27 +237,33 @@ class SlotLedger:
                 f"fence of step {actor.id} on slots {ids.tolist()[:8]}, but the device has finished only "
                 f"step {self.finished_steps()} ({self.launched} launched)"
             )
-        return self._apply(ids, event, actor, target)
+        return self._apply(ids, event, actor, target, before_write)
 
     def launch(self, done: Callable[[], bool] | None = None) -> int:
         """A step is handed to the device; returns its number. `done()` says, without waiting,
         whether the device has finished it (a CUDA event's `query`); None: finished at once.
         Slots released from now on wait for this step's fence."""
+        self._here()
+        done = inputs.done(done)
         self.launched += 1
         self._pending[self.launched] = done or _already_done
         return self.launched
 
     def finished_steps(self) -> int:
         """The latest step such that it and every step before it have finished (no wait)."""
+        self._here()
         step = self.completed
         while step + 1 in self._pending and self._pending[step + 1]():
             step += 1
         return step
 
-    def fence(self, step: int | None = None) -> np.ndarray:
+    def fence(self, step: int | None = None, before_write: Callable[[Batch], None] | None = None) -> np.ndarray:
         """The device finished `step` (default: every step it has finished): each released slot
         waiting for it or an earlier step becomes free. Returns the freed ids. Raises
-        `FenceError` for a step not launched or not finished yet."""
+        `FenceError` for a step not launched or not finished yet. `before_write(batch)` runs
+        before anything is written, when slots are due (the guard gives them to its engine)."""
+        self._here()
+        step = inputs.step(step)
         done = self.finished_steps()
         if step is None:
             step = done
@@ -200,28 +271,51 @@ class SlotLedger:
             raise FenceError(f"fence of step {step}, but only {self.launched} steps were launched")
         if step > done:
             raise FenceError(f"fence of step {step} before the device finished it (finished: {done})")
-        for s in range(self.completed + 1, step + 1):
-            self._pending.pop(s, None)
-        self.completed = max(self.completed, step)
         c = self.cols
         due = np.flatnonzero((c.state == _RELEASED) & (c.fence <= step))
         if due.size:
-            self._apply(due, Event.FENCE, Actor.fence(step), NOBODY)
+            self._apply(due, Event.FENCE, Actor.fence(step), NOBODY, before_write)
+        for s in range(self.completed + 1, step + 1):
+            self._pending.pop(s, None)
+        self.completed = max(self.completed, step)
         return due
 
     # -- integrity ---------------------------------------------------------------------------
     def audit(self, live_requests=None, live_sessions=None) -> Audit:
         """Conservation and leaks. With live sets given, a held slot whose owner or borrower
-        is not live is a leak; a released slot whose fence has passed is one too."""
+        is not live is a leak; a released slot whose fence has passed is one too.
+
+        Conservation counts each group from its own source, so that it fails when the sources
+        disagree: FREE from the free list's count (the state column without one), held from
+        the owner column (slots naming an owner), RELEASED from the state column. Their sum
+        is the capacity only if no slot is on the free list and held, no held slot lost its
+        owner (an owner of NOBODY), no owner was left on a free or released slot."""
+        self._here()
+        reqs = inputs.live(live_requests, "live_requests")
+        sess = inputs.live(live_sessions, "live_sessions")
         c = self.cols
+        state, owner = c.state[1:], c.owner[1:]
         counts = self.counts()
         problems = []
-        if sum(counts.values()) != self.capacity:
-            problems.append(f"counts {counts} do not add up to the capacity {self.capacity}")
+        undeclared = np.flatnonzero(state >= len(State)) + 1
+        if undeclared.size:
+            problems.append(f"slots {undeclared.tolist()[:8]} hold no declared state")
+        free_n = self._count if self.has_free_list else int((state == _FREE).sum())
+        held_n = int((owner != NOBODY).sum())
+        released_n = int((state == _RELEASED).sum())
+        if free_n + held_n + released_n != self.capacity:
+            problems.append(
+                f"free ({free_n}, {'free list' if self.has_free_list else 'state column'}) + held ({held_n}, owner column) "
+                f"+ released ({released_n}, state column) = {free_n + held_n + released_n}, not the capacity {self.capacity}"
+            )
+        kind = self._owner_kind[np.minimum(state, len(State) - 1)]
+        astray = np.flatnonzero((kind != NO_KIND) != (owner != NOBODY)) + 1
+        if astray.size:
+            problems.append(f"slots {astray.tolist()[:8]} have an owner field that does not match their state")
         free_ok = True
         if self.has_free_list:
             fl = self.free_list()
-            free_ids = np.flatnonzero(c.state[1:] == _FREE) + 1
+            free_ids = np.flatnonzero(state == _FREE) + 1
             if len(fl) != len(np.unique(fl)):
                 free_ok = False
                 problems.append(f"the free list holds {len(fl) - len(np.unique(fl))} duplicate ids")
@@ -229,17 +323,18 @@ class SlotLedger:
                 free_ok = False
                 problems.append(f"the free list ({len(fl)} ids) is not the set of FREE slots ({len(free_ids)})")
         leaking = np.zeros(self.capacity + 1, dtype=bool)
-        leaking[1:] = (c.state[1:] == _RELEASED) & (c.fence[1:] <= self.completed)
-        if live_requests is not None or live_sessions is not None:
-            reqs = np.array(sorted(live_requests or ()), dtype=np.int64)
-            sess = np.array(sorted(live_sessions or ()), dtype=np.int64)
-            kind = self._owner_kind[c.state]
+        leaking[1:] = (state == _RELEASED) & (c.fence[1:] <= self.completed)
+        if reqs is not None or sess is not None:
+            reqs = reqs if reqs is not None else np.zeros(0, dtype=np.int64)
+            sess = sess if sess is not None else np.zeros(0, dtype=np.int64)
+            kind = self._owner_kind[np.minimum(c.state, len(State) - 1)]
             owner_live = np.where(kind == int(ActorKind.REQUEST), np.isin(c.owner, reqs), np.isin(c.owner, sess))
             leaking |= (kind != NO_KIND) & ~owner_live
-            leaking |= self._lent[c.state] & ~np.isin(c.borrower, reqs)
+            leaking |= self._lent[np.minimum(c.state, len(State) - 1)] & ~np.isin(c.borrower, reqs)
             leaking[0] = False
+        leaking[1:] &= state < len(State)
         leaks = tuple(
-            Leak(int(s), State(int(c.state[s])), int(c.owner[s]), int(c.borrower[s]), Event(int(c.last_event[s])), self.recorder.explain([s]))
+            Leak(int(s), State(int(c.state[s])), int(c.owner[s]), int(c.borrower[s]), _event_or_int(c.last_event[s]), self.recorder.explain([s]))
             for s in np.flatnonzero(leaking)
         )
         return Audit(self.capacity, counts, free_ok, tuple(problems), leaks)
@@ -248,18 +343,21 @@ class SlotLedger:
         """Copies of every column and counter, to compare before and after a call. The
         duplicate stamp is scratch (every check overwrites it before reading) and holds no
         state, so it is left out: a refused call may have stamped it."""
+        self._here()
         snap = {k: t.clone() for k, t in self.tensors.items() if k not in _SCRATCH}
         snap["counters"] = (self._head, self._count, self.launched, self.completed)
         return snap
 
     # -- internals ---------------------------------------------------------------------------
-    def _apply(self, ids: np.ndarray, event: Event, actor: Actor, target: int) -> np.ndarray:
+    def _apply(self, ids: np.ndarray, event: Event, actor: Actor, target: int, before_write=None) -> np.ndarray:
         table = self.tables[event]
         if self.check == "strict":
             self._check_actor(ids, event, actor, target)
         batch = look_up(self.cols, table, ids, actor.id)
         if self.check == "strict":
             self._check_batch(batch, event, actor, target)
+        if before_write is not None:
+            before_write(batch)
         write(self.cols, table, batch, event, actor.id, target, self.launched)
         freed = ids[batch.after == _FREE] if event is not Event.ALLOC else ids[:0]
         if freed.size and self.has_free_list:
@@ -273,7 +371,7 @@ class SlotLedger:
         if actor.kind is not spec.actor or (spec.target is not None and target < 0):
             from slotwarden.model.step import legal_rule  # the model says why, in its words
 
-            legal_rule(self.record(int(ids[0])), event, actor, target, self.lifecycle, slot_id=int(ids[0]))
+            legal_rule(self._record(int(ids[0])), event, actor, target, self.lifecycle, slot_id=int(ids[0]))
 
     def _check_batch(self, batch: Batch, event: Event, actor: Actor, target: int) -> None:
         bad = batch.after == ILLEGAL
@@ -283,7 +381,7 @@ class SlotLedger:
             from slotwarden.model.step import refusal
             from slotwarden.model.declaration import relation_of
 
-            rec = self.record(slot_id)
+            rec = self._record(slot_id)
             rel = relation_of(self.lifecycle.spec(rec.state), rec, actor)
             more = int(bad.sum()) - 1
             reason = refusal(self.lifecycle, rec, event, rel) + (f" (and {more} more slots in this batch)" if more else "")
@@ -291,23 +389,13 @@ class SlotLedger:
             raise IllegalMove(reason + "\n" + history, slot=rec, event=event, actor=actor, slot_id=slot_id)
 
     def _ids(self, ids, event: Event, actor: Actor, allow_empty: bool = False) -> np.ndarray:
-        """Normalise a batch of ids to a 1-D int64 numpy array and check it (strict mode):
-        integers, real slots 1..capacity, each named once."""
-        if isinstance(ids, torch.Tensor):
-            if ids.is_floating_point() or ids.is_complex() or ids.dtype is torch.bool:
-                raise BadSlotId(f"slot ids must be integers, not {ids.dtype}", slot_id=None, event=event, actor=actor)
-            if ids.device.type != "cpu":
-                ids = ids.cpu()  # device sync: only for ids handed over on a device (LedgerGuard)
-            arr = ids.numpy()
-        else:
-            arr = np.asarray(ids)
-        if arr.size == 0:  # before the dtype: `[]` reads as float64, but it is an empty batch
+        """Normalise a batch of ids to a 1-D int64 numpy array (`inputs.ids`) and check it
+        (strict mode): real slots 1..capacity, each named once."""
+        arr = inputs.ids(ids, event, actor)
+        if arr.size == 0:
             if allow_empty:
-                return np.zeros(0, dtype=np.int64)
+                return arr
             raise BadSlotId("an empty batch", slot_id=None, event=event, actor=actor)
-        if arr.dtype.kind not in "iu":
-            raise BadSlotId(f"slot ids must be integers, not {arr.dtype}", slot_id=None, event=event, actor=actor)
-        arr = arr.reshape(-1).astype(np.int64, copy=False)
         if self.check == "off":
             return arr
         out = (arr - 1).view(np.uint64) >= np.uint64(self.capacity)
@@ -346,3 +434,7 @@ class SlotLedger:
 
 def _already_done() -> bool:
     return True
+
+
+def _event_or_int(code) -> Event | int:
+    return Event(int(code)) if int(code) < len(Event) else int(code)

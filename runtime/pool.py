@@ -5,7 +5,12 @@ The state tensors live on the configured device; the ownership ledger lives on t
 out as host int64 tensors (or anything array-like); `on_device(ids)` gives the copy kernels
 index with. Every operation is a batch of one lifecycle event, checked whole before anything
 changes; an illegal batch raises `IllegalMove`/`BadSlotId` and leaves ledger and state as
-they were.
+they were. Every argument passes `runtime.inputs` first (bad input: `BadInput` and its kinds).
+
+All or nothing, faults from below included: alloc zeroes (fork copies) the slots it hands
+out after every check and before the ledger writes, so a zeroing that raises leaves the slots
+free and the ledger as it was (the zeroing may have reached part of the free slots' state, which
+nobody holds and the next alloc zeroes again). Single-threaded, like its ledger (`WrongThread`).
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ import numpy as np
 import torch
 
 from slotwarden.kernels.slots import copy_slots, zero_slots
-from slotwarden.model.errors import BadSlotId, IllegalCopy
+from slotwarden.model.errors import BadInput, BadSlotId, IllegalCopy
 from slotwarden.model.vocabulary import NOBODY, Actor, Event, Group, State
 
+from . import inputs
 from .config import PoolConfig
 from .ledger import SlotLedger
 from .trace import attach as attach_trace
@@ -26,12 +32,26 @@ class StatePool:
     """Conv and SSM state for `config.num_slots` slots (ids 1..num_slots; 0 is the pad slot)."""
 
     def __init__(self, config: PoolConfig, *, check: str = "strict", recorder_depth: int = 512, trace=None):
+        if not isinstance(config, PoolConfig):
+            raise BadInput("a PoolConfig", argument="config", value=config)
         self.config = config
         self.device = torch.device(config.device)
         self.conv = [torch.zeros(s, dtype=config.conv_dtype, device=self.device) for s in config.conv_shapes()]
         self.ssm = torch.zeros(config.ssm_shape(), dtype=config.ssm_dtype, device=self.device)
         self.ledger = SlotLedger(config.num_slots, check=check, recorder_depth=recorder_depth)
         attach_trace(self.ledger, trace)  # a slot-event trace (runtime/trace.py); None: off, nothing added
+        self._probe()
+
+    def _probe(self) -> None:
+        """Zero and copy the pad slot (all zeros, so nothing changes): a dtype or device the
+        kernels cannot handle is refused here, not at the first alloc."""
+        pad = torch.zeros(1, dtype=torch.int64, device=self.device)
+        try:
+            zero_slots(self.tensors, pad)
+            copy_slots(self.tensors, pad, pad)
+        except (RuntimeError, NotImplementedError, TypeError) as e:
+            dtypes = (self.config.conv_dtype, self.config.ssm_dtype, str(self.device))
+            raise BadInput(f"slot state of these dtypes cannot be zeroed or copied here ({e})", argument="config", value=dtypes) from None
 
     @property
     def tensors(self) -> list[torch.Tensor]:
@@ -55,22 +75,28 @@ class StatePool:
         return self.ledger.audit(live_requests, live_sessions)
 
     def history(self, slot: int, limit: int = 8):
-        return self.ledger.recorder.history(slot, limit)
+        self.ledger._here()
+        slot = inputs.slot(slot, self.capacity, "history")
+        if not inputs.is_int(limit) or limit < 0:
+            raise BadInput("a limit is an int >= 0", argument="limit", value=limit)
+        return self.ledger.recorder.history(slot, int(limit))
 
     def on_device(self, ids) -> torch.Tensor:
-        """`ids` as int64 on the state's device (an async host-to-device copy on CUDA)."""
-        t = ids if isinstance(ids, torch.Tensor) else torch.as_tensor(np.asarray(ids, dtype=np.int64))
-        return t.to(self.device, dtype=torch.int64, non_blocking=True)
+        """`ids` (a 1-D batch of integers) as int64 on the state's device (an async
+        host-to-device copy on CUDA). Converts only: the ids are not checked against the pool."""
+        if isinstance(ids, torch.Tensor) and ids.dtype is torch.int64 and ids.dim() == 1:
+            return ids.to(self.device, non_blocking=True)
+        return torch.from_numpy(inputs.ids(ids, "on_device", None)).to(self.device, non_blocking=True)
 
     # -- lifecycle events --------------------------------------------------------------------
     def alloc(self, n: int, owner: Actor) -> torch.Tensor | None:
         """`n` zeroed slots for request `owner`, or None if fewer than `n` are free (then
         nothing changes: never a partial allocation)."""
-        ids = self.ledger.alloc(n, owner)
-        if ids is None:
-            return None
-        zero_slots(self.tensors, self.on_device(ids))
-        return torch.from_numpy(ids)
+        ids = self.ledger.alloc(n, owner, before_write=self._zero_batch)
+        return None if ids is None else torch.from_numpy(ids)
+
+    def _zero_batch(self, batch) -> None:
+        zero_slots(self.tensors, self.on_device(batch.ids))
 
     def fire(self, event: Event, ids, actor: Actor, target: int = NOBODY) -> torch.Tensor:
         """Fire `event` by `actor` on every slot of `ids` (all or none); returns the ids."""
@@ -99,6 +125,7 @@ class StatePool:
 
     def close(self, session: Actor) -> torch.Tensor:
         """Release every slot `session` owns (raises if one is lent to a turn in flight)."""
+        session = inputs.actor(session, Event.CLOSE)
         ids = self.ledger.held_by(session)
         if ids.size == 0:
             return torch.from_numpy(ids)
@@ -113,6 +140,8 @@ class StatePool:
     # -- data --------------------------------------------------------------------------------
     def copy(self, src, dst, actor: Actor) -> None:
         """Copy the state of slots `src` into slots `dst`, which `actor` must hold."""
+        self.ledger._here()
+        actor = inputs.actor(actor, "copy")
         src_ids = self.ledger._ids(src, "copy", actor)
         dst_ids = self.ledger._ids(dst, "copy", actor)
         if src_ids.size != dst_ids.size:
@@ -126,19 +155,26 @@ class StatePool:
 
     def zero(self, ids, actor: Actor) -> None:
         """Zero the state of slots `actor` holds (owns, or borrows)."""
+        self.ledger._here()
+        actor = inputs.actor(actor, "zero")
         ids = self.ledger._ids(ids, "zero", actor)
         self._require_mine(ids, actor, "zero of")
         zero_slots(self.tensors, self.on_device(ids))
 
     def fork(self, src: int, owner: Actor) -> torch.Tensor | None:
         """A new slot for request `owner` holding a copy of slot `src`'s state (copy-on-write
-        prefix sharing); None if no slot is free."""
-        src_ids = self.ledger._ids([src], Event.ALLOC, owner)
+        prefix sharing); None if no slot is free. The copy happens after every check and
+        before the ledger writes: if it raises, nothing is allocated."""
+        self.ledger._here()
+        owner = inputs.actor(owner, "fork")
+        src_ids = np.array([inputs.slot(src, self.capacity, "fork", owner)], dtype=np.int64)
         self._require_held(src_ids, owner, "forked")
-        ids = self.alloc(1, owner)
-        if ids is not None:
-            copy_slots(self.tensors, self.on_device(src_ids), self.on_device(ids))
-        return ids
+
+        def copy_into(batch) -> None:
+            copy_slots(self.tensors, self.on_device(src_ids), self.on_device(batch.ids))
+
+        ids = self.ledger.alloc(1, owner, before_write=copy_into)
+        return None if ids is None else torch.from_numpy(ids)
 
     def _require_mine(self, ids: np.ndarray, actor: Actor, what: str) -> None:
         """Raise `IllegalCopy` unless `actor` holds (owns or borrows) every slot of `ids`."""

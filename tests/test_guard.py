@@ -6,7 +6,7 @@ it, each bad engine call raises at the call and the engine's free list is untouc
 import pytest
 import torch
 
-from slotwarden.model.errors import BadSlotId, FenceError, IllegalMove
+from slotwarden.model.errors import BadInput, BadSlotId, FenceError, IllegalMove
 from slotwarden.model.vocabulary import Actor, Event, Slot, State
 from slotwarden.runtime.guard import LedgerGuard
 
@@ -237,7 +237,7 @@ def test_a_candidate_rollback_gives_its_slots_back_at_once():
 def test_alloc_of_a_bad_count_never_reaches_the_engine(n):
     engine, guard = guarded()
     frozen = Untouched(engine, guard)
-    with pytest.raises(BadSlotId, match="alloc needs a positive count"):
+    with pytest.raises(BadInput, match="alloc needs a positive count"):
         guard.alloc(n, R1)  # the engine would slice free[:-1] for n = -1
     frozen.check()
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from slotwarden.model.errors import BadSlotId, FenceError, IllegalMove, LifecycleError
+from slotwarden.model.errors import BadActor, BadInput, BadSlotId, FenceError, IllegalMove, LifecycleError
 from slotwarden.model.vocabulary import NOBODY, Actor, Event, Group, Slot, State
 from slotwarden.runtime.ledger import SlotLedger
 
@@ -153,7 +153,7 @@ def test_alloc_is_all_or_nothing():
     assert led.alloc(2, R2) is None
     assert same(before, led.snapshot())
     for n in (0, -1, True, 1.0, "1"):
-        with pytest.raises(BadSlotId, match="alloc needs a positive count"):
+        with pytest.raises(BadInput, match="alloc needs a positive count"):
             led.alloc(n, R2)
     with pytest.raises(IllegalMove, match="only a request may fire it"):
         led.alloc(1, S5)
@@ -234,20 +234,58 @@ def test_audit_reports_a_corrupt_free_list():
     assert any("not the set of FREE slots" in p for p in audit.problems)
 
 
-def test_an_actor_id_of_nobody_matches_no_unowned_field():
-    led = SlotLedger(3)
-    ids = led.alloc(1, Actor.request(NOBODY))  # the model allows it (see below)
-    before = led.snapshot()
-    with pytest.raises(IllegalMove, match=r"illegal admit by request -1 on slot 1 \(state TAKEN, owner nobody\): only its owner"):
-        led.apply(ids, Event.ADMIT, Actor.request(NOBODY))
-    with pytest.raises(IllegalMove, match="only its owner may rollback"):
-        led.apply(ids, Event.ROLLBACK, Actor.request(NOBODY))
-    assert same(before, led.snapshot())
-
-
-@pytest.mark.xfail(reason="model gap: step() lets a request whose id is NOBODY (-1) take a slot, which then "
-                   "has no owner anyone can match (exclusive() is False) and leaks; the model should refuse it")
 def test_a_request_named_nobody_cannot_allocate():
+    """NOBODY (-1) is the mark of an unowned field: a slot it took would have no owner anyone
+    could match, and leak."""
     led = SlotLedger(3)
     with pytest.raises(LifecycleError):
         led.alloc(1, Actor.request(NOBODY))
+
+
+def test_an_actor_id_of_nobody_is_refused_at_every_call_and_changes_nothing():
+    led = SlotLedger(3)
+    ids = led.alloc(1, R1)
+    before = led.snapshot()
+    for call in (
+        lambda: led.alloc(1, Actor.request(NOBODY)),
+        lambda: led.apply(ids, Event.ADMIT, Actor.request(NOBODY)),
+        lambda: led.apply(ids, Event.ROLLBACK, Actor.request(NOBODY)),
+        lambda: led.held_by(Actor.session(NOBODY)),
+    ):
+        with pytest.raises(BadActor, match=r"bad actor request -1|bad actor session -1") as err:
+            call()
+        assert "NOBODY" in str(err.value)
+    assert same(before, led.snapshot())
+    assert led.audit().clean
+
+
+def test_conservation_counts_from_independent_sources_and_fails_on_a_broken_ledger():
+    """free (the free list's count) + held (the owner column) + released (the state column)
+    must be the capacity; each break below left the old per-group sum at the capacity."""
+    led = SlotLedger(4)
+    led.apply(led.alloc(2, R1), Event.ADMIT, R1)
+    assert led.audit().clean
+
+    lost_owner = SlotLedger(4)
+    lost_owner.alloc(1, R1)
+    lost_owner.cols.owner[1] = NOBODY  # a held slot nobody can release (a request named NOBODY took it)
+    audit = lost_owner.audit()
+    assert sum(audit.counts.values()) == 4  # the old clause held
+    assert not audit.clean and audit.free_list_ok
+    assert any("held (0, owner column)" in p and "= 3, not the capacity 4" in p for p in audit.problems), audit.problems
+    assert any("slots [1] have an owner field that does not match" in p for p in audit.problems)
+
+    stray_owner = SlotLedger(4)
+    stray_owner.cols.owner[3] = 9  # an owner left behind on a free slot
+    audit = stray_owner.audit()
+    assert not audit.clean and any("= 5, not the capacity 4" in p for p in audit.problems)
+
+    short_ring = SlotLedger(4, free_list=False)  # the guard's ledger: free from the state column
+    short_ring.apply([2], Event.ALLOC, R1)
+    short_ring.cols.state[2] = int(State.FREE)  # freed behind the ledger's back, owner still set
+    assert not short_ring.audit().clean
+
+    junk_state = SlotLedger(4)
+    junk_state.cols.state[4] = 200
+    audit = junk_state.audit()  # no crash on a state the lifecycle does not declare
+    assert not audit.clean and any("slots [4] hold no declared state" in p for p in audit.problems)

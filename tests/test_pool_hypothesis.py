@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slotwarden.model import pool as M
-from slotwarden.model.errors import BadSlotId, FenceError, IllegalMove, LifecycleError
+from slotwarden.model.errors import BadActor, BadInput, BadSlotId, FenceError, IllegalMove, LifecycleError
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.properties import conserved, exclusive, holdings
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
@@ -131,9 +131,16 @@ def run_runtime(pool: StatePool, op):
 
 
 def runtime_only_refusal(op, launched: int, model_result) -> type | None:
-    """The refusals the runtime adds to the model's: an alloc by id (the pool chooses the slots)
-    and a fence for a step the device has not finished (every launched step finishes at once
-    here). Both come after the id checks, which the model shares."""
+    """The refusals the runtime adds to the model's. Before anything else, the validation of
+    its arguments: an actor named NOBODY (-1; the model would let such a request take a slot
+    nobody could release), a count or a fence step below what it takes. Then an alloc by id
+    (the pool chooses the slots) and a fence for a step the device has not finished (every
+    launched step finishes at once here), both after the id checks, which the model shares."""
+    actor = op[2] if op[0] in ("alloc", "fire") else op[1] if op[0] == "close" else None
+    if actor is not None and actor.id == NOBODY:
+        return BadActor
+    if (op[0] == "alloc" and op[1] < 1) or (op[0] == "fence" and op[1] is not None and op[1] < 0):
+        return BadInput
     if isinstance(model_result, BadSlotId):
         return None
     if op[0] == "fire" and op[1] is Event.ALLOC:
@@ -233,8 +240,9 @@ nobody_ops = st.one_of(
 def test_an_actor_id_of_nobody_is_judged_as_the_model_judges_it(data):
     """NOBODY (-1) fills every unowned owner/borrower field: an actor with that id must not
     match it (the model's `relation_of` never makes NOBODY an owner). The model still lets a
-    request with id -1 allocate, so `exclusive` and `conserved` (which count owners) are not
-    checked here (see test_ledger)."""
+    request with id -1 allocate; the runtime refuses every call by it (`BadActor`, see
+    test_ledger), so `exclusive` and `conserved` (which count owners) are not checked here
+    for the model's sake."""
     pool, model, launched = StatePool(CFG), M.new_pool(CAP), 0
     for _ in range(data.draw(st.integers(5, 40), label="length")):
         op = data.draw(st.one_of(nobody_ops, op_for(model)), label="op")

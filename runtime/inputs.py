@@ -1,0 +1,166 @@
+"""The public edge's one validation layer, shared by `SlotLedger`, `StatePool` and `LedgerGuard`.
+
+Every argument is normalised here to what the runtime works with (an `Event`, an `Actor` whose
+kind is an `ActorKind` and whose id is a Python int, an int, a 1-D integer numpy array of ids)
+or refused with a typed error that names the bad value (`BadInput`, `BadActor`, `BadSlotId`),
+before anything is written. So the runtime's special cases (`event is Event.FENCE`) never see a
+raw int, and no junk reaches a column.
+
+Cost: a few isinstance tests per call, and for ids given as a Python list one C-level scan of
+the element types (numpy turns `[True, 2]` into `[1, 2]` silently); never a Python loop over
+the slots of a batch.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+from slotwarden.model.errors import BadActor, BadInput, BadSlotId
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event
+
+ID_MAX = 2**63 - 1  # actor ids, targets and owners are stored as int64
+CAPACITY_MAX = 2**31 - 2  # the free ring and the duplicate stamp hold int32
+_BOOLS = frozenset((bool, np.bool_))
+_EVENTS = ", ".join(e.name for e in Event)
+
+
+def is_int(value) -> bool:
+    """A Python or numpy integer, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def event(value, actor=None) -> Event:
+    """`value` as an `Event`: an `Event`, or a plain int naming one."""
+    if type(value) is Event:
+        return value
+    if is_int(value) and 0 <= value < len(Event):
+        return Event(int(value))
+    raise BadInput(f"not an event (one of {_EVENTS}, or its number)", argument="event", value=value, actor=actor)
+
+
+def actor(value, event=None) -> Actor:
+    """`value` as an `Actor` of a known kind with an int id in 0..2**63-1. NOBODY (-1) is the
+    ledger's mark for "no owner" and never an actor: a slot it took could never be released."""
+    if type(value) is Actor and type(value.kind) is ActorKind and type(value.id) is int and 0 <= value.id <= ID_MAX:
+        return value
+    if not isinstance(value, Actor):
+        raise BadActor("not an Actor (Actor.request(id), Actor.session(id), Actor.fence(step))", argument="actor", value=value, event=event)
+    kind, ident = value
+    if not isinstance(kind, ActorKind):
+        if not (is_int(kind) and 0 <= kind < len(ActorKind)):
+            raise BadActor(f"unknown actor kind {kind!r}", argument="actor", value=value, event=event)
+        kind = ActorKind(int(kind))
+    if not is_int(ident):
+        raise BadActor(f"an actor id is an int, not {type(ident).__name__}", argument="actor", value=value, event=event)
+    ident = int(ident)
+    if ident == NOBODY:
+        raise BadActor("-1 is NOBODY, the mark of a field with no actor", argument="actor", value=value, event=event)
+    if not 0 <= ident <= ID_MAX:
+        raise BadActor("an actor id is in 0..2**63-1", argument="actor", value=value, event=event)
+    return Actor(kind, ident)
+
+
+def target(value, event=None, actor=None) -> int:
+    """The other party of a lend or park: a request or session id, or NOBODY for none."""
+    if type(value) is int and NOBODY <= value <= ID_MAX:
+        return value
+    if is_int(value) and NOBODY <= value <= ID_MAX:
+        return int(value)
+    raise BadInput("a target is an id in 0..2**63-1, or NOBODY (-1) for none", argument="target", value=value, event=event, actor=actor)
+
+
+def count(value, actor=None) -> int:
+    """How many slots an alloc takes: a positive int."""
+    if is_int(value) and value >= 1:
+        return int(value)
+    raise BadInput("alloc needs a positive count", argument="count", value=value, event=Event.ALLOC, actor=actor)
+
+
+def step(value) -> int | None:
+    """A step number for a fence (None: every finished step)."""
+    if value is None or (type(value) is int and value >= 0):
+        return value
+    if is_int(value) and value >= 0:
+        return int(value)
+    raise BadInput("a step is an int >= 0 (or None)", argument="step", value=value, event=Event.FENCE)
+
+
+def done(value) -> Callable[[], bool] | None:
+    """What a launch is told to ask whether the device has finished: None or a callable."""
+    if value is None or callable(value):
+        return value
+    raise BadInput("done is a callable (a CUDA event's query) or None", argument="done", value=value)
+
+
+def capacity(value) -> int:
+    if is_int(value) and 1 <= value <= CAPACITY_MAX:
+        return int(value)
+    raise BadInput(f"a ledger needs a capacity of at least 1 slot (at most {CAPACITY_MAX})", argument="capacity", value=value)
+
+
+def slot(value, capacity: int, what: str, actor=None) -> int:
+    """One slot id, 1..capacity."""
+    if is_int(value) and 1 <= value <= capacity:
+        return int(value)
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dim() <= 1 and not value.is_floating_point() \
+            and not value.is_complex() and value.dtype is not torch.bool:
+        return slot(value.item(), capacity, what, actor)  # a device sync when the tensor is on a device
+    why = "slot 0 is the pad slot" if is_int(value) and value == 0 else f"one slot id, 1..{capacity}"
+    raise BadSlotId(why, slot_id=value, event=what, actor=actor)
+
+
+def ids(value, event, actor) -> np.ndarray:
+    """A batch of slot ids as a 1-D integer numpy array (a view of `value` where it can be;
+    empty batches come back empty). Only the type is checked here; range and duplicates are
+    the ledger's (`SlotLedger._ids`)."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype is torch.bool or value.is_floating_point() or value.is_complex():
+            raise BadSlotId(f"slot ids must be integers, not {value.dtype}", slot_id=None, event=event, actor=actor)
+        if value.dim() != 1:
+            raise BadSlotId(f"a batch of ids is 1-D, not of shape {tuple(value.shape)}", slot_id=None, event=event, actor=actor)
+        if value.device.type != "cpu":
+            value = value.cpu()  # device sync: only for ids handed over on a device (LedgerGuard)
+        try:
+            arr = value.numpy()
+        except (RuntimeError, TypeError) as e:  # dtypes numpy lacks
+            raise BadSlotId(f"slot ids of dtype {value.dtype}: {e}", slot_id=None, event=event, actor=actor) from None
+    elif isinstance(value, np.ndarray):
+        arr = value
+    elif isinstance(value, (list, tuple, range)):
+        if not _BOOLS.isdisjoint(map(type, value)):
+            raise BadSlotId("slot ids must be integers, not bool", slot_id=None, event=event, actor=actor)
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError, OverflowError) as e:  # ragged, or not numbers at all
+            raise BadSlotId(f"not a batch of slot ids ({e})", slot_id=None, event=event, actor=actor) from None
+    else:
+        raise BadSlotId(
+            f"a batch of slot ids is a 1-D tensor, array, list or tuple of ints, not {type(value).__name__}",
+            slot_id=None, event=event, actor=actor,
+        )
+    if arr.ndim != 1:
+        raise BadSlotId(f"a batch of ids is 1-D, not of shape {arr.shape}", slot_id=None, event=event, actor=actor)
+    if arr.size == 0:  # before the dtype: `[]` reads as float64, but it is an empty batch
+        return np.zeros(0, dtype=np.int64)
+    if arr.dtype.kind not in "iu":
+        raise BadSlotId(f"slot ids must be integers, not {arr.dtype}", slot_id=None, event=event, actor=actor)
+    if arr.dtype == np.uint64 and (arr > ID_MAX).any():
+        raise BadSlotId("not a slot id", slot_id=int(arr[np.argmax(arr > ID_MAX)]), event=event, actor=actor)
+    # contiguous, so that the ids handed back can always become a tensor (`torch.from_numpy`)
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def live(values, what: str) -> np.ndarray | None:
+    """A set of live request or session ids (for the audit), sorted, as int64."""
+    if values is None:
+        return None
+    try:
+        items = list(values)
+    except TypeError:
+        raise BadInput("a collection of ids", argument=what, value=values) from None
+    if not all(map(is_int, items)) or any(not NOBODY < v <= ID_MAX for v in items):
+        raise BadInput("ids are ints in 0..2**63-1", argument=what, value=values)
+    return np.array(sorted(items), dtype=np.int64)

@@ -1,0 +1,97 @@
+"""The concurrency contract: a pool, its ledger and a guard are single-threaded. The first
+thread to call one owns it; a call from another thread raises `WrongThread` before touching
+anything, so two threads racing alloc/rollback can no longer put one id on the free list twice.
+`adopt()` hands the ledger over."""
+
+import sys
+import threading
+
+import pytest
+
+from slotwarden.model.errors import LifecycleError, WrongThread
+from slotwarden.model.vocabulary import Actor, Event
+from slotwarden.runtime.config import PoolConfig
+from slotwarden.runtime.guard import LedgerGuard
+from slotwarden.runtime.pool import StatePool
+
+from test_guard import TensorFreeList
+
+CFG = PoolConfig(num_slots=8, layers=1, conv_dims=(4,), heads=1, head_dim=2, state_size=2)
+
+
+def churn(pool: StatePool, rid: int, rounds: int, failures: dict) -> None:
+    actor = Actor.request(rid)
+    try:
+        for _ in range(rounds):
+            ids = pool.alloc(2, actor)
+            if ids is not None:
+                pool.rollback(ids, actor)
+    except Exception as e:  # noqa: BLE001 - the test sorts them out
+        failures[rid] = e
+
+
+def test_two_threads_racing_alloc_and_rollback_get_a_typed_error_not_a_corrupt_free_list():
+    pool = StatePool(CFG)
+    failures: dict = {}
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race shows at once
+    try:
+        threads = [threading.Thread(target=churn, args=(pool, rid, 300, failures)) for rid in (1, 2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert len(failures) == 1, failures  # one thread owns the pool; the other was refused at its first call
+    (err,) = failures.values()
+    assert isinstance(err, WrongThread) and isinstance(err, LifecycleError)
+    assert "single-threaded" in str(err) and "adopt()" in str(err)
+    with pytest.raises(WrongThread):
+        pool.audit()  # the test's thread is not the owner either
+    pool.ledger.adopt()
+    free = pool.ledger.free_list().tolist()
+    assert sorted(free) == list(range(1, 9)), free  # no id twice, none lost
+    assert pool.audit(set(), set()).clean
+
+
+def test_adopt_hands_a_pool_over_to_another_thread():
+    pool = StatePool(CFG)
+    ids = pool.alloc(1, Actor.request(1))  # this thread owns the pool now
+    seen: dict = {}
+
+    def worker():
+        try:
+            pool.admit(ids, Actor.request(1))
+        except WrongThread as e:
+            seen["refused"] = e
+        pool.ledger.adopt()
+        pool.admit(ids, Actor.request(1))
+        seen["state"] = pool.state_of(ids)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert "refused" in seen and [s.name for s in seen["state"]] == ["RUNNING"]
+    with pytest.raises(WrongThread):
+        pool.finish(ids, Actor.request(1))
+
+
+def test_the_guard_is_single_threaded_too():
+    engine = TensorFreeList(4)
+    guard = LedgerGuard(engine, 4)
+    guard.alloc(1, Actor.request(1))
+    seen = []
+
+    def worker():
+        for call in (lambda: guard.alloc(1, Actor.request(2)), lambda: guard.fire([1], Event.ROLLBACK, Actor.request(1)), guard.fence):
+            try:
+                call()
+            except WrongThread:
+                seen.append(True)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert seen == [True, True, True]
+    assert engine.free_slots.tolist() == [2, 3, 4]  # the engine was never asked
