@@ -149,8 +149,11 @@ def ids(value, event, actor) -> np.ndarray:
         raise BadSlotId(f"slot ids must be integers, not {arr.dtype}", slot_id=None, event=event, actor=actor)
     if arr.dtype == np.uint64 and (arr > ID_MAX).any():
         raise BadSlotId("not a slot id", slot_id=int(arr[np.argmax(arr > ID_MAX)]), event=event, actor=actor)
-    # contiguous, so that the ids handed back can always become a tensor (`torch.from_numpy`)
-    return np.ascontiguousarray(arr, dtype=np.int64)
+    if arr.dtype != np.int64 or arr.strides[0] < 0 or not arr.flags.c_contiguous:
+        # int64 with positive strides, so the ids handed back can become a tensor (`torch.from_numpy`
+        # refuses negative strides, which numpy keeps even on a 1-element "contiguous" array)
+        arr = np.array(arr, dtype=np.int64)
+    return arr
 
 
 def live(values, what: str) -> np.ndarray | None:

@@ -172,6 +172,9 @@ def test_non_contiguous_and_reversed_ids_are_accepted_and_the_result_is_a_tensor
     backwards = np.array([1, 2, 3])[::-1]  # negative strides: torch.from_numpy refuses those
     assert pool2.finish(backwards, R1).tolist() == [3, 2, 1]
     assert pool2.state_of([1, 2, 3]) == [State.RELEASED] * 3
+    one = np.array([4])[::-1]  # one element: numpy calls it contiguous, its stride is still negative
+    assert pool2.on_device(one).tolist() == [4]
+    assert pool2.fire(Event.CLOSE, one, Actor.session(5)).tolist() == [4]
 
 
 # -- counts, steps, launches, queries, configs -----------------------------------------------
