@@ -24,6 +24,7 @@ from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event
 ID_MAX = 2**63 - 1  # actor ids, targets and owners are stored as int64
 CAPACITY_MAX = 2**31 - 2  # the free ring and the duplicate stamp hold int32
 _BOOLS = frozenset((bool, np.bool_))
+_INT64 = np.dtype(np.int64)
 _EVENTS = ", ".join(e.name for e in Event)
 
 
@@ -145,15 +146,16 @@ def ids(value, event, actor) -> np.ndarray:
         raise BadSlotId(f"a batch of ids is 1-D, not of shape {arr.shape}", slot_id=None, event=event, actor=actor)
     if arr.size == 0:  # before the dtype: `[]` reads as float64, but it is an empty batch
         return np.zeros(0, dtype=np.int64)
-    if arr.dtype.kind not in "iu":
-        raise BadSlotId(f"slot ids must be integers, not {arr.dtype}", slot_id=None, event=event, actor=actor)
-    if arr.dtype == np.uint64 and (arr > ID_MAX).any():
+    dtype = arr.dtype
+    if dtype is _INT64 and arr.strides[0] == 8:  # the common case: nothing to convert
+        return arr
+    if dtype.kind not in "iu":
+        raise BadSlotId(f"slot ids must be integers, not {dtype}", slot_id=None, event=event, actor=actor)
+    if dtype.kind == "u" and dtype.itemsize == 8 and (arr > ID_MAX).any():
         raise BadSlotId("not a slot id", slot_id=int(arr[np.argmax(arr > ID_MAX)]), event=event, actor=actor)
-    if arr.dtype != np.int64 or arr.strides[0] < 0 or not arr.flags.c_contiguous:
-        # int64 with positive strides, so the ids handed back can become a tensor (`torch.from_numpy`
-        # refuses negative strides, which numpy keeps even on a 1-element "contiguous" array)
-        arr = np.array(arr, dtype=np.int64)
-    return arr
+    # int64 with positive unit strides, so the ids handed back can become a tensor (`torch.from_numpy`
+    # refuses negative strides, which numpy keeps even on a 1-element "contiguous" array)
+    return np.array(arr, dtype=np.int64)
 
 
 def live(values, what: str) -> np.ndarray | None:
