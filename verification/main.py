@@ -124,7 +124,7 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
     ]
     out += [("hypothesis", n, lambda n=n, m=m, b=b: _machine(n, m, b, seed)) for n, m, b in machines]
     out += [("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"])) for m in MUTANTS]
-    out += [("bad input", "pool, ledger, guard", lambda: _machine("pool, ledger, guard", BadInputMachine, level["pool"], seed)._replace(stage="bad input"))]
+    out += [("bad input", "pool, ledger, guard", lambda: _machine("pool, ledger, guard", BadInputMachine, level["scheduler"], seed)._replace(stage="bad input"))]
     return out
 
 
