@@ -19,8 +19,9 @@ from test_guard import TensorFreeList
 CFG = PoolConfig(num_slots=8, layers=1, conv_dims=(4,), heads=1, head_dim=2, state_size=2)
 
 
-def churn(pool: StatePool, rid: int, rounds: int, failures: dict) -> None:
+def churn(pool: StatePool, rid: int, rounds: int, failures: dict, start: threading.Barrier) -> None:
     actor = Actor.request(rid)
+    start.wait()  # both threads alive before either calls: distinct thread ids, a real race
     try:
         for _ in range(rounds):
             ids = pool.alloc(2, actor)
@@ -36,7 +37,8 @@ def test_two_threads_racing_alloc_and_rollback_get_a_typed_error_not_a_corrupt_f
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race shows at once
     try:
-        threads = [threading.Thread(target=churn, args=(pool, rid, 300, failures)) for rid in (1, 2)]
+        start = threading.Barrier(2)
+        threads = [threading.Thread(target=churn, args=(pool, rid, 300, failures, start)) for rid in (1, 2)]
         for t in threads:
             t.start()
         for t in threads:
