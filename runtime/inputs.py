@@ -159,13 +159,19 @@ def ids(value, event, actor) -> np.ndarray:
 
 
 def live(values, what: str) -> np.ndarray | None:
-    """A set of live request or session ids (for the audit), sorted, as int64."""
+    """A collection of live request or session ids (for the audit) as a sorted int64 array."""
     if values is None:
         return None
     try:
         items = list(values)
     except TypeError:
         raise BadInput("a collection of ids", argument=what, value=values) from None
-    if not all(map(is_int, items)) or any(not NOBODY < v <= ID_MAX for v in items):
+    try:
+        arr = np.asarray(items) if items else np.zeros(0, dtype=np.int64)
+    except (ValueError, TypeError, OverflowError):
+        arr = np.zeros((0, 0))  # ragged: refused below
+    if arr.ndim != 1 or arr.dtype.kind not in "iu" or not _BOOLS.isdisjoint(map(type, items)) or (
+        arr.size and (arr.min() < 0 or arr.max() > ID_MAX)
+    ):
         raise BadInput("ids are ints in 0..2**63-1", argument=what, value=values)
-    return np.array(sorted(items), dtype=np.int64)
+    return np.sort(arr.astype(np.int64))
