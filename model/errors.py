@@ -84,8 +84,8 @@ def _rebuild_bad_input(cls, reason, argument, value, event, actor):
 
 
 class BadActor(BadInput):
-    """An actor that is not one: not an `Actor`, an unknown kind, or an id that is not an int in
-    0..2**63-1 (NOBODY, -1, names no actor: a slot it took could never be released)."""
+    """An actor that is not one: not an `Actor`, an unknown kind, an id that is not an int64,
+    or NOBODY (-1), which names no actor: a slot it took could never be released."""
 
 
 class BadSlotId(BadInput):

@@ -109,6 +109,7 @@ class LedgerGuard:
     # -- integrity ---------------------------------------------------------------------------
     def available(self) -> int:
         """How many slots the ledger holds FREE: what the engine's free list should hold."""
+        self.ledger._here()
         return int(np.count_nonzero(self.ledger.cols.state[1:] == _FREE))
 
     def audit(self, live_requests=None, live_sessions=None) -> Audit:

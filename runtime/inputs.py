@@ -21,7 +21,7 @@ import torch
 from slotwarden.model.errors import BadActor, BadInput, BadSlotId
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event
 
-ID_MAX = 2**63 - 1  # actor ids, targets and owners are stored as int64
+ID_MIN, ID_MAX = -(2**63), 2**63 - 1  # actor ids, targets and owners are stored as int64
 CAPACITY_MAX = 2**31 - 2  # the free ring and the duplicate stamp hold int32
 _BOOLS = frozenset((bool, np.bool_))
 _INT64 = np.dtype(np.int64)
@@ -43,10 +43,11 @@ def event(value, actor=None) -> Event:
 
 
 def actor(value, event=None) -> Actor:
-    """`value` as an `Actor` of a known kind with an int id in 0..2**63-1. NOBODY (-1) is the
-    ledger's mark for "no owner" and never an actor: a slot it took could never be released."""
+    """`value` as an `Actor` of a known kind with an int64 id. NOBODY (-1) is the ledger's mark
+    for "no owner" and never an actor: a slot it took could never be released. (Other negative
+    ids are distinct actors: `GuardedAllocator` names unattributed calls -2.)"""
     if type(value) is Actor and type(value.kind) is ActorKind and type(value.id) is int and 0 <= value.id <= ID_MAX:
-        return value
+        return value  # the common case, in four comparisons
     if not isinstance(value, Actor):
         raise BadActor("not an Actor (Actor.request(id), Actor.session(id), Actor.fence(step))", argument="actor", value=value, event=event)
     kind, ident = value
@@ -59,8 +60,8 @@ def actor(value, event=None) -> Actor:
     ident = int(ident)
     if ident == NOBODY:
         raise BadActor("-1 is NOBODY, the mark of a field with no actor", argument="actor", value=value, event=event)
-    if not 0 <= ident <= ID_MAX:
-        raise BadActor("an actor id is in 0..2**63-1", argument="actor", value=value, event=event)
+    if not ID_MIN <= ident <= ID_MAX:
+        raise BadActor("an actor id is an int64", argument="actor", value=value, event=event)
     return Actor(kind, ident)
 
 
@@ -171,7 +172,7 @@ def live(values, what: str) -> np.ndarray | None:
     except (ValueError, TypeError, OverflowError):
         arr = np.zeros((0, 0))  # ragged: refused below
     if arr.ndim != 1 or arr.dtype.kind not in "iu" or not _BOOLS.isdisjoint(map(type, items)) or (
-        arr.size and (arr.min() < 0 or arr.max() > ID_MAX)
+        arr.size and (arr.max() > ID_MAX or (arr == NOBODY).any())
     ):
-        raise BadInput("ids are ints in 0..2**63-1", argument=what, value=values)
+        raise BadInput("ids are int64s other than NOBODY (-1)", argument=what, value=values)
     return np.sort(arr.astype(np.int64))
