@@ -68,7 +68,13 @@ class BadInput(LifecycleError, ValueError):
         self.value = value
         self.event = event
         self.actor = actor
-        super().__init__(self._describe())
+        super().__init__()  # the text is built when read: a symbolic checker never renders values
+
+    def __str__(self) -> str:
+        return self._describe()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._describe()!r})"
 
     def _describe(self) -> str:
         call = "" if self.event is None else f" for {_show_event(self.event)}"
