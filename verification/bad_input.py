@@ -11,9 +11,9 @@ raised changed nothing.
   list is the guard's FREE set.
 - `SchedulerBadInputMachine`: junk prompts, token counts, session and request ids at the
   scheduler's `submit`, `abort` and `close_session`, between legal submits and steps. On an
-  error (one of `scheduler_errors`): no request, session, queue or slot changed.
+  error (a refusal at the door, `scheduler_errors`): no request, session, queue or slot changed.
 
-`TestX = Machine.TestCase` binds one in a test; `slotwarden verify` runs the first as a stage.
+`TestX = Machine.TestCase` binds one in a test; `slotwarden verify` runs both as a stage.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
 from slotwarden.runtime.assemble import pool_for, scheduler_for
 from slotwarden.runtime.guard import LedgerGuard
+from slotwarden.runtime.scheduler_errors import BadRequest, SessionClosed, UnknownRequest, UnknownSession
 
 from .stateful import MODEL, TensorFreeList
 
@@ -276,7 +277,7 @@ request_ids = st.one_of(st.integers(-1, 8), junk)
 class SchedulerBadInputMachine(RuleBasedStateMachine):
     """Junk at the scheduler's user-facing calls, between legal submits and steps."""
 
-    scheduler_errors: tuple = (LifecycleError, ValueError, LookupError)
+    scheduler_errors: tuple = (LifecycleError, BadRequest, UnknownRequest, UnknownSession, SessionClosed)  # refusals at the door
 
     @initialize(slots=st.integers(1, 3), overlap=st.booleans())
     def setup(self, slots, overlap):

@@ -9,8 +9,9 @@ Stages (each a list of jobs, so `--shard I/N` can split the whole campaign):
    overlap off and on; every machine must pass;
 5. the mutant matrix: each bug of the history injected, and caught by the checker and by the
    Hypothesis scheduler machine (which also says whether the runtime raised at the call);
-6. bad input: junk at every entry point of the pool, its ledger and the guard, each call a
-   typed error that changed nothing, or a success (`verification/bad_input.py`).
+6. bad input: junk at every entry point of the pool, its ledger and the guard, and at the
+   scheduler's submit/abort/close_session, each call a typed error that changed nothing, or a
+   success (`verification/bad_input.py`).
 Exit 0 only if every proof is CONFIRMED, every check holds and every mutant is caught.
 """
 
@@ -26,7 +27,7 @@ from slotwarden.cli_args import UsageError, output_folder
 from slotwarden.model import proofs as model_proofs
 from slotwarden.model import registry
 from slotwarden.verification.agreement import judge
-from slotwarden.verification.bad_input import BadInputMachine
+from slotwarden.verification.bad_input import BadInputMachine, SchedulerBadInputMachine
 from slotwarden.verification.campaign import Budget, run_machine
 from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, check
 from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT, prove
@@ -124,7 +125,8 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
     ]
     out += [("hypothesis", n, lambda n=n, m=m, b=b: _machine(n, m, b, seed)) for n, m, b in machines]
     out += [("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"])) for m in MUTANTS]
-    out += [("bad input", "pool, ledger, guard", lambda: _machine("pool, ledger, guard", BadInputMachine, level["scheduler"], seed)._replace(stage="bad input"))]
+    junk = [("pool, ledger, guard", BadInputMachine), ("scheduler", SchedulerBadInputMachine)]
+    out += [("bad input", n, lambda n=n, m=m: _machine(n, m, level["scheduler"], seed)._replace(stage="bad input")) for n, m in junk]
     return out
 
 
