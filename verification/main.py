@@ -4,11 +4,14 @@ Stages (each a list of jobs, so `--shard I/N` can split the whole campaign):
 1. the declaration: the `transitions` machine, `step()` and the table agree on every move;
    and every single-rule mutant of it is killed by some check, or listed as equivalent;
 2. CrossHair proofs of the model's properties (two worker processes);
-3. the bounded exhaustive model checker over the abstract scheduler;
+3. the bounded exhaustive model checker over the abstract scheduler, then its coverage: every
+   declared rule fired (but those listed unreachable, with a reason) and every `sometimes`
+   goal reached;
 4. the Hypothesis campaign: pool, an engine allocator behind the guard, the scheduler with
    overlap off and on; every machine must pass;
 5. the mutant matrix: each bug of the history injected, and caught by the checker and by the
-   Hypothesis scheduler machine (which also says whether the runtime raised at the call).
+   Hypothesis scheduler machine (which also says whether the runtime raised at the call), each
+   for the reason the mutant names (a catch by another property or error type fails).
 Exit 0 only if every proof is CONFIRMED, every check holds and every mutant is caught.
 """
 
@@ -25,7 +28,7 @@ from slotwarden.model import proofs as model_proofs
 from slotwarden.model import registry
 from slotwarden.verification.agreement import judge
 from slotwarden.verification.campaign import Budget, run_machine
-from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, check
+from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, UNREACHABLE, check, coverage
 from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT, prove
 from slotwarden.verification import declaration_mutants
 from slotwarden.verification.mutants import MUTANTS
@@ -70,12 +73,30 @@ def _proof(name: str, timeout: float) -> Row:
 
 
 def _checker(bounds) -> Row:
-    r = check(bounds)
+    r = _CHECKED[bounds] = check(bounds)
     v = r.violation
     text = f"{r.states} states, {r.transitions} transitions, depth {r.max_depth}" + (f"; VIOLATION {v.property}" if v else "")
     detail = {"bounds": bounds._asdict(), "states": r.states, "transitions": r.transitions, "depth": r.max_depth,
               "violation": None if v is None else {"property": v.property, "message": v.message, "trace": list(map(str, v.trace))}}
     return Row("exhaustive", str(bounds), v is None and r.complete, r.seconds, text, detail)
+
+
+_CHECKED: dict = {}  # bounds -> CheckResult of this process's exhaustive jobs, for the coverage job
+
+
+def _coverage(bounds_list) -> Row:
+    """Every declared rule fired and every `sometimes` goal reached over the run's bounds
+    (bounds this process did not check, e.g. in another shard, are checked here)."""
+    start = time.perf_counter()
+    results = [_CHECKED.get(b) or check(b) for b in bounds_list]
+    cover = coverage(results)
+    detail = {"missed_rules": list(cover.missed_rules), "stale_unreachable": list(cover.stale_unreachable),
+              "missed_goals": list(cover.missed_goals), "unreachable": {_rule_text(k): why for k, why in UNREACHABLE.items()}}
+    return Row("exhaustive", "rule coverage and goals", cover.ok, time.perf_counter() - start, str(cover), detail | {"states": 0})
+
+
+def _rule_text(k) -> str:
+    return f"{k[0].name} --{k[1].name} [{k[2].name}]"
 
 
 def _machine(name: str, machine: type, budget: Budget, seed) -> Row:
@@ -88,16 +109,21 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
     start = time.perf_counter()
     c = check(mutant.bounds, mutant.policy())
     h = run_machine(mutant.name, machine_for(mutant.cls, **mutant.needs), budget, seed, shrink)
-    caught_checker = c.violation is not None
-    caught_hypothesis = not h.passed
+    prop = c.violation.property if c.violation else None
+    caught_checker, caught_hypothesis = mutant.caught_for_the_right_reason(prop, h.error)
     where = {"call": "raised at the call", "audit": "idle audit", "invariant": "invariant"}.get(h.caught_by, "-")
+    c_text = "MISSED" if prop is None else prop if caught_checker else f"WRONG REASON {prop} (want {'/'.join(mutant.checker_catch)})"
+    kind = h.error.split(":")[0]
+    h_text = "MISSED" if h.passed else kind if caught_hypothesis else f"WRONG REASON {kind} (want {'/'.join(mutant.runtime_catch)})"
     text = (
-        f"checker: {c.violation.property if c.violation else 'MISSED'} (trace {len(c.violation.trace) if c.violation else '-'})"
-        f"; hypothesis: {h.error.split(':')[0] if caught_hypothesis else 'MISSED'} after {h.examples} examples, {where}"
+        f"checker: {c_text} (trace {len(c.violation.trace) if c.violation else '-'})"
+        f"; hypothesis: {h_text} after {h.examples} examples, {where}"
     )
     detail = {
         "bug": mutant.bug,
         "rule": mutant.rule,
+        "expected": {"checker": list(mutant.checker_catch), "runtime": list(mutant.runtime_catch)},
+        "right_reason": {"checker": caught_checker, "hypothesis": caught_hypothesis},
         "checker": {"property": c.violation.property if c.violation else None, "states": c.states,
                     "trace": list(map(str, c.violation.trace)) if c.violation else [], "seconds": c.seconds},
         "hypothesis": h._asdict(),
@@ -113,6 +139,7 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
     if level["proofs"]:
         out += [("proofs", n, (n, proof_timeout)) for n in (only or model_proofs.PROOFS)]
     out += [("exhaustive", str(b), lambda b=b: _checker(b)) for b in level["bounds"]]
+    out.append(("exhaustive", "coverage", lambda: _coverage(level["bounds"])))
     machines = [
         ("pool", PoolMachine, level["pool"]),
         ("guard", GuardMachine, level["pool"]),
@@ -221,19 +248,23 @@ def _summary(rows: list[Row], total: float, level_name: str, level: dict) -> str
         elif stage == "proofs" and not level["proofs"]:
             lines.append("| proofs | skipped (--quick) | - | - |")
     states = sum(r.detail["states"] for r in rows if r.stage == "exhaustive")
-    lines.append(f"exhaustive: {states} reachable states over {sum(r.stage == 'exhaustive' for r in rows)} bounds")
+    lines.append(f"exhaustive: {states} reachable states over {sum('bounds' in r.detail for r in rows)} bounds")
     for r in rows:
         if r.stage == "mutations":
             lines += ["", "== declaration mutants: kill matrix (per rule: how each of its mutants was killed)"]
             lines += declaration_mutants.matrix_lines(r.detail)
     mutants = [r for r in rows if r.stage == "mutants"]
     if mutants:
-        lines += ["", "== mutant matrix", "| mutant | bug (SGLang PR) | checker: property, trace | Hypothesis: examples, seconds, caught at |", "|---|---|---|---|"]
+        lines += ["", "== mutant matrix", "| mutant | bug (SGLang PR) | expected catch | checker: property, trace | Hypothesis: examples, seconds, caught at |", "|---|---|---|---|---|"]
         for r in mutants:
             c, h = r.detail["checker"], r.detail["hypothesis"]
             where = {"call": "the call (" + h["error"].split(":")[0] + ")", "audit": "idle audit (AuditFailed)", "invariant": "invariant"}.get(h["caught_by"], "MISSED")
+            want, right = r.detail["expected"], r.detail["right_reason"]
+            got = c["property"] or "MISSED"
+            where = where if right["hypothesis"] or h["passed"] else "WRONG REASON " + where
             lines.append(
-                f"| {r.name} | {r.detail['bug']} | {c['property'] or 'MISSED'}, {len(c['trace'])} steps "
+                f"| {r.name} | {r.detail['bug']} | {'/'.join(want['checker'])}; {'/'.join(want['runtime'])} "
+                f"| {got if right['checker'] or not c['property'] else 'WRONG REASON ' + got}, {len(c['trace'])} steps "
                 f"| {h['examples']}, {h['seconds']:.1f} s, {where} |"
             )
     lines.append(f"\n{level_name} run: {total:.1f} s in all")

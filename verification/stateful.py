@@ -352,6 +352,13 @@ class SchedulerMachine(RuleBasedStateMachine):
             held = ledger.held_by(Actor.session(s.sid)).tolist()
             assert held == ([s.slot] if s.slot is not None else []), f"session {s.sid} handle {s.slot}, pool {held}"
 
+    @invariant()
+    def idle_only_when_nothing_is_left(self):
+        """An idle scheduler has no request left to run: a queued turn always gets to start."""
+        if hasattr(self, "sched") and self.sched.idle:
+            stuck = sorted(r.rid for r in self.sched.requests.values() if not r.done)
+            assert not stuck, f"idle, yet requests {stuck} were never run (their sessions wait for them)"
+
     def teardown(self):
         if not hasattr(self, "sched") or self.broken:
             return
