@@ -386,3 +386,19 @@ def successors(world: World, policy: Policy, overlap: bool) -> Iterator[Outcome]
             if out is not None:
                 yield out
 
+
+
+ACTIONS = {  # every action by name, for callers that drive the model one action at a time
+    "submit": _submit, "take": _take, "admit": _admit, "rollback": _rollback, "finish": _finish,
+    "retract": _retract, "abort": _abort, "close": _close,
+}  # fmt: skip
+
+
+def perform(world: World, policy: Policy, kind: str, who: int | None = None, overlap: bool = True) -> Outcome | None:
+    """The outcome of one named action (`launch`, `complete`, or a request's or session's
+    action on `who`), or None when it is not enabled."""
+    if kind == "launch":
+        return _attempt(kind, None, _launch, world, policy, overlap)
+    if kind == "complete":
+        return _attempt(kind, None, _complete, world, policy)
+    return _attempt(kind, who, ACTIONS[kind], world, who, policy)

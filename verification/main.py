@@ -7,9 +7,11 @@ Stages (each a list of jobs, so `--shard I/N` can split the whole campaign):
 3. the bounded exhaustive model checker over the abstract scheduler, then its coverage: every
    declared rule fired (but those listed unreachable, with a reason) and every `sometimes`
    goal reached;
-4. the Hypothesis campaign: pool, an engine allocator behind the guard, the scheduler with
+4. the differential stage: the checker's model follows the runtime's scheduler over seeded
+   random workloads, move by move, and both agree on every slot's state, owner and borrower;
+5. the Hypothesis campaign: pool, an engine allocator behind the guard, the scheduler with
    overlap off and on; every machine must pass;
-5. the mutant matrix: each bug of the history injected, and caught by the checker and by the
+6. the mutant matrix: each bug of the history injected, and caught by the checker and by the
    Hypothesis scheduler machine (which also says whether the runtime raised at the call), each
    for the reason the mutant names (a catch by another property or error type fails).
 Exit 0 only if every proof is CONFIRMED, every check holds and every mutant is caught.
@@ -31,14 +33,15 @@ from slotwarden.verification.campaign import Budget, run_machine
 from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, UNREACHABLE, check, coverage
 from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT, prove
 from slotwarden.verification import declaration_mutants
+from slotwarden.verification.differential import check_differential
 from slotwarden.verification.mutants import MUTANTS
 from slotwarden.verification.stateful import GuardMachine, PoolMachine, machine_for
 from slotwarden.runtime.scheduler import Scheduler
 
 LEVELS = {  # examples per machine, steps per example, mutant examples, checker bounds
-    "quick": dict(pool=Budget(40, 25), scheduler=Budget(25, 20), mutant=Budget(300, 25), bounds=TEST_BOUNDS, proofs=False, shrink=False),
-    "default": dict(pool=Budget(200, 30), scheduler=Budget(100, 25), mutant=Budget(500, 30), bounds=DEFAULT_BOUNDS, proofs=True, shrink=True),
-    "thorough": dict(pool=Budget(2000, 40), scheduler=Budget(1000, 40), mutant=Budget(2000, 40), bounds=DEFAULT_BOUNDS, proofs=True, shrink=True),
+    "quick": dict(differential=40, pool=Budget(40, 25), scheduler=Budget(25, 20), mutant=Budget(300, 25), bounds=TEST_BOUNDS, proofs=False, shrink=False),
+    "default": dict(differential=300, pool=Budget(200, 30), scheduler=Budget(100, 25), mutant=Budget(500, 30), bounds=DEFAULT_BOUNDS, proofs=True, shrink=True),
+    "thorough": dict(differential=2000, pool=Budget(2000, 40), scheduler=Budget(1000, 40), mutant=Budget(2000, 40), bounds=DEFAULT_BOUNDS, proofs=True, shrink=True),
 }
 
 
@@ -99,6 +102,13 @@ def _rule_text(k) -> str:
     return f"{k[0].name} --{k[1].name} [{k[2].name}]"
 
 
+def _differential(workloads: int, seed) -> Row:
+    start = time.perf_counter()
+    r = check_differential(workloads, 40, seed=0 if seed is None else seed)
+    text = f"{r.workloads} workloads, {r.operations} operations, {r.moves} slot moves followed" + ("" if r.ok else f"; DIVERGED: {r.divergence}")
+    return Row("differential", "model = runtime scheduler", r.ok, time.perf_counter() - start, text, r._asdict())
+
+
 def _machine(name: str, machine: type, budget: Budget, seed) -> Row:
     r = run_machine(name, machine, budget, seed)
     text = f"{r.examples} examples" + ("" if r.passed else f"; FAILED: {r.error}")
@@ -140,6 +150,7 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
         out += [("proofs", n, (n, proof_timeout)) for n in (only or model_proofs.PROOFS)]
     out += [("exhaustive", str(b), lambda b=b: _checker(b)) for b in level["bounds"]]
     out.append(("exhaustive", "coverage", lambda: _coverage(level["bounds"])))
+    out.append(("differential", "model = runtime", lambda: _differential(level["differential"], seed)))
     machines = [
         ("pool", PoolMachine, level["pool"]),
         ("guard", GuardMachine, level["pool"]),
@@ -241,7 +252,7 @@ def _parse_shard(text: str | None) -> tuple[int, int]:
 
 def _summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
     lines = ["", "== summary", "| stage | checks | passed | seconds |", "|---|---:|---:|---:|"]
-    for stage in ("declaration", "mutations", "proofs", "exhaustive", "hypothesis", "mutants"):
+    for stage in ("declaration", "mutations", "proofs", "exhaustive", "differential", "hypothesis", "mutants"):
         mine = [r for r in rows if r.stage == stage]
         if mine:
             lines.append(f"| {stage} | {len(mine)} | {sum(r.ok for r in mine)} | {sum(r.seconds for r in mine):.1f} |")
