@@ -59,26 +59,24 @@ def _request_sig(r, owns, borrows, steps) -> tuple:
 def renaming(world: World) -> dict:
     """The canonical renaming of `world`: old id -> new id for every request and session."""
     owns, borrows, steps = _masks(world)
-    requests = world.requests
-    sigs = {r.id: _request_sig(r, owns, borrows, steps) for r in requests}
+    sigs = {r.id: _request_sig(r, owns, borrows, steps) for r in world.requests}
     sessions = []
     for s in world.sessions:
         turn = _NONE if s.turn is None else 1 + s.turns.index(s.turn) if s.turn in s.turns else 255
         sig = (s.status, _NONE if s.handle is None else s.handle + 2, turn, owns.get(s.id, 0),
-               tuple(sigs[i] for i in s.turns))  # fmt: skip
-        sessions.append((sig, s))
-    sessions.sort(key=lambda pair: pair[0])
+               tuple([sigs[i] for i in s.turns]), s.id)  # fmt: skip
+        sessions.append(sig)
+    sessions.sort()
     names: dict = {}
-    next_request = 0
-    for j, (_, s) in enumerate(sessions):
-        names[s.id] = SESSION_BASE + j
-        for i in s.turns:
-            names[i] = next_request
-            next_request += 1
-    plain = sorted((sigs[r.id], r.id) for r in requests if r.session is None)
-    for _, rid in plain:
-        names[rid] = next_request
-        next_request += 1
+    n = 0
+    for j, sig in enumerate(sessions):
+        names[sig[-1]] = SESSION_BASE + j
+        for i in world.sessions[sig[-1] - SESSION_BASE].turns:
+            names[i] = n
+            n += 1
+    for _, rid in sorted([(sigs[r.id], r.id) for r in world.requests if r.session is None]):
+        names[rid] = n
+        n += 1
     return names
 
 
@@ -115,7 +113,13 @@ def _pack(world: World, names: dict | None) -> bytes:
         out.append(254)
         out += sorted(get(i, i) for i in st.requests)
         out.append(255)
-    requests = world.requests if names is None else sorted(world.requests, key=lambda r: names[r.id])
+    requests, sessions = world.requests, world.sessions
+    if names is not None:  # in their new order: new ids are 0.. for requests, SESSION_BASE.. for sessions
+        requests, sessions = list(requests), list(sessions)
+        for r in world.requests:
+            requests[names[r.id]] = r
+        for s in world.sessions:
+            sessions[names[s.id] - SESSION_BASE] = s
     for r in requests:
         out += (
             r.phase,
@@ -124,10 +128,9 @@ def _pack(world: World, names: dict | None) -> bytes:
             r.lent,
             r.ran,
         )
-    sessions = world.sessions if names is None else sorted(world.sessions, key=lambda s: names[s.id])
     for s in sessions:
         out += (s.status, _NONE if s.handle is None else s.handle + 2, _NONE if s.turn is None else get(s.turn, s.turn) + 1)
-        out += (get(i, i) for i in s.turns)
+        out += [get(i, i) for i in s.turns]
         out.append(255)
     try:
         return bytes(out)
