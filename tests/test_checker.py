@@ -237,3 +237,37 @@ class SymmetryBlindFault(Policy):
 def test_a_policy_that_reads_ids_is_checked_without_the_reduction():
     v = check(PLAIN_PAIR, SymmetryBlindFault()).violation
     assert v is not None and v.property == "legal" and v.trace[-1].startswith("take(r2)")
+
+
+FIVE = Bounds(slots=1, requests=5, sessions=2, overlap=False, turns=1)  # s100 = r0; s101 = r1; r2..r4 plain
+
+
+def test_renaming_sessions_and_plain_requests_divides_the_space():
+    reduced, full = check(FIVE), check(FIVE, symmetry=False)
+    assert (reduced.states, reduced.transitions, full.states) == (505, 2335, 2580)
+    assert reduced.ok and full.ok and reduced.rules == full.rules
+
+
+DEFAULT_COUNTS = {  # (states, transitions) of the default run, pinned; the cheap ones are re-checked below
+    "slots=1 requests=3 sessions=1 overlap=off": (148, 463),
+    "slots=2 requests=3 sessions=1 overlap=off": (574, 2058),
+    "slots=3 requests=3 sessions=1 overlap=off": (1680, 5985),
+    "slots=1 requests=3 sessions=1 overlap=on": (272, 1171),
+    "slots=2 requests=3 sessions=1 overlap=on": (2726, 13128),
+    "slots=3 requests=3 sessions=1 overlap=on": (18267, 88416),
+    "slots=1 requests=4 sessions=2 overlap=off": (960, 3885),
+    "slots=2 requests=4 sessions=2 overlap=off": (5358, 23654),
+    "slots=3 requests=4 sessions=2 overlap=off": (22134, 103083),
+    "slots=1 requests=4 sessions=2 overlap=on": (1700, 9689),
+    "slots=2 requests=4 sessions=2 overlap=on": (22916, 143736),
+    "slots=3 requests=4 sessions=1 overlap=on": (61338, 379764),
+    "slots=4 requests=5 sessions=2 overlap=off turns=1": (82728, 497922),
+}
+
+
+def test_default_bounds_are_pinned():
+    assert [str(b) for b in DEFAULT_BOUNDS] == list(DEFAULT_COUNTS)
+    for b in DEFAULT_BOUNDS:
+        if DEFAULT_COUNTS[str(b)][0] < 2000:
+            r = check(b)
+            assert (r.states, r.transitions) == DEFAULT_COUNTS[str(b)] and r.ok

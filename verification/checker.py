@@ -181,8 +181,17 @@ DEFAULT_BOUNDS = (
     Bounds(slots=2, requests=4, sessions=2, overlap=True),
     # two plain requests and a two-turn session on three slots, overlapped (s100 = r0, r1; r2, r3 plain)
     Bounds(slots=3, requests=4, sessions=1, overlap=True),
+    # four slots, two one-turn sessions and three plain requests (s100 = r0; s101 = r1; r2..r4 plain):
+    # the renaming of sessions and of plain requests makes it one of the cheaper bounds
+    Bounds(slots=4, requests=5, sessions=2, overlap=False, turns=1),
 )
 """The default run (the reachable-state counts are pinned in tests/test_checker.py)."""
+
+THOROUGH_BOUNDS = DEFAULT_BOUNDS + (
+    Bounds(slots=4, requests=5, sessions=2, overlap=False),  # s100 = r0, r1; s101 = r2, r3; r4 plain
+    Bounds(slots=3, requests=5, sessions=2, overlap=True, turns=1),
+)
+"""`verify --thorough`: the default bounds and two larger ones (five requests, two sessions)."""
 
 TEST_BOUNDS = (
     Bounds(slots=1, requests=2, sessions=1, overlap=False),

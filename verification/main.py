@@ -30,7 +30,7 @@ from slotwarden.model import proofs as model_proofs
 from slotwarden.model import registry
 from slotwarden.verification.agreement import judge
 from slotwarden.verification.campaign import Budget, run_machine
-from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, UNREACHABLE, check, coverage
+from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS, UNREACHABLE, check, coverage
 from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT, prove
 from slotwarden.verification import declaration_mutants
 from slotwarden.verification.differential import check_differential
@@ -41,7 +41,7 @@ from slotwarden.runtime.scheduler import Scheduler
 LEVELS = {  # examples per machine, steps per example, mutant examples, checker bounds
     "quick": dict(differential=40, pool=Budget(40, 25), scheduler=Budget(25, 20), mutant=Budget(300, 25), bounds=TEST_BOUNDS, proofs=False, shrink=False),
     "default": dict(differential=300, pool=Budget(200, 30), scheduler=Budget(100, 25), mutant=Budget(500, 30), bounds=DEFAULT_BOUNDS, proofs=True, shrink=True),
-    "thorough": dict(differential=2000, pool=Budget(2000, 40), scheduler=Budget(1000, 40), mutant=Budget(2000, 40), bounds=DEFAULT_BOUNDS, proofs=True, shrink=True),
+    "thorough": dict(differential=2000, pool=Budget(2000, 40), scheduler=Budget(1000, 40), mutant=Budget(2000, 40), bounds=THOROUGH_BOUNDS, proofs=True, shrink=True),
 }
 
 
