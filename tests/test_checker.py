@@ -271,3 +271,12 @@ def test_default_bounds_are_pinned():
         if DEFAULT_COUNTS[str(b)][0] < 2000:
             r = check(b)
             assert (r.states, r.transitions) == DEFAULT_COUNTS[str(b)] and r.ok
+
+
+def test_every_mutant_gets_the_same_verdict_with_and_without_the_reduction():
+    from slotwarden.verification.mutants import MUTANTS as CATALOGUE
+
+    for m in CATALOGUE:  # two sessions of two turns each: the sessions can be renamed
+        bounds = m.bounds._replace(requests=5, sessions=2)
+        a, b = check(bounds, m.policy()).violation, check(bounds, m.policy(), symmetry=False).violation
+        assert a is not None and (a.property, len(a.trace)) == (b.property, len(b.trace)), m.name

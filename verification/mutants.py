@@ -152,7 +152,10 @@ class AbstractLentRollbackFrees(Policy):
 
 
 class AbstractRollbackFreesAdmitted(Policy):
-    """PR 16067: the rollback also frees the slot of a request already in the running batch."""
+    """PR 16067: the rollback also frees the slot of a request already in the running batch
+    (the one with the lowest id: a choice by number, so the checker explores it unreduced)."""
+
+    symmetric = False
 
     def rollback_events(self, world, r):
         plan = super().rollback_events(world, r)
