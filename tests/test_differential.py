@@ -13,6 +13,12 @@ def test_the_model_follows_the_runtime():
     report = check_differential(workloads=40, length=30, seed=3)
     assert report.ok, report.divergence
     assert report.workloads == 40 and report.moves > 200  # the workloads do move slots
+    assert not report.unexercised and report.events["LEND"] and report.events["RETRACT"]
+
+
+def test_a_run_that_never_makes_a_move_is_not_a_pass():
+    report = check_differential(workloads=1, length=3, seed=3)
+    assert report.divergence is None and report.unexercised and not report.ok
 
 
 @pytest.mark.parametrize("policy", [AbstractLentRollbackFrees, AbstractCloseLeaks], ids=lambda p: p.__name__)

@@ -34,6 +34,7 @@ from .abstract_actions import perform
 from .abstract_policy import Policy
 from .abstract_world import DONE, OPEN, PENDING, SESSION_BASE, WAITING, Request, Session, World
 
+FOLLOWED = tuple(e for e in Event if e is not Event.FENCE)  # the moves the model must follow, each at least once
 SETTINGS = ("overlap", "token_budget", "chunk_size", "max_running", "retract_after")
 
 
@@ -46,10 +47,17 @@ class Report(NamedTuple):
     operations: int
     moves: int  # runtime slot moves the model followed
     divergence: str | None  # the first one, with its workload; None: they agree
+    events: dict = {}  # event name -> how many runtime moves of it the model followed
+
+    @property
+    def unexercised(self) -> tuple:
+        """The runtime's events (all but the fence) that no workload made: a run that never
+        made one says nothing about it."""
+        return tuple(e.name for e in FOLLOWED if e.name not in self.events)
 
     @property
     def ok(self) -> bool:
-        return self.divergence is None
+        return self.divergence is None and not self.unexercised
 
 
 def workload(rng: random.Random, length: int) -> tuple:
@@ -100,6 +108,7 @@ class _Pair:
         self.slots: dict = {}  # runtime slot id -> model slot id
         self.moves: list = []  # runtime moves of the operation in progress: (event, slot, actor, target) or "launch"
         self.followed = self.launched = self.completed = 0
+        self.events: dict = {}
         self._watch(self.sched.pool)
 
     def _watch(self, pool) -> None:
@@ -178,6 +187,7 @@ class _Pair:
             if (event, self.slots.get(slot), self.actor(actor)) != (m.event, m.slot_id, m.actor):
                 raise Divergence(f"{kind}({who}): the runtime moved {_show(runtime)}, the model {_show_model(made)}")
             self.followed += 1
+            self.events[event.name] = self.events.get(event.name, 0) + 1
 
     def actor(self, actor: Actor) -> Actor:
         if actor.kind is ActorKind.REQUEST:
@@ -318,17 +328,20 @@ def check_differential(workloads: int = 200, length: int = 30, seed: int = 0, sc
     """Run `workloads` random workloads (seeded); the first divergence, if any."""
     rng = random.Random(seed)
     operations = moves = 0
+    events: dict = {}
     for w in range(workloads):
         ops, cfg = workload(rng, length), config(rng)
         try:
             pair = run_workload(ops, cfg, scheduler_cls, policy)
         except Divergence as d:
-            return Report(w + 1, operations, moves, f"workload {w} (seed {seed}): {d}")
+            return Report(w + 1, operations, moves, f"workload {w} (seed {seed}): {d}", events)
         except Exception as e:  # the runtime itself refused: as much a failure of the stage
-            return Report(w + 1, operations, moves, f"workload {w} (seed {seed}): the runtime raised {e!r} on {ops} with {cfg}")
+            return Report(w + 1, operations, moves, f"workload {w} (seed {seed}): the runtime raised {e!r} on {ops} with {cfg}", events)
         operations += len(ops)
         moves += pair.followed
-    return Report(workloads, operations, moves, None)
+        for name, n in pair.events.items():
+            events[name] = events.get(name, 0) + n
+    return Report(workloads, operations, moves, None, events)
 
 
 def _op(op: tuple) -> str:

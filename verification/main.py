@@ -105,8 +105,9 @@ def _rule_text(k) -> str:
 def _differential(workloads: int, seed) -> Row:
     start = time.perf_counter()
     r = check_differential(workloads, 40, seed=0 if seed is None else seed)
-    text = f"{r.workloads} workloads, {r.operations} operations, {r.moves} slot moves followed" + ("" if r.ok else f"; DIVERGED: {r.divergence}")
-    return Row("differential", "model = runtime scheduler", r.ok, time.perf_counter() - start, text, r._asdict())
+    text = f"{r.workloads} workloads, {r.operations} operations, {r.moves} slot moves followed"
+    text += f"; DIVERGED: {r.divergence}" if r.divergence else f"; never made: {', '.join(r.unexercised)}" if r.unexercised else ""
+    return Row("differential", "model = runtime scheduler", r.ok, time.perf_counter() - start, text, r._asdict() | {"unexercised": list(r.unexercised)})
 
 
 def _machine(name: str, machine: type, budget: Budget, seed) -> Row:
