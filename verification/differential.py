@@ -154,10 +154,11 @@ class _Pair:
 
     def submit_started_turns(self) -> None:
         """A turn the runtime put in its queue is submitted in the model too."""
-        for req in self.sched.requests.values():
+        for req in list(self.sched.requests.values()):
             rid = self.requests.get(req.rid)
             if rid is not None and req.session is not None and self.world.requests[rid].phase == PENDING:
-                if self.sched.sessions[req.session].turn == req.rid and req.phase is not Phase.DONE:
+                s = self.sched.sessions.get(req.session)
+                if s is not None and s.turn == req.rid and req.phase is not Phase.DONE:
                     self.act("submit", rid)
 
     def follow(self) -> None:
@@ -286,7 +287,7 @@ def _run_op(pair: _Pair, op: tuple, made: int, opened: int) -> None:
         sid = _runtime_id(pair.sessions, SESSION_BASE + op[1])
         try:
             pair.requests[sched.submit([(op[2] + i) % 64 for i in range(op[2])], op[3], session=sid)] = made
-        except ValueError:  # the session is closed: the turn never exists
+        except ValueError:  # the session is closed (SessionClosed): the turn never exists
             pass
     elif kind == "abort":
         rid = _runtime_id(pair.requests, op[1])
@@ -301,13 +302,13 @@ def _run_op(pair: _Pair, op: tuple, made: int, opened: int) -> None:
         sid = _runtime_id(pair.sessions, SESSION_BASE + op[1])
         if sid is None:
             return
-        before = {r.rid for r in sched.requests.values() if r.done}
+        live = {rid for rid, r in sched.requests.items() if not r.done}
         sched.close_session(sid)
         todo, pair.moves = pair.moves, []
         made_moves: list = []
-        for r in sched.requests.values():  # the turn the close dropped from the queue
-            mine = pair.requests.get(r.rid)
-            if mine is not None and r.done and r.rid not in before and pair.world.requests[mine].phase == WAITING:
+        for rid in sorted(live):  # the turn the close dropped from the queue (ended requests leave the table)
+            r, mine = sched.requests.get(rid), pair.requests.get(rid)
+            if mine is not None and (r is None or r.done) and pair.world.requests[mine].phase == WAITING:
                 made_moves += pair.act("abort", mine)
         if pair.world.sessions[op[1]].status == OPEN:
             made_moves += pair.act("close", SESSION_BASE + op[1])

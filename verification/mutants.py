@@ -98,10 +98,12 @@ class QueuedTurnAbortBricks(Scheduler):
     never start (the session is bricked)."""
 
     def abort(self, rid: int) -> None:
-        req = self.requests[rid]
-        s = None if req.session is None else self.sessions[req.session]
+        req = self.requests.get(rid)
+        s = None if req is None or req.session is None else self.sessions.get(req.session)
         if s is not None and req.phase is Phase.WAITING and s.turn == rid:
-            self._drop(req, "abort")
+            if req in self.waiting:
+                self.waiting.remove(req)
+            req.phase = Phase.DONE  # out of the queue, but never finalised as the session's turn
             return
         super().abort(rid)
 
@@ -119,13 +121,13 @@ class AbortPinsLentSlot(Scheduler):
 class RejectedTurnClearsLive(Scheduler):
     """SGLang #36503: a turn sent while the session's turn is in flight is refused (aborted
     from the queue), and its clean-up clears the session's in-flight mark, which belongs to
-    the live turn: the session then starts another turn while one is running."""
+    the live turn: the session then starts a turn (here the live one, again) while one is in
+    flight. Caught by the machine's invariant that a session has one turn queued or running."""
 
     def _turn_ended(self, req: Request) -> None:
-        s = None if req.session is None else self.sessions[req.session]
+        s = None if req.session is None else self.sessions.get(req.session)
         if s is not None and s.status is SessionStatus.OPEN and s.turn not in (None, req.rid):
-            s.turns.remove(s.turn)  # the session's record of its turn in flight, cleared
-            s.turn = None
+            s.turn = None  # the live turn's in-flight mark, cleared by a turn that never started
         super()._turn_ended(req)
 
 
@@ -135,8 +137,8 @@ class OverlengthAbortRestores(Scheduler):
     prefix into it: a write into a slot the request never borrowed."""
 
     def abort(self, rid: int) -> None:
-        req = self.requests[rid]
-        s = None if req.session is None else self.sessions[req.session]
+        req = self.requests.get(rid)
+        s = None if req is None or req.session is None else self.sessions.get(req.session)
         if s is not None and req.phase is Phase.WAITING and s.turn == rid and s.slot is not None:
             self.pool.zero([s.slot], Actor.request(rid))
         super().abort(rid)
