@@ -235,6 +235,7 @@ def skipped_by_quick() -> list[str]:
     for key in ("pool", "scheduler", "mutant"):
         q, d = quick[key], default[key]
         out.append(f"{key} machines at {q.examples}x{q.steps} examples x steps instead of {d.examples}x{d.steps}")
+    out.append(f"differential at {quick['differential']} workloads instead of {default['differential']}")
     out.append("shrinking of mutant counterexamples")
     return out
 
