@@ -54,7 +54,11 @@ RULES = (
     Rule(S.LENT, E.ROLLBACK, R.BORROWER, S.PARKED, RETURN, "a lent slot goes back to its session (PR 21404)"),
     Rule(S.LENT, E.ABORT, R.BORROWER, S.PARKED, RETURN, "a lent slot goes back to its session"),
     Rule(S.LENT_RUNNING, E.FINISH, R.BORROWER, S.PARKED, RETURN, "the turn's state stays with the session"),
-    Rule(S.LENT_RUNNING, E.RETRACT, R.BORROWER, S.PARKED, RETURN, "a lent slot goes back to its session"),
+    Rule(
+        S.LENT_RUNNING, E.RETRACT, R.BORROWER, S.PARKED, RETURN,
+        "a lent slot goes back to its session; for engines that preempt a turn for memory (SGLang 40252): "
+        "this scheduler retracts only to free a slot, which a lent turn's retraction never does",
+    ),
     Rule(S.LENT_RUNNING, E.ABORT, R.BORROWER, S.PARKED, RETURN, "a lent slot goes back to its session"),
     Rule(S.PARKED, E.CLOSE, R.OWNER, S.RELEASED, RELEASE, "the session releases exactly what it owns"),
     Rule(S.RELEASED, E.FENCE, R.DUE, S.FREE, CLEAR, "the step that may use it has finished"),

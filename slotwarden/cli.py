@@ -123,9 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
         "verify",
         help="run the full verification (the main job)",
         description="The full verification: the declaration's derived forms agree; CrossHair proves the model's "
-        "safety properties; the exhaustive model checker covers the abstract scheduler within its bounds; the "
-        "Hypothesis machines run the pool, a guarded engine allocator and the scheduler (overlap off and on); and "
-        "every bug of the history, injected as a mutant, is caught. Exits 0 only if every proof is CONFIRMED, every "
+        "safety properties; the exhaustive model checker covers the abstract scheduler within its bounds, firing "
+        "every declared rule and reaching every `sometimes` goal; the abstract scheduler follows the runtime's on "
+        "random workloads (differential); the Hypothesis machines run the pool, a guarded engine allocator and the scheduler (overlap off and on); and "
+        "every bug of the history, injected as a mutant, is caught for the expected reason. Exits 0 only if every proof is CONFIRMED, every "
         "check holds and every mutant is caught. Default run about 3 minutes on 2 cores.",
     )
     level = p.add_mutually_exclusive_group()

@@ -15,16 +15,17 @@ from slotwarden.verification.abstract import (
     is_final,
     req_actor,
     ses_actor,
+    session_of,
 )
 from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, CheckResult, check, check_all
 
 # -- the correct scheduler ---------------------------------------------------------------------
 
 PINNED = {  # reachable worlds, stateright style: any change to the model or the scheduler shows here
-    Bounds(slots=1, requests=2, sessions=1, overlap=False): (57, 159),
-    Bounds(slots=2, requests=3, sessions=1, overlap=False): (492, 1664),
-    Bounds(slots=2, requests=3, sessions=1, overlap=True): (2448, 11134),
-    Bounds(slots=1, requests=4, sessions=2, overlap=False): (796, 2885),
+    Bounds(slots=1, requests=2, sessions=1, overlap=False): (57, 164),
+    Bounds(slots=2, requests=3, sessions=1, overlap=False): (574, 2058),
+    Bounds(slots=2, requests=3, sessions=1, overlap=True): (2726, 13128),
+    Bounds(slots=1, requests=4, sessions=2, overlap=False): (960, 3885),
 }
 
 
@@ -37,12 +38,14 @@ def test_correct_policy_has_no_violation_and_pinned_state_counts(bounds):
 
 
 def test_workload_assignment():
-    assert Bounds(1, 3, 1).assignment() == (0, 0, None)  # s0 = r0, r1; r2 plain
-    assert Bounds(1, 4, 2).assignment() == (0, 0, 1, None)  # s0 = r0, r1; s1 = r2; r3 plain
-    assert Bounds(1, 2, 1).assignment() == (0, None)
+    assert Bounds(1, 3, 1).assignment() == (100, 100, None)  # s100 = r0, r1; r2 plain
+    assert Bounds(1, 4, 2).assignment() == (100, 100, 101, None)  # s100 = r0, r1; s101 = r2; r3 plain
+    assert Bounds(1, 2, 1).assignment() == (100, None)
     world = initial(Bounds(2, 3, 1))
     assert world.pool.free == (1, 2) and not is_final(world)
-    assert [s.turns for s in world.sessions] == [(0, 1)]
+    assert [(s.id, s.turns) for s in world.sessions] == [(100, (0, 1))]
+    # request ids and session ids never share a number
+    assert not {r.id for r in world.requests} & {s.id for s in world.sessions}
 
 
 def test_check_all_and_max_states():
@@ -82,7 +85,7 @@ class LentRollbackClosesSession(Policy):
     def rollback_events(self, world, r):
         plan = super().rollback_events(world, r)
         if r.lent:
-            plan += (Fire(Event.CLOSE, ses_actor(world.sessions[r.session]), (r.handle,)),)
+            plan += (Fire(Event.CLOSE, ses_actor(session_of(world, r.session)), (r.handle,)),)
         return plan
 
 
@@ -119,7 +122,7 @@ def test_lent_rollback_trace_is_the_shortest_path_to_a_lent_rollback():
     assert [line.split(":")[0] for line in v.trace] == [
         "submit(r0)", "take(r0)", "admit(r0)", "launch", "complete", "finish(r0)", "submit(r1)", "take(r1)", "rollback(r1)",
     ]
-    assert "PARK slot 1 by r0 into s0" in v.trace[5] and "LEND slot 1 by s0 to r1" in v.trace[7]
+    assert "PARK slot 1 by r0 into s100" in v.trace[5] and "LEND slot 1 by s100 to r1" in v.trace[7]
     assert "REFUSED" in v.trace[-1] and "finish is not allowed from PARKED" in v.message
 
 
@@ -141,11 +144,139 @@ def test_deadlock_is_reported_with_a_shortest_trace(monkeypatch):
 
     monkeypatch.setattr(checker_module, "successors", no_close)
     v = check(Bounds(slots=1, requests=2, sessions=1)).violation
-    assert v.property == "deadlock" and len(v.trace) == 3, str(v)  # submit(r0), abort(r0), abort(r1)
-    assert "s0:OPEN" in v.message
+    assert v.property == "deadlock" and len(v.trace) == 2, str(v)  # abort(r0) (a queued turn), abort(r1)
+    assert "s100:OPEN" in v.message
 
 
 def test_violation_reads_as_a_numbered_trace():
     v = check(SESSION, StaleHandleAfterPark()).violation
     text = str(v)
     assert text.startswith("handles_match:") and "r0:[1]" in text and " 6. finish(r0)" in text
+
+
+# -- rule coverage and `sometimes` goals ---------------------------------------------------------
+from slotwarden.model.vocabulary import Relation, State  # noqa: E402
+from slotwarden.verification.checker import GOALS, UNREACHABLE, coverage  # noqa: E402
+
+
+def test_the_test_bounds_fire_every_reachable_rule_and_reach_every_goal():
+    cover = coverage(check(b) for b in TEST_BOUNDS)
+    assert cover.ok, str(cover)
+    assert cover.fired == cover.declared - len(UNREACHABLE) and all(UNREACHABLE.values())
+    assert {g.name for g in GOALS} >= {"lent_rolled_back", "release_waits_for_fence", "close_deferred"}
+
+
+class NeverRollsBack(Policy):
+    """A scheduler whose candidates always fit: no rollback is ever explored."""
+
+    def can_rollback(self, world, r):
+        return False
+
+
+def test_coverage_fails_when_a_rule_is_made_unreachable():
+    results = [check(b, NeverRollsBack()) for b in TEST_BOUNDS]
+    assert all(r.ok for r in results)  # every safety property still holds: only coverage notices
+    cover = coverage(results)
+    assert not cover.ok
+    assert set(cover.missed_rules) == {"TAKEN --ROLLBACK [OWNER]", "LENT --ROLLBACK [BORROWER]"}
+    assert cover.missed_goals == ("lent_rolled_back",) and "never fired" in str(cover)
+
+
+def test_coverage_fails_when_a_rule_listed_unreachable_fires():
+    wrong = {(State.LENT, Event.ROLLBACK, Relation.BORROWER): "claimed unreachable, but it fires"}
+    cover = coverage([check(b) for b in TEST_BOUNDS], unreachable=wrong)
+    assert cover.stale_unreachable == ("LENT --ROLLBACK [BORROWER]",)
+    assert cover.missed_rules == ("LENT_RUNNING --RETRACT [BORROWER]",) and not cover.ok
+
+
+def test_goals_need_their_bounds():
+    # without overlap no release ever waits under a step in flight; the overlapped bounds reach it
+    assert "release_waits_for_fence" not in check(TEST_BOUNDS[1]).goals
+    assert "release_waits_for_fence" in check(TEST_BOUNDS[2]).goals
+
+
+# -- symmetry reduction and the compact encoding -----------------------------------------------
+from slotwarden.verification import symmetry  # noqa: E402
+from slotwarden.verification.abstract import successors  # noqa: E402
+
+PLAIN_PAIR = Bounds(slots=2, requests=3, sessions=1, overlap=False, turns=1)  # s100 = r0; r1, r2 plain
+
+
+def test_renamed_worlds_share_a_key_and_different_ones_do_not():
+    world = initial(PLAIN_PAIR)
+    after = {o.action: o.world for o in successors(world, Policy(), False)}
+    one, two = after[("take", 1)], after[("take", 2)]  # r1 or r2 takes slot 1: the same world, renamed
+    assert one != two and symmetry.key(one) == symmetry.key(two)
+    assert symmetry.plain_key(one) != symmetry.plain_key(two)
+    assert symmetry.key(one) != symmetry.key(after[("submit", 0)]) and isinstance(symmetry.key(one), bytes)
+
+
+def test_symmetry_reduction_visits_fewer_worlds_with_the_same_verdicts():
+    reduced, full = check(PLAIN_PAIR), check(PLAIN_PAIR, symmetry=False)
+    assert reduced.ok and full.ok and (reduced.states, full.states) == (437, 810)
+    assert reduced.rules == full.rules and reduced.goals == full.goals
+    bug = Bounds(slots=1, requests=3, sessions=1, overlap=False, turns=1)
+    for policy in (StaleHandleAfterPark(), AbortForgetsCandidate()):
+        a, b = check(bug, policy).violation, check(bug, policy, symmetry=False).violation
+        assert a.property == b.property and len(a.trace) == len(b.trace), (a, b)
+
+
+class SymmetryBlindFault(Policy):
+    """Breaks a property only in a world that a renaming relates to a harmless one: r2 may
+    not hold slot 1 (r1 may). A reduction that merged worlds it should not would miss it;
+    the checker replays the trace in the names of the world it really reached."""
+
+    symmetric = False
+
+    def take_events(self, world, r):
+        if r.id == 2 and world.pool.free[:1] == (1,):
+            return (Fire(Event.ADMIT, req_actor(r), (1,)),)
+        return super().take_events(world, r)
+
+
+def test_a_policy_that_reads_ids_is_checked_without_the_reduction():
+    v = check(PLAIN_PAIR, SymmetryBlindFault()).violation
+    assert v is not None and v.property == "legal" and v.trace[-1].startswith("take(r2)")
+
+
+FIVE = Bounds(slots=1, requests=5, sessions=2, overlap=False, turns=1)  # s100 = r0; s101 = r1; r2..r4 plain
+
+
+def test_renaming_sessions_and_plain_requests_divides_the_space():
+    reduced, full = check(FIVE), check(FIVE, symmetry=False)
+    assert (reduced.states, reduced.transitions, full.states) == (505, 2335, 2580)
+    assert reduced.ok and full.ok and reduced.rules == full.rules
+
+
+DEFAULT_COUNTS = {  # (states, transitions) of the default run, pinned; the cheap ones are re-checked below
+    "slots=1 requests=3 sessions=1 overlap=off": (148, 463),
+    "slots=2 requests=3 sessions=1 overlap=off": (574, 2058),
+    "slots=3 requests=3 sessions=1 overlap=off": (1680, 5985),
+    "slots=1 requests=3 sessions=1 overlap=on": (272, 1171),
+    "slots=2 requests=3 sessions=1 overlap=on": (2726, 13128),
+    "slots=3 requests=3 sessions=1 overlap=on": (18267, 88416),
+    "slots=1 requests=4 sessions=2 overlap=off": (960, 3885),
+    "slots=2 requests=4 sessions=2 overlap=off": (5358, 23654),
+    "slots=3 requests=4 sessions=2 overlap=off": (22134, 103083),
+    "slots=1 requests=4 sessions=2 overlap=on": (1700, 9689),
+    "slots=2 requests=4 sessions=2 overlap=on": (22916, 143736),
+    "slots=3 requests=4 sessions=1 overlap=on": (61338, 379764),
+    "slots=4 requests=5 sessions=2 overlap=off turns=1": (82728, 497922),
+}
+
+
+def test_default_bounds_are_pinned():
+    assert [str(b) for b in DEFAULT_BOUNDS] == list(DEFAULT_COUNTS)
+    for b in DEFAULT_BOUNDS:
+        if DEFAULT_COUNTS[str(b)][0] < 2000:
+            r = check(b)
+            assert (r.states, r.transitions) == DEFAULT_COUNTS[str(b)] and r.ok
+
+
+def test_every_mutant_gets_the_same_verdict_with_and_without_the_reduction():
+    from slotwarden.verification.mutants import MUTANTS as CATALOGUE
+
+    for m in CATALOGUE:  # two sessions of two turns each: the sessions can be renamed
+        bounds = m.bounds._replace(requests=5, sessions=2)
+        a, b = check(bounds, m.policy()).violation, check(bounds, m.policy(), symmetry=False).violation
+        assert a is not None and (a.property, len(a.trace)) == (b.property, len(b.trace)), m.name

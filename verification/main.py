@@ -4,12 +4,17 @@ Stages (each a list of jobs, so `--shard I/N` can split the whole campaign):
 1. the declaration: the `transitions` machine, `step()` and the table agree on every move;
    and every single-rule mutant of it is killed by some check, or listed as equivalent;
 2. CrossHair proofs of the model's properties (two worker processes);
-3. the bounded exhaustive model checker over the abstract scheduler;
-4. the Hypothesis campaign: pool, an engine allocator behind the guard, the scheduler with
+3. the bounded exhaustive model checker over the abstract scheduler, then its coverage: every
+   declared rule fired (but those listed unreachable, with a reason) and every `sometimes`
+   goal reached;
+4. the differential stage: the checker's model follows the runtime's scheduler over seeded
+   random workloads, move by move, and both agree on every slot's state, owner and borrower;
+5. the Hypothesis campaign: pool, an engine allocator behind the guard, the scheduler with
    overlap off and on; every machine must pass;
-5. the mutant matrix: each bug of the history injected, and caught by the checker and by the
-   Hypothesis scheduler machine (which also says whether the runtime raised at the call);
-6. bad input: junk at every entry point of the pool, its ledger and the guard, and at the
+6. the mutant matrix: each bug of the history injected, and caught by the checker and by the
+   Hypothesis scheduler machine (which also says whether the runtime raised at the call), each
+   for the reason the mutant names (a catch by another property or error type fails);
+7. bad input: junk at every entry point of the pool, its ledger and the guard, and at the
    scheduler's submit/abort/close_session, each call a typed error that changed nothing, or a
    success (`verification/bad_input.py`).
 Exit 0 only if every proof is CONFIRMED, every check holds and every mutant is caught.
@@ -29,17 +34,18 @@ from slotwarden.model import registry
 from slotwarden.verification.agreement import judge
 from slotwarden.verification.bad_input import BadInputMachine, SchedulerBadInputMachine
 from slotwarden.verification.campaign import Budget, run_machine
-from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, check
+from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS, UNREACHABLE, check, coverage
 from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT, prove
 from slotwarden.verification import declaration_mutants
+from slotwarden.verification.differential import check_differential
 from slotwarden.verification.mutants import MUTANTS
 from slotwarden.verification.stateful import GuardMachine, PoolMachine, machine_for
 from slotwarden.runtime.scheduler import Scheduler
 
 LEVELS = {  # examples per machine, steps per example, mutant examples, checker bounds
-    "quick": dict(pool=Budget(40, 25), scheduler=Budget(25, 20), mutant=Budget(300, 25), bounds=TEST_BOUNDS, proofs=False, shrink=False),
-    "default": dict(pool=Budget(200, 30), scheduler=Budget(100, 25), mutant=Budget(500, 30), bounds=DEFAULT_BOUNDS, proofs=True, shrink=True),
-    "thorough": dict(pool=Budget(2000, 40), scheduler=Budget(1000, 40), mutant=Budget(2000, 40), bounds=DEFAULT_BOUNDS, proofs=True, shrink=True),
+    "quick": dict(differential=40, pool=Budget(40, 25), scheduler=Budget(25, 20), mutant=Budget(300, 25), bounds=TEST_BOUNDS, proofs=False, shrink=False),
+    "default": dict(differential=300, pool=Budget(200, 30), scheduler=Budget(100, 25), mutant=Budget(500, 30), bounds=DEFAULT_BOUNDS, proofs=True, shrink=True),
+    "thorough": dict(differential=2000, pool=Budget(2000, 40), scheduler=Budget(1000, 40), mutant=Budget(2000, 40), bounds=THOROUGH_BOUNDS, proofs=True, shrink=True),
 }
 
 
@@ -74,12 +80,38 @@ def _proof(name: str, timeout: float) -> Row:
 
 
 def _checker(bounds) -> Row:
-    r = check(bounds)
+    r = _CHECKED[bounds] = check(bounds)
     v = r.violation
     text = f"{r.states} states, {r.transitions} transitions, depth {r.max_depth}" + (f"; VIOLATION {v.property}" if v else "")
     detail = {"bounds": bounds._asdict(), "states": r.states, "transitions": r.transitions, "depth": r.max_depth,
               "violation": None if v is None else {"property": v.property, "message": v.message, "trace": list(map(str, v.trace))}}
     return Row("exhaustive", str(bounds), v is None and r.complete, r.seconds, text, detail)
+
+
+_CHECKED: dict = {}  # bounds -> CheckResult of this process's exhaustive jobs, for the coverage job
+
+
+def _coverage(bounds_list) -> Row:
+    """Every declared rule fired and every `sometimes` goal reached over the run's bounds
+    (bounds this process did not check, e.g. in another shard, are checked here)."""
+    start = time.perf_counter()
+    results = [_CHECKED.get(b) or check(b) for b in bounds_list]
+    cover = coverage(results)
+    detail = {"missed_rules": list(cover.missed_rules), "stale_unreachable": list(cover.stale_unreachable),
+              "missed_goals": list(cover.missed_goals), "unreachable": {_rule_text(k): why for k, why in UNREACHABLE.items()}}
+    return Row("exhaustive", "rule coverage and goals", cover.ok, time.perf_counter() - start, str(cover), detail | {"states": 0})
+
+
+def _rule_text(k) -> str:
+    return f"{k[0].name} --{k[1].name} [{k[2].name}]"
+
+
+def _differential(workloads: int, seed) -> Row:
+    start = time.perf_counter()
+    r = check_differential(workloads, 40, seed=0 if seed is None else seed)
+    text = f"{r.workloads} workloads, {r.operations} operations, {r.moves} slot moves followed"
+    text += f"; DIVERGED: {r.divergence}" if r.divergence else f"; never made: {', '.join(r.unexercised)}" if r.unexercised else ""
+    return Row("differential", "model = runtime scheduler", r.ok, time.perf_counter() - start, text, r._asdict() | {"unexercised": list(r.unexercised)})
 
 
 def _machine(name: str, machine: type, budget: Budget, seed) -> Row:
@@ -92,16 +124,21 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
     start = time.perf_counter()
     c = check(mutant.bounds, mutant.policy())
     h = run_machine(mutant.name, machine_for(mutant.cls, **mutant.needs), budget, seed, shrink)
-    caught_checker = c.violation is not None
-    caught_hypothesis = not h.passed
+    prop = c.violation.property if c.violation else None
+    caught_checker, caught_hypothesis = mutant.caught_for_the_right_reason(prop, h.error)
     where = {"call": "raised at the call", "audit": "idle audit", "invariant": "invariant"}.get(h.caught_by, "-")
+    c_text = "MISSED" if prop is None else prop if caught_checker else f"WRONG REASON {prop} (want {'/'.join(mutant.checker_catch)})"
+    kind = h.error.split(":")[0]
+    h_text = "MISSED" if h.passed else kind if caught_hypothesis else f"WRONG REASON {kind} (want {'/'.join(mutant.runtime_catch)})"
     text = (
-        f"checker: {c.violation.property if c.violation else 'MISSED'} (trace {len(c.violation.trace) if c.violation else '-'})"
-        f"; hypothesis: {h.error.split(':')[0] if caught_hypothesis else 'MISSED'} after {h.examples} examples, {where}"
+        f"checker: {c_text} (trace {len(c.violation.trace) if c.violation else '-'})"
+        f"; hypothesis: {h_text} after {h.examples} examples, {where}"
     )
     detail = {
         "bug": mutant.bug,
         "rule": mutant.rule,
+        "expected": {"checker": list(mutant.checker_catch), "runtime": list(mutant.runtime_catch)},
+        "right_reason": {"checker": caught_checker, "hypothesis": caught_hypothesis},
         "checker": {"property": c.violation.property if c.violation else None, "states": c.states,
                     "trace": list(map(str, c.violation.trace)) if c.violation else [], "seconds": c.seconds},
         "hypothesis": h._asdict(),
@@ -117,6 +154,8 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
     if level["proofs"]:
         out += [("proofs", n, (n, proof_timeout)) for n in (only or model_proofs.PROOFS)]
     out += [("exhaustive", str(b), lambda b=b: _checker(b)) for b in level["bounds"]]
+    out.append(("exhaustive", "coverage", lambda: _coverage(level["bounds"])))
+    out.append(("differential", "model = runtime", lambda: _differential(level["differential"], seed)))
     machines = [
         ("pool", PoolMachine, level["pool"]),
         ("guard", GuardMachine, level["pool"]),
@@ -202,6 +241,7 @@ def skipped_by_quick() -> list[str]:
     for key in ("pool", "scheduler", "mutant"):
         q, d = quick[key], default[key]
         out.append(f"{key} machines at {q.examples}x{q.steps} examples x steps instead of {d.examples}x{d.steps}")
+    out.append(f"differential at {quick['differential']} workloads instead of {default['differential']}")
     out.append("shrinking of mutant counterexamples")
     return out
 
@@ -220,26 +260,30 @@ def _parse_shard(text: str | None) -> tuple[int, int]:
 
 def _summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
     lines = ["", "== summary", "| stage | checks | passed | seconds |", "|---|---:|---:|---:|"]
-    for stage in ("declaration", "mutations", "proofs", "exhaustive", "hypothesis", "mutants", "bad input"):
+    for stage in ("declaration", "mutations", "proofs", "exhaustive", "differential", "hypothesis", "mutants", "bad input"):
         mine = [r for r in rows if r.stage == stage]
         if mine:
             lines.append(f"| {stage} | {len(mine)} | {sum(r.ok for r in mine)} | {sum(r.seconds for r in mine):.1f} |")
         elif stage == "proofs" and not level["proofs"]:
             lines.append("| proofs | skipped (--quick) | - | - |")
     states = sum(r.detail["states"] for r in rows if r.stage == "exhaustive")
-    lines.append(f"exhaustive: {states} reachable states over {sum(r.stage == 'exhaustive' for r in rows)} bounds")
+    lines.append(f"exhaustive: {states} reachable states over {sum('bounds' in r.detail for r in rows)} bounds")
     for r in rows:
         if r.stage == "mutations":
             lines += ["", "== declaration mutants: kill matrix (per rule: how each of its mutants was killed)"]
             lines += declaration_mutants.matrix_lines(r.detail)
     mutants = [r for r in rows if r.stage == "mutants"]
     if mutants:
-        lines += ["", "== mutant matrix", "| mutant | bug (SGLang PR) | checker: property, trace | Hypothesis: examples, seconds, caught at |", "|---|---|---|---|"]
+        lines += ["", "== mutant matrix", "| mutant | bug (SGLang PR) | expected catch | checker: property, trace | Hypothesis: examples, seconds, caught at |", "|---|---|---|---|---|"]
         for r in mutants:
             c, h = r.detail["checker"], r.detail["hypothesis"]
             where = {"call": "the call (" + h["error"].split(":")[0] + ")", "audit": "idle audit (AuditFailed)", "invariant": "invariant"}.get(h["caught_by"], "MISSED")
+            want, right = r.detail["expected"], r.detail["right_reason"]
+            got = c["property"] or "MISSED"
+            where = where if right["hypothesis"] or h["passed"] else "WRONG REASON " + where
             lines.append(
-                f"| {r.name} | {r.detail['bug']} | {c['property'] or 'MISSED'}, {len(c['trace'])} steps "
+                f"| {r.name} | {r.detail['bug']} | {'/'.join(want['checker'])}; {'/'.join(want['runtime'])} "
+                f"| {got if right['checker'] or not c['property'] else 'WRONG REASON ' + got}, {len(c['trace'])} steps "
                 f"| {h['examples']}, {h['seconds']:.1f} s, {where} |"
             )
     lines.append(f"\n{level_name} run: {total:.1f} s in all")

@@ -6,6 +6,15 @@ With the runtime's enforcement on, a mutant whose bug is a wrong move raises at 
 makes it (`IllegalMove`, `BadSlotId`, `FenceError`); a mutant whose bug is an omission (a
 slot never released) makes no call to refuse, and is caught by the idle audit (`AuditFailed`)
 at the first idle step, which names the slot, its owner and the event that left it there.
+
+Each `Mutant` names the catch it must get: the checker's violated property and the runtime
+error's type. `verify` counts a catch for another reason as a failure: a mutant caught by a
+crash elsewhere does not show that the check meant for its bug works.
+
+Not expressible in today's model, so not here: the second half of SGLang #40252 (a session
+turn's retraction commits its partial state as the session's checkpoint). The scheduler never
+retracts a session turn (a lent turn's retraction would free no slot; see the checker's
+`UNREACHABLE`), so there is no retraction of a turn to get wrong.
 """
 
 from __future__ import annotations
@@ -13,10 +22,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from slotwarden.model.vocabulary import Actor, Event
-from slotwarden.runtime.request import Request, Session
+from slotwarden.runtime.request import Phase, Request, Session, SessionStatus
 from slotwarden.runtime.scheduler import Scheduler
 from slotwarden.verification import abstract as A
-from slotwarden.verification.abstract import Bounds, Fire, Policy, req_actor
+from slotwarden.verification.abstract import Bounds, Fire, Policy, req_actor, session_of
 
 
 class LentRollbackFrees(Scheduler):
@@ -83,6 +92,58 @@ class EarlyFence(Scheduler):
         self.pool.fence(self.pool.ledger.launched)
 
 
+class QueuedTurnAbortBricks(Scheduler):
+    """SGLang #31765 / #31767: aborting a session turn still in the queue drops the request
+    but never ends the session's turn, so the session waits for it forever: its later turns
+    never start (the session is bricked)."""
+
+    def abort(self, rid: int) -> None:
+        req = self.requests.get(rid)
+        s = None if req is None or req.session is None else self.sessions.get(req.session)
+        if s is not None and req.phase is Phase.WAITING and s.turn == rid:
+            if req in self.waiting:
+                self.waiting.remove(req)
+            req.phase = Phase.DONE  # out of the queue, but never finalised as the session's turn
+            return
+        super().abort(rid)
+
+
+class AbortPinsLentSlot(Scheduler):
+    """SGLang #40251: an abort that is not stamped as the turn's finish skips the release, so
+    the slot lent to an aborted turn is never given back to its session: it stays pinned to a
+    request that is gone."""
+
+    def release_aborted(self, req: Request) -> None:
+        if not req.lent:
+            super().release_aborted(req)
+
+
+class RejectedTurnClearsLive(Scheduler):
+    """SGLang #36503: a turn sent while the session's turn is in flight is refused (aborted
+    from the queue), and its clean-up clears the session's in-flight mark, which belongs to
+    the live turn: the session then starts a turn (here the live one, again) while one is in
+    flight. Caught by the machine's invariant that a session has one turn queued or running."""
+
+    def _turn_ended(self, req: Request) -> None:
+        s = None if req.session is None else self.sessions.get(req.session)
+        if s is not None and s.status is SessionStatus.OPEN and s.turn not in (None, req.rid):
+            s.turn = None  # the live turn's in-flight mark, cleared by a turn that never started
+        super()._turn_ended(req)
+
+
+class OverlengthAbortRestores(Scheduler):
+    """SGLang #22273: a turn aborted before it runs (over-length, in the queue) goes through the
+    finish path, which restores the session's slot for the turn and writes the turn's one-token
+    prefix into it: a write into a slot the request never borrowed."""
+
+    def abort(self, rid: int) -> None:
+        req = self.requests.get(rid)
+        s = None if req is None or req.session is None else self.sessions.get(req.session)
+        if s is not None and req.phase is Phase.WAITING and s.turn == rid and s.slot is not None:
+            self.pool.zero([s.slot], Actor.request(rid))
+        super().abort(rid)
+
+
 # -- the same bugs in the abstract scheduler, for the exhaustive checker -------------------------
 class AbstractLentRollbackFrees(Policy):
     """PR 21404: after the rollback, the request releases the lent slot as if it were done."""
@@ -93,7 +154,10 @@ class AbstractLentRollbackFrees(Policy):
 
 
 class AbstractRollbackFreesAdmitted(Policy):
-    """PR 16067: the rollback also frees the slot of a request already in the running batch."""
+    """PR 16067: the rollback also frees the slot of a request already in the running batch
+    (the one with the lowest id: a choice by number, so the checker explores it unreduced)."""
+
+    symmetric = False
 
     def rollback_events(self, world, r):
         plan = super().rollback_events(world, r)
@@ -138,6 +202,37 @@ class AbstractEarlyFence(Policy):
         return world.completed
 
 
+class AbstractQueuedTurnAbortBricks(Policy):
+    """SGLang #31765 / #31767: an aborted turn still waiting in the queue stays its session's
+    turn in flight."""
+
+    def turn_after_abort(self, world, s, r):
+        return s.turn if r.phase == A.WAITING else super().turn_after_abort(world, s, r)
+
+
+class AbstractAbortPinsLentSlot(Policy):
+    """SGLang #40251: an aborted lent turn never gives its slot back."""
+
+    def abort_events(self, world, r):
+        return () if r.lent else super().abort_events(world, r)
+
+
+class AbstractRejectedTurnClearsLive(Policy):
+    """SGLang #36503: an aborted queued turn clears its session's turn in flight."""
+
+    def turn_after_abort(self, world, s, r):
+        return None
+
+
+class AbstractOverlengthAbortRestores(Policy):
+    """SGLang #22273: a waiting turn's abort acts on its session's parked slot."""
+
+    def abort_events(self, world, r):
+        if r.phase == A.WAITING and r.session is not None and session_of(world, r.session).handle is not None:
+            return (Fire(Event.ABORT, req_actor(r), (session_of(world, r.session).handle,)),)
+        return super().abort_events(world, r)
+
+
 class Mutant(NamedTuple):
     name: str
     cls: type  # the Scheduler subclass (runtime)
@@ -146,6 +241,14 @@ class Mutant(NamedTuple):
     bug: str  # the SGLang pull request(s)
     rule: str  # the lifecycle rule it breaks
     needs: dict  # scheduler settings that make the bug's path likely (overlap; a budget tight enough to reject)
+    checker_catch: tuple = ()  # the checker properties that count as catching it
+    runtime_catch: tuple = ()  # the runtime error types that count as catching it
+
+    def caught_for_the_right_reason(self, prop: str | None, error: str) -> tuple[bool, bool]:
+        """(checker, runtime): whether each caught it with an expected property / error type
+        (`error` as the campaign reports it: "Type: message"; "" when it passed)."""
+        kind = error.split(":")[0] if error else None
+        return prop in self.checker_catch, kind in self.runtime_catch
 
 
 _SESSION = Bounds(slots=1, requests=3, sessions=1, overlap=False)  # s0 = r0, r1; r2 plain
@@ -154,17 +257,36 @@ _OVERLAP = Bounds(slots=2, requests=3, sessions=1, overlap=True)
 
 MUTANTS = (
     Mutant("lent_rollback_frees", LentRollbackFrees, AbstractLentRollbackFrees, _SESSION, "21404 -> 23327",
-           "a lent slot returns to its session", {"token_budget": 2, "chunk_size": 2}),
+           "a lent slot returns to its session", {"token_budget": 2, "chunk_size": 2},
+           checker_catch=("legal",), runtime_catch=("IllegalMove",)),
     Mutant("rollback_frees_admitted", RollbackFreesAdmitted, AbstractRollbackFreesAdmitted, _PAIR, "16067 / 18910",
-           "a slot in the running batch is never freed by the batch builder", {}),
+           "a slot in the running batch is never freed by the batch builder", {},
+           checker_catch=("legal",), runtime_catch=("IllegalMove",)),
     Mutant("close_leaks", CloseLeaks, AbstractCloseLeaks, _SESSION, "23496",
-           "session close releases exactly the slots it owns", {}),
+           "session close releases exactly the slots it owns", {},
+           checker_catch=("no_orphans",), runtime_catch=("AuditFailed",)),
     Mutant("stale_handle_after_park", StaleHandleAfterPark, AbstractStaleHandleAfterPark, _SESSION, "26941",
-           "after hand-over the previous holder keeps no handle", {}),
+           "after hand-over the previous holder keeps no handle", {},
+           checker_catch=("handles_match",), runtime_catch=("IllegalMove",)),
     Mutant("sentinel_freed", SentinelFreed, AbstractSentinelFreed, _SESSION, "40044 / 40250",
-           "only real slot ids can be freed", {}),
+           "only real slot ids can be freed", {},
+           checker_catch=("legal",), runtime_catch=("BadSlotId",)),
     Mutant("abort_leaks", AbortLeaks, AbstractAbortLeaks, _SESSION, "12693",
-           "every path out of a request releases what it holds", {}),
+           "every path out of a request releases what it holds", {},
+           checker_catch=("no_orphans",), runtime_catch=("AuditFailed",)),
     Mutant("early_fence", EarlyFence, AbstractEarlyFence, _OVERLAP, "overlap scheduling",
-           "a released slot is free only after its step's fence", {"overlap": True}),
+           "a released slot is free only after its step's fence", {"overlap": True},
+           checker_catch=("in_flight_not_free",), runtime_catch=("FenceError",)),
+    Mutant("queued_turn_abort_bricks", QueuedTurnAbortBricks, AbstractQueuedTurnAbortBricks, _SESSION, "31765 / 31767",
+           "an aborted turn ends its session's turn", {},
+           checker_catch=("deadlock",), runtime_catch=("AssertionError",)),
+    Mutant("abort_pins_lent_slot", AbortPinsLentSlot, AbstractAbortPinsLentSlot, _SESSION, "40251",
+           "an aborted lent turn gives the slot back to its session", {},
+           checker_catch=("no_orphans",), runtime_catch=("AssertionError", "IllegalMove", "AuditFailed")),
+    Mutant("rejected_turn_clears_live", RejectedTurnClearsLive, AbstractRejectedTurnClearsLive, _SESSION, "36503",
+           "a session has one turn in flight", {},
+           checker_catch=("no_orphans", "legal", "handles_match"), runtime_catch=("IllegalMove", "AssertionError", "AuditFailed")),
+    Mutant("overlength_abort_restores", OverlengthAbortRestores, AbstractOverlengthAbortRestores, _SESSION, "22273",
+           "only the borrower of a lent slot writes it", {},
+           checker_catch=("legal",), runtime_catch=("IllegalCopy",)),
 )

@@ -352,6 +352,26 @@ class SchedulerMachine(RuleBasedStateMachine):
             held = ledger.held_by(Actor.session(s.sid)).tolist()
             assert held == ([s.slot] if s.slot is not None else []), f"session {s.sid} handle {s.slot}, pool {held}"
 
+    @invariant()
+    @_marks_broken  # a teardown after a failed invariant must not hide it
+    def one_turn_per_session(self):
+        """No request is queued or running twice, and a session has at most one turn queued or
+        running: its next turn starts only once the last one ended."""
+        if not hasattr(self, "sched"):
+            return
+        active = list(self.sched.waiting) + list(self.sched.running)
+        assert len({id(r) for r in active}) == len(active), f"a request is queued twice: {[r.rid for r in active]}"
+        turns = [r.session for r in active if r.session is not None]
+        assert len(turns) == len(set(turns)), f"a session has two turns in flight: sessions {sorted(turns)}"
+
+    @invariant()
+    @_marks_broken  # a teardown after a failed invariant must not hide it
+    def idle_only_when_nothing_is_left(self):
+        """An idle scheduler has no request left to run: a queued turn always gets to start."""
+        if hasattr(self, "sched") and self.sched.idle:
+            stuck = sorted(r.rid for r in self.sched.requests.values() if not r.done)
+            assert not stuck, f"idle, yet requests {stuck} were never run (their sessions wait for them)"
+
     def teardown(self):
         if not hasattr(self, "sched") or self.broken:
             return

@@ -1,0 +1,128 @@
+"""What the checker judges in the abstract scheduler: the state properties of a world and the
+per-transition properties of a slot move, each the model's own predicate
+(`slotwarden.model.properties`), memoised on exactly what it reads."""
+
+from __future__ import annotations
+
+from slotwarden.model.pool import Pool
+from slotwarden.model.properties import (
+    conserved,
+    exclusive,
+    fence_respected,
+    freed_once,
+    handles_match,
+    no_orphans,
+    quiescent,
+    session_kept,
+)
+from slotwarden.model.registry import text, texts
+from slotwarden.model.vocabulary import Actor, State
+
+from .abstract_actions import _FORGETTERS, Move
+from .abstract_words import show_handles, show_slot, show_slots
+from .abstract_world import CLOSED, DONE, World, is_final
+
+STATE_PROPERTIES = texts(("conserved", "exclusive", "no_orphans", "handles_match", "in_flight_not_free", "quiescent"))
+MOVE_PROPERTIES = texts(("legal", "session_kept", "freed_once", "fence_respected"))
+RUN_PROPERTIES = {"deadlock": text("deadlock")}  # judged over the search (rule coverage and goals: checker.coverage)
+PROPERTIES = {**STATE_PROPERTIES, **MOVE_PROPERTIES, **RUN_PROPERTIES}
+"""The properties the checker judges, in the registry's words (`slotwarden.model.registry`)."""
+
+
+def _handles(world: World) -> dict:
+    found = {}
+    for r in world.requests:
+        found[Actor.request(r.id)] = () if r.handle is None else (r.handle,)
+    for s in world.sessions:
+        found[Actor.session(s.id)] = () if s.handle is None else (s.handle,)
+    return found
+
+
+def state_fault(world: World) -> tuple[str, str] | None:
+    """The first state property `world` breaks, as (name, message), or None."""
+    slots = world.pool.slots
+    found = _pool_fault(world.pool) or _holder_fault(world)
+    if found:
+        return found
+    for st in world.steps:
+        for i in sorted(st.slots):
+            if slots[i - 1].state in _NOT_UNDER_A_STEP:
+                return "in_flight_not_free", (
+                    f"slot {i} is {show_slot(slots[i - 1])} while a step in flight still uses it "
+                    f"(in flight: {len(world.steps)})"
+                )
+    if is_final(world) and not quiescent(slots):
+        return "quiescent", f"everything done and fenced, yet slots {show_slots(slots)}"
+    return None
+
+
+def _pool_fault(pool: Pool) -> tuple[str, str] | None:
+    """Conservation and exclusive ownership: properties of the pool alone (memoised)."""
+    try:
+        return _POOL_FAULTS[pool]
+    except KeyError:
+        pass
+    slots, free, found = pool.slots, pool.free, None
+    if not conserved(slots, free):
+        found = "conserved", f"slots {show_slots(slots)} with free list {free}"
+    else:
+        for i, s in enumerate(slots):
+            if not exclusive(s):
+                found = "exclusive", f"slot {i + 1} is {show_slot(s)}"
+                break
+    _POOL_FAULTS[pool] = found
+    return found
+
+
+def _holder_fault(world: World) -> tuple[str, str] | None:
+    """No orphans and matching handles: the pool against who is alive and what each holds
+    (memoised on exactly those)."""
+    slots = world.pool.slots
+    key = (
+        slots,
+        tuple(r.handle if r.phase != DONE else -2 - (r.handle or 0) for r in world.requests),
+        tuple(s.handle if s.status != CLOSED else -2 - (s.handle or 0) for s in world.sessions),
+    )
+    try:
+        return _HOLDER_FAULTS[key]
+    except KeyError:
+        pass
+    found = None
+    live_r = [r.id for r in world.requests if r.phase != DONE]
+    live_s = [s.id for s in world.sessions if s.status != CLOSED]
+    handles = _handles(world)
+    if not no_orphans(slots, live_r, live_s):
+        found = "no_orphans", f"slots {show_slots(slots)}; live requests {live_r}, live sessions {live_s}"
+    elif not handles_match(slots, handles):
+        found = "handles_match", f"slots {show_slots(slots)}; handles {show_handles(handles)}"
+    _HOLDER_FAULTS[key] = found
+    return found
+
+
+_NOT_UNDER_A_STEP = (State.FREE, State.TAKEN)  # TAKEN: freed under the step and taken again
+_POOL_FAULTS: dict = {}
+_HOLDER_FAULTS: dict = {}
+
+
+def move_fault(move: Move) -> tuple[str, str] | None:
+    """The first per-transition property `move` breaks, as (name, message), or None."""
+    try:
+        return _MOVE_FAULTS[move]
+    except KeyError:
+        pass
+    b, e, a, x = move.before, move.event, move.actor, move.after
+    found = None
+    for name, holds in (
+        ("session_kept", lambda: session_kept(b, e, a, x)),
+        ("freed_once", lambda: freed_once(b, e, x)),
+        ("fence_respected", lambda: fence_respected(b, a, x)),
+    ):
+        if not holds():
+            found = name, f"{e.name} by {a} on slot {move.slot_id}: {show_slot(b)} -> {show_slot(x)}"
+            break
+    _MOVE_FAULTS[move] = found
+    return found
+
+
+_MOVE_FAULTS: dict = {}  # moves repeat across worlds: judge each distinct one once
+_FORGETTERS.extend((_POOL_FAULTS.clear, _HOLDER_FAULTS.clear, _MOVE_FAULTS.clear))

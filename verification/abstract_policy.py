@@ -1,0 +1,119 @@
+"""The abstract scheduler's decisions: which events it fires at each decision point.
+
+Every "which event does the scheduler fire here" decision is a method of `Policy`; the default
+`Policy` is the correct scheduler. A mutant (a bug of the SGLang history) subclasses `Policy` and
+overrides one method; the checker runs it unchanged.
+
+The checker's symmetry reduction treats request ids and session ids as interchangeable names;
+a policy whose decisions depend on the numbers themselves (e.g. "the lowest id first") sets
+`symmetric = False`, and the checker then explores it without the reduction.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from slotwarden.model.vocabulary import NOBODY, Actor, Event
+
+from .abstract_world import PENDING, WAITING, Request, Session, World, session_of
+
+
+class Fire(NamedTuple):
+    """A decision: fire `event` by `actor` on slots `ids` (with `target` for LEND and PARK)."""
+
+    event: Event
+    actor: Actor
+    ids: tuple
+    target: int = NOBODY
+
+
+class Alloc(NamedTuple):
+    """A decision: `actor` takes `n` slots from the head of the free list (no free slot: the
+    action is not enabled)."""
+
+    actor: Actor
+    n: int = 1
+
+
+def req_actor(r: Request) -> Actor:
+    return Actor.request(r.id)
+
+
+def ses_actor(s: Session) -> Actor:
+    return Actor.session(s.id)
+
+
+class Policy:
+    """What the scheduler fires at each decision point. The default is the correct scheduler.
+
+    Each `*_events` method returns a tuple of `Fire` / `Alloc` decisions, applied in order;
+    `world` is the world before the action, `r`/`s` the current record of the request or
+    session concerned. The bookkeeping of phases and handles is the abstract scheduler's;
+    the places where a handle or a session's turn is a decision (`handle_after_park`,
+    `turn_after_abort`) are here too. A mutant subclasses this and overrides one method.
+    """
+
+    name = "correct"
+    symmetric = True  # decisions never depend on the numeric value of an id
+
+    def release_epoch(self, world: World) -> int:
+        """The step whose fence frees a slot released now: the newest launched one, which may
+        still use it."""
+        return world.launched
+
+    def take_events(self, world: World, r: Request) -> tuple:
+        """A WAITING request becomes a candidate: a turn borrows its session's parked slot,
+        anything else takes a free one."""
+        if r.session is not None:
+            s = session_of(world, r.session)
+            if s.handle is not None:
+                return (Fire(Event.LEND, ses_actor(s), (s.handle,), target=r.id),)
+        return (Alloc(req_actor(r), 1),)
+
+    def admit_events(self, world: World, r: Request) -> tuple:
+        return (Fire(Event.ADMIT, req_actor(r), (r.handle,)),)
+
+    def can_rollback(self, world: World, r: Request) -> bool:
+        """Any candidate may turn out not to fit."""
+        return True
+
+    def rollback_events(self, world: World, r: Request) -> tuple:
+        """The candidate did not fit: ROLLBACK gives back what it took, to where it came from
+        (a lent slot to its session)."""
+        return (Fire(Event.ROLLBACK, req_actor(r), (r.handle,)),)
+
+    def finish_events(self, world: World, r: Request) -> tuple:
+        """A plain request or a lent turn finishes (a lent slot goes back to its session); a
+        session's fresh turn parks its state in the session."""
+        if r.session is not None and not r.lent:
+            return (Fire(Event.PARK, req_actor(r), (r.handle,), target=r.session),)
+        return (Fire(Event.FINISH, req_actor(r), (r.handle,)),)
+
+    def handle_after_park(self, world: World, r: Request, slot: int) -> int | None:
+        """The handle a request keeps after parking `slot` in its session: none."""
+        return None
+
+    def can_retract(self, world: World, r: Request) -> bool:
+        """Only plain requests are retracted (retracting a lent turn frees no slot)."""
+        return r.session is None
+
+    def retract_events(self, world: World, r: Request) -> tuple:
+        return (Fire(Event.RETRACT, req_actor(r), (r.handle,)),)
+
+    def abort_events(self, world: World, r: Request) -> tuple:
+        """A queued or waiting request holds nothing; anything else gives back what it holds."""
+        if r.phase in (PENDING, WAITING) or r.handle is None:
+            return ()
+        return (Fire(Event.ABORT, req_actor(r), (r.handle,)),)
+
+    def turn_after_abort(self, world: World, s: Session, r: Request) -> int | None:
+        """The session's turn in flight once its turn `r` is aborted: none if `r` was it, else
+        unchanged (an aborted queued turn leaves the live one alone)."""
+        return None if s.turn == r.id else s.turn
+
+    def close_events(self, world: World, s: Session) -> tuple:
+        """A session closes: it releases exactly the slot it owns, if any."""
+        if s.handle is None:
+            return ()
+        return (Fire(Event.CLOSE, ses_actor(s), (s.handle,)),)
+

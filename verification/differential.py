@@ -1,0 +1,357 @@
+"""One scheduler, not two: the abstract scheduler (the checker's model) and the runtime's
+`Scheduler` run on the same event sequences and must agree on slot ownership.
+
+The runtime decides; the model must be able to follow. Each operation of a workload (submit
+a request, open a session, send a turn, abort, close, step) runs on the runtime with its pool
+watched: every lifecycle move it makes (alloc, lend, admit, rollback, park, finish, retract,
+abort, close) and every launch is turned into the abstract action that makes that move (an
+ALLOC or a LEND is a `take`, a PARK or a FINISH a `finish`, ...), which must be enabled in
+the model and make the same moves, slot by slot. User operations that move no slot (an abort
+of a waiting request, a close deferred by a running turn, a turn entering the queue) are
+followed by the model's action of the same name. After every operation the ledger's records
+and the model's pool must agree on every slot: its state, its owner and its borrower, with
+runtime ids and slots mapped to the model's (a slot's mapping is fixed when it is allocated).
+The model fences after every action, the runtime at the end of a step: a slot the runtime
+released after its last fence, with no step in flight that may use it, counts as free.
+
+The first divergence stops a workload and is reported with the operations so far. Workloads
+are drawn from a seeded generator, with pool sizes, budgets and overlap varied, so a run is
+reproducible.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import NamedTuple
+
+from slotwarden.model.pool import new_pool
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
+from slotwarden.runtime.assemble import scheduler_for
+from slotwarden.runtime.request import Phase
+from slotwarden.runtime.scheduler import Scheduler
+
+from .abstract_actions import perform
+from .abstract_policy import Policy
+from .abstract_world import DONE, OPEN, PENDING, SESSION_BASE, WAITING, Request, Session, World
+
+FOLLOWED = tuple(e for e in Event if e is not Event.FENCE)  # the moves the model must follow, each at least once
+SETTINGS = ("overlap", "token_budget", "chunk_size", "max_running", "retract_after")
+
+
+class Divergence(AssertionError):
+    """The runtime made a move the model cannot follow, or their slots disagree."""
+
+
+class Report(NamedTuple):
+    workloads: int
+    operations: int
+    moves: int  # runtime slot moves the model followed
+    divergence: str | None  # the first one, with its workload; None: they agree
+    events: dict = {}  # event name -> how many runtime moves of it the model followed
+
+    @property
+    def unexercised(self) -> tuple:
+        """The runtime's events (all but the fence) that no workload made: a run that never
+        made one says nothing about it."""
+        return tuple(e.name for e in FOLLOWED if e.name not in self.events)
+
+    @property
+    def ok(self) -> bool:
+        return self.divergence is None and not self.unexercised
+
+
+def workload(rng: random.Random, length: int) -> tuple:
+    """A random sequence of operations: ("submit", n, new), ("open",), ("turn", session, n,
+    new), ("abort", request), ("close", session), ("step", times). Requests and sessions are
+    named by their order of creation."""
+    ops, requests, sessions = [], 0, 0
+    for _ in range(length):
+        roll = rng.random()
+        if roll < 0.18:
+            ops.append(("submit", rng.randint(1, 6), rng.randint(1, 4)))
+            requests += 1
+        elif roll < 0.26 or (roll < 0.42 and not sessions):
+            ops.append(("open",))
+            sessions += 1
+        elif roll < 0.42:
+            ops.append(("turn", rng.randrange(sessions), rng.randint(1, 4), rng.randint(1, 3)))
+            requests += 1
+        elif roll < 0.52 and requests:
+            ops.append(("abort", rng.randrange(requests)))
+        elif roll < 0.58 and sessions:
+            ops.append(("close", rng.randrange(sessions)))
+        else:
+            ops.append(("step", rng.randint(1, 3)))
+    return tuple(ops)
+
+
+def config(rng: random.Random) -> dict:
+    return dict(
+        slots=rng.randint(1, 4),
+        overlap=rng.random() < 0.5,
+        token_budget=rng.choice([2, 4, 8, 32]),
+        chunk_size=rng.choice([1, 2, 4, 16]),
+        max_running=rng.randint(1, 4),
+        retract_after=rng.choice([1, 2, None]),
+    )
+
+
+class _Pair:
+    """The runtime and the model side by side, with the maps from runtime ids to model ids."""
+
+    def __init__(self, ops: tuple, cfg: dict, scheduler_cls: type, policy: Policy, model):
+        self.sched = scheduler_for(model, cfg["slots"], scheduler_cls, **{k: cfg[k] for k in SETTINGS})
+        self.policy, self.overlap = policy, cfg["overlap"]
+        self.world = _initial_world(ops, cfg["slots"])
+        self.requests: dict = {}  # runtime request id -> model request id
+        self.sessions: dict = {}  # runtime session id -> model session id
+        self.slots: dict = {}  # runtime slot id -> model slot id
+        self.moves: list = []  # runtime moves of the operation in progress: (event, slot, actor, target) or "launch"
+        self.followed = self.launched = self.completed = 0
+        self.events: dict = {}
+        self._watch(self.sched.pool)
+
+    def _watch(self, pool) -> None:
+        fire, alloc, launch = pool.fire, pool.alloc, pool.launch
+
+        def watched_fire(event, ids, actor, target=NOBODY):
+            out = fire(event, ids, actor, target)
+            self.moves += [(event, int(i), actor, target) for i in out.tolist()]
+            return out
+
+        def watched_alloc(n, owner):
+            out = alloc(n, owner)
+            if out is not None:
+                self.moves += [(Event.ALLOC, int(i), owner, NOBODY) for i in out.tolist()]
+            return out
+
+        def watched_launch(done=None):
+            self.moves.append("launch")
+            return launch(done)
+
+        pool.fire, pool.alloc, pool.launch = watched_fire, watched_alloc, watched_launch
+
+    # -- the model follows ---------------------------------------------------------------------
+    def act(self, kind: str, who: int | None = None) -> tuple:
+        """Perform a model action (completing first every step the device has finished);
+        return its slot moves other than fences."""
+        while self.completed < self.sched.device.finished and self.world.steps:
+            self._apply("complete", None)
+            self.completed += 1
+        out = self._apply(kind, who)
+        if kind == "launch":
+            self.launched += 1
+        return tuple(m for m in out.moves if m.event is not Event.FENCE)
+
+    def _apply(self, kind: str, who):
+        out = perform(self.world, self.policy, kind, who, self.overlap)
+        if out is None:
+            raise Divergence(f"the model cannot {kind}{'' if who is None else f'({who})'}: not enabled")
+        if out.error is not None:
+            raise Divergence(f"the model refuses {kind}({who}): {out.error}")
+        self.world = out.world
+        return out
+
+    def submit_started_turns(self) -> None:
+        """A turn the runtime put in its queue is submitted in the model too."""
+        for req in list(self.sched.requests.values()):
+            rid = self.requests.get(req.rid)
+            if rid is not None and req.session is not None and self.world.requests[rid].phase == PENDING:
+                s = self.sched.sessions.get(req.session)
+                if s is not None and s.turn == req.rid and req.phase is not Phase.DONE:
+                    self.act("submit", rid)
+
+    def follow(self) -> None:
+        """Turn the runtime's moves of this operation into model actions, one by one; each
+        action's moves must be the runtime's next ones."""
+        todo, self.moves = self.moves, []
+        while todo:
+            head = todo.pop(0)
+            if head == "launch":
+                self.act("launch")
+                continue
+            event, slot, actor, target = head
+            kind, who = _action_for(event, actor, target, self)
+            if kind == "take" and self.world.requests[who].phase == PENDING:
+                self.act("submit", who)
+            made = self.act(kind, who)
+            runtime = [head] + [m for m in todo[: len(made) - 1]]
+            del todo[: len(made) - 1]
+            self._same_moves(kind, who, runtime, made)
+
+    def _same_moves(self, kind, who, runtime: list, made: tuple) -> None:
+        if len(runtime) != len(made):
+            raise Divergence(f"{kind}({who}): the runtime moved {_show(runtime)}, the model {_show_model(made)}")
+        for (event, slot, actor, _), m in zip(runtime, made):
+            if event is Event.ALLOC:
+                self.slots[slot] = m.slot_id
+            if (event, self.slots.get(slot), self.actor(actor)) != (m.event, m.slot_id, m.actor):
+                raise Divergence(f"{kind}({who}): the runtime moved {_show(runtime)}, the model {_show_model(made)}")
+            self.followed += 1
+            self.events[event.name] = self.events.get(event.name, 0) + 1
+
+    def actor(self, actor: Actor) -> Actor:
+        if actor.kind is ActorKind.REQUEST:
+            return Actor.request(self.requests.get(actor.id, -10 - actor.id))
+        if actor.kind is ActorKind.SESSION:
+            return Actor.session(self.sessions.get(actor.id, -10 - actor.id))
+        return actor
+
+    # -- the comparison ------------------------------------------------------------------------
+    def agree(self) -> None:
+        """Every runtime slot's record, mapped, is the model's record of its slot."""
+        while self.completed < self.sched.device.finished and self.world.steps:
+            self._apply("complete", None)
+            self.completed += 1
+        ledger, model = self.sched.pool.ledger, self.world.pool.slots
+        held = 0
+        for i in range(1, self.sched.pool.capacity + 1):
+            rec = ledger.record(i)
+            if rec.state is State.FREE or (rec.state is State.RELEASED and rec.fence <= ledger.completed):
+                continue  # free, or free at the runtime's next fence (the model fences at once)
+            held += 1
+            j = self.slots.get(i)
+            mine = None if j is None else model[j - 1]
+            owner = self._owner(rec)
+            borrower = NOBODY if rec.borrower == NOBODY else self.actor(Actor.request(rec.borrower)).id
+            if mine is None or (mine.state, mine.owner, mine.borrower) != (rec.state, owner, borrower):
+                raise Divergence(f"slot {i}: the runtime has {rec}, the model's slot {j} is {mine}")
+        if held != sum(s.state is not State.FREE for s in model):
+            raise Divergence(f"the runtime holds {held} slots, the model {sum(s.state is not State.FREE for s in model)}")
+
+    def _owner(self, rec) -> int:
+        if rec.owner == NOBODY:
+            return NOBODY
+        kind = ActorKind.SESSION if rec.state in (State.PARKED, State.LENT, State.LENT_RUNNING) else ActorKind.REQUEST
+        return self.actor(Actor(kind, rec.owner)).id
+
+
+def _action_for(event: Event, actor: Actor, target: int, pair: _Pair) -> tuple:
+    """The model action that makes a runtime move of `event` by `actor`."""
+    kind = {
+        Event.ALLOC: "take", Event.ADMIT: "admit", Event.ROLLBACK: "rollback", Event.PARK: "finish",
+        Event.FINISH: "finish", Event.RETRACT: "retract", Event.ABORT: "abort", Event.CLOSE: "close",
+    }.get(event)  # fmt: skip
+    if event is Event.LEND:  # the session lends: the turn borrowing it takes it
+        return "take", pair.actor(Actor.request(target)).id
+    if kind is None:
+        raise Divergence(f"the runtime fired {event.name} by {actor}, which no model action fires")
+    return kind, pair.actor(actor).id
+
+
+def _initial_world(ops: tuple, slots: int) -> World:
+    """The model's world for a workload: a request per submit and turn (in order), a session
+    per open; plain requests wait, turns are pending."""
+    sessions, requests = [], []
+    for op in ops:
+        if op[0] == "open":
+            sessions.append([])
+        elif op[0] == "submit":
+            requests.append(Request(len(requests), None, WAITING))
+        elif op[0] == "turn":
+            sid = SESSION_BASE + op[1]
+            sessions[op[1]].append(len(requests))
+            requests.append(Request(len(requests), sid, PENDING))
+    model_sessions = tuple(Session(SESSION_BASE + j, OPEN, turns=tuple(t)) for j, t in enumerate(sessions))
+    return World(new_pool(slots), tuple(requests), model_sessions, 0, 0, ())
+
+
+def run_workload(ops: tuple, cfg: dict, scheduler_cls: type = Scheduler, policy: Policy | None = None, model=None) -> _Pair:
+    """Run `ops` on the runtime and the model side by side; raise `Divergence` at the first
+    disagreement (its message names the operation)."""
+    from .stateful import MODEL
+
+    pair = _Pair(ops, cfg, scheduler_cls, Policy() if policy is None else policy, model or MODEL)
+    made, opened = 0, 0
+    for n, op in enumerate(ops):
+        try:
+            _run_op(pair, op, made, opened)
+            if op[0] in ("submit", "turn"):
+                made += 1
+            elif op[0] == "open":
+                opened += 1
+            pair.submit_started_turns()
+            pair.agree()
+        except Divergence as d:
+            raise Divergence(f"after {n + 1} operations ({', '.join(map(_op, ops[: n + 1]))}) with {cfg}: {d}") from None
+    return pair
+
+
+def _run_op(pair: _Pair, op: tuple, made: int, opened: int) -> None:
+    sched, kind = pair.sched, op[0]
+    if kind == "submit":
+        pair.requests[sched.submit([(op[1] + i) % 64 for i in range(op[1])], op[2])] = made
+    elif kind == "open":
+        pair.sessions[sched.open_session()] = SESSION_BASE + opened
+    elif kind == "turn":
+        sid = _runtime_id(pair.sessions, SESSION_BASE + op[1])
+        try:
+            pair.requests[sched.submit([(op[2] + i) % 64 for i in range(op[2])], op[3], session=sid)] = made
+        except ValueError:  # the session is closed (SessionClosed): the turn never exists
+            pass
+    elif kind == "abort":
+        rid = _runtime_id(pair.requests, op[1])
+        if rid is None:
+            return
+        sched.abort(rid)
+        moved = bool(pair.moves)
+        pair.follow()
+        if not moved and pair.world.requests[op[1]].phase != DONE:
+            pair.act("abort", op[1])
+    elif kind == "close":
+        sid = _runtime_id(pair.sessions, SESSION_BASE + op[1])
+        if sid is None:
+            return
+        live = {rid for rid, r in sched.requests.items() if not r.done}
+        sched.close_session(sid)
+        todo, pair.moves = pair.moves, []
+        made_moves: list = []
+        for rid in sorted(live):  # the turn the close dropped from the queue (ended requests leave the table)
+            r, mine = sched.requests.get(rid), pair.requests.get(rid)
+            if mine is not None and (r is None or r.done) and pair.world.requests[mine].phase == WAITING:
+                made_moves += pair.act("abort", mine)
+        if pair.world.sessions[op[1]].status == OPEN:
+            made_moves += pair.act("close", SESSION_BASE + op[1])
+        pair._same_moves("close", SESSION_BASE + op[1], todo, tuple(made_moves))
+    else:
+        for _ in range(op[1]):
+            sched.step()
+            pair.follow()
+            pair.submit_started_turns()
+
+
+def _runtime_id(ids: dict, model_id: int):
+    return next((k for k, v in ids.items() if v == model_id), None)
+
+
+def check_differential(workloads: int = 200, length: int = 30, seed: int = 0, scheduler_cls: type = Scheduler,
+                       policy: Policy | None = None) -> Report:  # fmt: skip
+    """Run `workloads` random workloads (seeded); the first divergence, if any."""
+    rng = random.Random(seed)
+    operations = moves = 0
+    events: dict = {}
+    for w in range(workloads):
+        ops, cfg = workload(rng, length), config(rng)
+        try:
+            pair = run_workload(ops, cfg, scheduler_cls, policy)
+        except Divergence as d:
+            return Report(w + 1, operations, moves, f"workload {w} (seed {seed}): {d}", events)
+        except Exception as e:  # the runtime itself refused: as much a failure of the stage
+            return Report(w + 1, operations, moves, f"workload {w} (seed {seed}): the runtime raised {e!r} on {ops} with {cfg}", events)
+        operations += len(ops)
+        moves += pair.followed
+        for name, n in pair.events.items():
+            events[name] = events.get(name, 0) + n
+    return Report(workloads, operations, moves, None, events)
+
+
+def _op(op: tuple) -> str:
+    return op[0] + ("" if len(op) == 1 else f"{op[1:]}")
+
+
+def _show(moves: list) -> str:
+    return "[" + ", ".join(f"{e.name} slot {s} by {a}" for e, s, a, _ in moves) + "]"
+
+
+def _show_model(moves: tuple) -> str:
+    return "[" + ", ".join(f"{m.event.name} slot {m.slot_id} by {m.actor}" for m in moves) + "]"
