@@ -125,3 +125,100 @@ def judge(lifecycle: Lifecycle = LIFECYCLE) -> list[Verdict]:
     return verdicts
 
 
+
+
+# -- the runtime's own code path -----------------------------------------------------------------
+class RuntimeVerdict(NamedTuple):
+    """What a real `SlotLedger` did with one case, next to what `step()` says."""
+
+    case: Case
+    check: str  # "strict" or "off"
+    free_list: bool  # the pool's ledger (its own free list) or the guard's (no free list)
+    model: Slot | None  # None: illegal
+    runtime: Slot | None  # None: refused (strict) or marked ILLEGAL by the table (off)
+    problem: str  # "" when the runtime did what the model says
+
+    @property
+    def agrees(self) -> bool:
+        return not self.problem
+
+
+def _runtime_ledger(case: Case, check: str, free_list: bool, make):
+    """A one-slot ledger whose slot 1 holds `case.slot`, `EPOCH` steps launched and finished
+    (a release waits for step `EPOCH`; a fence of any step up to it is allowed)."""
+    ledger = make(1, check=check, free_list=free_list)
+    for _ in range(EPOCH):
+        ledger.launch()
+    ledger.fence()
+    c = ledger.cols
+    c.state[1], c.owner[1], c.borrower[1], c.fence[1] = int(case.slot.state), case.slot.owner, case.slot.borrower, case.slot.fence
+    if free_list and case.slot.state is not State.FREE:
+        ledger._count = 0  # slot 1 left the free list when it left FREE
+    return ledger
+
+
+def by_runtime(case: Case, check: str, free_list: bool, make=None) -> RuntimeVerdict:
+    """Run `case` through a real `SlotLedger` (`make`, default `SlotLedger`): the pool's
+    `alloc` for an ALLOC with a free list, `apply` (the compiled per-event tables and
+    `kernels.transition.look_up`/`write`) for everything else. Compare next state, owner,
+    borrower, fence and the verdict with `step()`; a refusal must change nothing, and the
+    free list must stay the set of FREE slots."""
+    from slotwarden.model.errors import LifecycleError
+    from slotwarden.model.table import ILLEGAL as _ILLEGAL
+    from slotwarden.runtime.ledger import SlotLedger
+
+    make = make or SlotLedger
+    model = _or_none(lambda: step(case.slot, case.event, case.actor, case.target, EPOCH))
+    ledger = _runtime_ledger(case, check, free_list, make)
+    before = ledger.snapshot()
+    refused = None
+    try:
+        if case.event is Event.ALLOC and free_list:
+            if case.slot.state is State.FREE:
+                got = ledger.alloc(1, case.actor)
+                refused = None if got is not None and got.tolist() == [1] else "alloc handed out no slot 1"
+            else:  # the pool allocs by count from its free list: a held slot cannot be named
+                return RuntimeVerdict(case, check, free_list, model, None, "" if model is None else "legal alloc of a held slot")
+        else:
+            ledger.apply([1], case.event, case.actor, case.target)
+    except LifecycleError as exc:
+        refused = f"{type(exc).__name__}: {exc.reason if hasattr(exc, 'reason') else exc}".splitlines()[0]
+    code = int(ledger.cols.state[1])
+    runtime = None if refused or code == _ILLEGAL else ledger.record(1)
+    problems = []
+    if (model is None) != (runtime is None):
+        problems.append(f"model {'refuses' if model is None else 'allows'}, runtime {'refuses (' + refused + ')' if refused else 'allows'}")
+    elif model is not None and model != runtime:
+        problems.append(f"model gives {model}, runtime {runtime}")
+    if refused:
+        after = ledger.snapshot()
+        if any(not _same(before[k], after[k]) for k in before):
+            problems.append("a refused move changed the ledger")
+    elif runtime is not None and check == "strict":
+        audit = ledger.audit()
+        if not audit.free_list_ok:
+            problems.append("; ".join(audit.problems))
+    return RuntimeVerdict(case, check, free_list, model, runtime, "; ".join(problems))
+
+
+def _same(a, b) -> bool:
+    import torch
+
+    return torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+
+
+def runtime_cases(lifecycle: Lifecycle = LIFECYCLE) -> Iterator[tuple[Case, str, bool]]:
+    """Every case with check strict (pool and guard ledgers). With check off the ledger trusts
+    the caller on who fires (actor kind, a target present), so only the cases where the
+    caller is right are compared: the table must still give the model's verdict."""
+    for case in cases(lifecycle):
+        for free_list in (True, False):
+            yield case, "strict", free_list
+            spec = lifecycle.event(case.event)
+            if case.actor.kind is spec.actor and not (spec.target is not None and case.target < 0):
+                yield case, "off", free_list
+
+
+def judge_runtime(make=None, lifecycle: Lifecycle = LIFECYCLE) -> list[RuntimeVerdict]:
+    """The runtime's verdict on every case (see `by_runtime`)."""
+    return [by_runtime(case, check, free_list, make) for case, check, free_list in runtime_cases(lifecycle)]

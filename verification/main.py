@@ -31,7 +31,7 @@ from typing import Callable, NamedTuple
 from slotwarden.cli_args import UsageError, output_folder
 from slotwarden.model import proofs as model_proofs
 from slotwarden.model import registry
-from slotwarden.verification.agreement import judge
+from slotwarden.verification.agreement import judge, judge_runtime
 from slotwarden.verification.bad_input import BadInputMachine, SchedulerBadInputMachine
 from slotwarden.verification.campaign import Budget, run_machine
 from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS, UNREACHABLE, check, coverage
@@ -39,6 +39,8 @@ from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT, prove
 from slotwarden.verification import declaration_mutants
 from slotwarden.verification.differential import check_differential
 from slotwarden.verification.mutants import MUTANTS
+from slotwarden.verification.continuity import ContinuityMachine
+from slotwarden.verification.runtime_faults import FAULTS, hunt
 from slotwarden.verification.stateful import GuardMachine, PoolMachine, machine_for
 from slotwarden.runtime.scheduler import Scheduler
 
@@ -46,6 +48,13 @@ LEVELS = {  # examples per machine, steps per example, mutant examples, checker 
     "quick": dict(differential=40, pool=Budget(40, 25), scheduler=Budget(25, 20), mutant=Budget(300, 25), bounds=TEST_BOUNDS, proofs=False, shrink=False),
     "default": dict(differential=300, pool=Budget(200, 30), scheduler=Budget(100, 25), mutant=Budget(500, 30), bounds=DEFAULT_BOUNDS, proofs=True, shrink=True),
     "thorough": dict(differential=2000, pool=Budget(2000, 40), scheduler=Budget(1000, 40), mutant=Budget(2000, 40), bounds=THOROUGH_BOUNDS, proofs=True, shrink=True),
+}
+
+RUNTIME_LEVELS = {  # the continuity machine; the machines that hunt a seeded runtime fault (they
+    # stop at the first catch, so their budget is spent only by a fault that escapes)
+    "quick": dict(continuity=Budget(25, 20), hunt=Budget(100, 20)),
+    "default": dict(continuity=Budget(100, 25), hunt=Budget(200, 25)),
+    "thorough": dict(continuity=Budget(1000, 40), hunt=Budget(1000, 40)),
 }
 
 
@@ -71,6 +80,50 @@ def _agreement(_) -> Row:
 def _declaration_mutants(crosshair_timeout: float | None) -> Row:
     r = declaration_mutants.run_stage(crosshair_timeout=crosshair_timeout)
     return Row("mutations", "declaration mutants", r.ok, r.seconds, declaration_mutants.summary(r), declaration_mutants.detail(r))
+
+
+def _runtime_agreement(_) -> Row:
+    start = time.perf_counter()
+    verdicts = judge_runtime()
+    bad = [v for v in verdicts if not v.agrees]
+    text = f"{len(verdicts) - len(bad)}/{len(verdicts)} moves on real ledger columns agree with step() (check strict and off)"
+    detail = {"moves": len(verdicts), "disagreements": [f"{v.case} [{v.check}]: {v.problem}" for v in bad[:20]]}
+    return Row("declaration", "runtime look_up/write = step()", not bad, time.perf_counter() - start, text, detail)
+
+
+def _continuity(budget: Budget, seed) -> Row:
+    r = run_machine("continuity", ContinuityMachine, budget, seed)
+    text = f"{r.examples} examples, tokens and state bit for bit" + ("" if r.passed else f"; FAILED: {r.error}")
+    return Row("continuity", "state = transcript's reference", r.passed, r.seconds, text, r._asdict())
+
+
+def fault_stages(runtime_level: dict, level: dict, seed) -> dict:
+    """The stages that hunt a seeded runtime fault: name -> check ("" when it passes)."""
+
+    def machine(name, m, budget):
+        def run() -> str:
+            r = run_machine(name, m, budget, seed, shrink=False)
+            return "" if r.passed else f"{r.error} (example {r.examples})"
+
+        return run
+
+    def agreement() -> str:
+        bad = [v for v in judge_runtime() if not v.agrees]
+        return "" if not bad else f"{len(bad)} moves disagree, e.g. {bad[0].case.slot.state.name} {bad[0].case.event.name} by {bad[0].case.actor}: {bad[0].problem}"
+
+    hunt_budget = runtime_level["hunt"]
+    return {
+        "agreement": agreement,
+        "pool": machine("pool", PoolMachine, Budget(hunt_budget.examples, level["pool"].steps)),
+        "continuity": machine("continuity", ContinuityMachine, hunt_budget),
+        "scheduler": machine("scheduler", machine_for(Scheduler), hunt_budget),
+    }
+
+
+def _fault(fault, stages: dict) -> Row:
+    c = hunt(fault, stages)
+    text = f"caught by {c.stage}: {c.error}" if c.caught else f"ESCAPED {', '.join(c.tried)}"
+    return Row("faults", fault.name, c.caught, c.seconds, text[:200], {"what": fault.what, **c._asdict()})
 
 
 def _proof(name: str, timeout: float) -> Row:
@@ -148,7 +201,8 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
 
 def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, Callable]]:
     """Every job of the campaign as (stage, name, thunk), in a fixed order (for sharding)."""
-    out = [("declaration", "agreement", lambda: _agreement(None))]
+    out = [("declaration", "agreement", lambda: _agreement(None)),
+           ("declaration", "runtime agreement", lambda: _runtime_agreement(None))]
     survivors_timeout = proof_timeout if level is LEVELS["thorough"] else None  # CrossHair on unlisted survivors
     out += [("mutations", "declaration mutants", lambda: _declaration_mutants(survivors_timeout))]
     if level["proofs"]:
@@ -163,6 +217,10 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
         ("scheduler+overlap", machine_for(Scheduler, overlap=True), level["scheduler"]),
     ]
     out += [("hypothesis", n, lambda n=n, m=m, b=b: _machine(n, m, b, seed)) for n, m, b in machines]
+    runtime = RUNTIME_LEVELS[next((k for k, v in LEVELS.items() if v == level), "default")]
+    out.append(("continuity", "continuity", lambda: _continuity(runtime["continuity"], seed)))
+    stages = fault_stages(runtime, level, seed)
+    out += [("faults", f.name, lambda f=f: _fault(f, stages)) for f in FAULTS]
     out += [("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"])) for m in MUTANTS]
     junk = [("pool, ledger, guard", BadInputMachine), ("scheduler", SchedulerBadInputMachine)]
     out += [("bad input", n, lambda n=n, m=m: _machine(n, m, level["scheduler"], seed)._replace(stage="bad input")) for n, m in junk]
@@ -260,7 +318,7 @@ def _parse_shard(text: str | None) -> tuple[int, int]:
 
 def _summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
     lines = ["", "== summary", "| stage | checks | passed | seconds |", "|---|---:|---:|---:|"]
-    for stage in ("declaration", "mutations", "proofs", "exhaustive", "differential", "hypothesis", "mutants", "bad input"):
+    for stage in ("declaration", "mutations", "proofs", "exhaustive", "differential", "hypothesis", "continuity", "faults", "mutants", "bad input"):
         mine = [r for r in rows if r.stage == stage]
         if mine:
             lines.append(f"| {stage} | {len(mine)} | {sum(r.ok for r in mine)} | {sum(r.seconds for r in mine):.1f} |")

@@ -21,9 +21,12 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initial
 
 from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
 from slotwarden.model import pool as model_pool
+from slotwarden.model.declaration import relation_of
 from slotwarden.model.errors import LifecycleError
+from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.step import step as model_step
 from slotwarden.model.properties import conserved, exclusive
-from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, State
 from slotwarden.runtime.assemble import pool_for, scheduler_for
 from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.runtime.request import Phase, SessionStatus
@@ -51,6 +54,10 @@ class PoolUnderTest(Protocol):
 
     def free_list(self) -> tuple | None: ...
 
+    # optional, for pools that hold state: the machine checks data movement when present
+    # copy(src, dst, actor), zero(ids, actor), fork(src, actor) -> tuple of ids or None,
+    # fill(slot, value) (a step writes the slot), value(slot) -> the value every element holds
+
 
 class StatePoolUnderTest:
     def __init__(self, capacity: int):
@@ -76,6 +83,25 @@ class StatePoolUnderTest:
     def free_list(self):
         return tuple(self.pool.ledger.free_list().tolist())
 
+    def copy(self, src, dst, actor):
+        self.pool.copy(list(src), list(dst), actor)
+
+    def zero(self, ids, actor):
+        self.pool.zero(list(ids), actor)
+
+    def fork(self, src, actor):
+        ids = self.pool.fork(src, actor)
+        return None if ids is None else tuple(ids.tolist())
+
+    def fill(self, slot, value):
+        for t in self.pool.tensors:
+            t[:, slot] = value
+
+    def value(self, slot):
+        """The value every element of the slot's state holds, or NaN if they differ."""
+        flat = torch.cat([t[:, slot].reshape(-1) for t in self.pool.tensors])
+        return float(flat[0]) if bool((flat == flat[0]).all()) else float("nan")
+
 
 class TensorFreeList:
     """A plain device-tensor free list of SGLang's `MambaSlotAllocator` shape, no checks."""
@@ -93,7 +119,7 @@ class TensorFreeList:
         self.free_slots = torch.cat((self.free_slots, free_index))
 
 
-class GuardUnderTest(StatePoolUnderTest):
+class GuardUnderTest:
     """An engine's own allocator (FIFO like SGLang's) behind `LedgerGuard`."""
 
     def __init__(self, capacity: int):
@@ -121,7 +147,11 @@ class GuardUnderTest(StatePoolUnderTest):
         return tuple(self.engine.free_slots.tolist())
 
 
-IDS = st.integers(1, 9)
+REQUEST_IDS = range(1, 10)
+SESSION_IDS = range(1001, 1010)
+"""Request and session ids come from disjoint ranges, so an id of one kind used where the other
+belongs never matches by accident."""
+RIDS, SIDS = st.sampled_from(REQUEST_IDS), st.sampled_from(SESSION_IDS)
 EVENTS = st.sampled_from(list(Event))
 
 
@@ -141,6 +171,9 @@ class PoolMachine(RuleBasedStateMachine):
         self.impl = self.under_test(capacity)
         self.model = model_pool.new_pool(capacity)
         self.launched = 0
+        self.data = hasattr(self.impl, "copy")  # the pool holds state: check data movement too
+        self.shadow: dict[int, float] = {}  # slot -> the value its state must hold while held
+        self.tag = 0.0
 
     def _both(self, model_move, impl_move):
         """Run the move on the model and the implementation: both succeed or both refuse."""
@@ -158,7 +191,7 @@ class PoolMachine(RuleBasedStateMachine):
         self.model = expected if not isinstance(expected, tuple) or isinstance(expected, model_pool.Pool) else expected[0]
         return result
 
-    @rule(target=taken, n=st.integers(1, 3), rid=IDS)
+    @rule(target=taken, n=st.integers(1, 3), rid=RIDS)
     def alloc(self, n, rid):
         actor = Actor.request(rid)
         got_model = model_pool.alloc(self.model, n, actor)
@@ -167,6 +200,7 @@ class PoolMachine(RuleBasedStateMachine):
         if got is None:
             return multiple()
         self.model = got_model[0]
+        self.shadow.update((s, 0.0) for s in got)  # alloc zeroes what it hands out
         return multiple(*[(s, rid) for s in got])
 
     @rule(target=running, held=consumes(taken))
@@ -183,12 +217,12 @@ class PoolMachine(RuleBasedStateMachine):
     def release(self, held, event):
         self._fire((held[0],), event, Actor.request(held[1]))
 
-    @rule(target=parked, held=consumes(running), sid=IDS)
+    @rule(target=parked, held=consumes(running), sid=SIDS)
     def park(self, held, sid):
         self._fire((held[0],), Event.PARK, Actor.request(held[1]), sid)
         return (held[0], sid)
 
-    @rule(target=lent, held=consumes(parked), rid=IDS)
+    @rule(target=lent, held=consumes(parked), rid=RIDS)
     def lend(self, held, rid):
         self._fire((held[0],), Event.LEND, Actor.session(held[1]), rid)
         return (held[0], held[1], rid)
@@ -226,8 +260,8 @@ class PoolMachine(RuleBasedStateMachine):
         ids=st.lists(st.integers(-1, 7), max_size=3),
         event=EVENTS.filter(lambda e: e is not Event.ALLOC),
         kind=st.sampled_from(list(ActorKind)),
-        who=IDS,
-        to=st.sampled_from([NOBODY, 1, 2]),
+        who=st.one_of(RIDS, SIDS),
+        to=st.sampled_from([NOBODY, 1, 2, 1001]),
     )
     def anything(self, ids, event, kind, who, to):
         """Arbitrary moves, mostly illegal: both refuse, or both agree."""
@@ -239,6 +273,109 @@ class PoolMachine(RuleBasedStateMachine):
             lambda: self.impl.fire(ids, event, actor, to),
         )
 
+    @rule(data=st.data())
+    def repeat(self, data):
+        """A move its slot's holder may make, with the slot named twice in the batch: refused."""
+        held = [i + 1 for i, s in enumerate(self.model.slots) if s.owner != NOBODY]
+        if not held:
+            return
+        slot = data.draw(st.sampled_from(held), label="slot")
+        record = self.model.slots[slot - 1]
+        actors = [Actor(k, who) for k in (ActorKind.REQUEST, ActorKind.SESSION) for who in (record.owner, record.borrower) if who != NOBODY]
+        moves = [(e, a, t) for a in actors for e in Event if e not in (Event.ALLOC, Event.FENCE) for t in (NOBODY, 5, 1005)
+                 if _legal(record, e, a, t)]
+        if not moves:
+            return
+        event, actor, target = data.draw(st.sampled_from(moves), label="move")
+        self._both(
+            lambda: model_pool.apply(self.model, (slot, slot), event, actor, target, self.launched),
+            lambda: self.impl.fire([slot, slot], event, actor, target),
+        )
+
+    # -- data movement (pools that hold state) ---------------------------------------------------
+    def _held(self) -> list:
+        return [i + 1 for i, s in enumerate(self.model.slots) if LIFECYCLE.spec(s.state).owner is not None]
+
+    def _holder(self, slot: int) -> Actor:
+        """Who may write into `slot`: the request it is lent to, else its owner."""
+        s = self.model.slots[slot - 1]
+        if s.borrower != NOBODY:
+            return Actor.request(s.borrower)
+        return Actor(LIFECYCLE.spec(s.state).owner, s.owner)
+
+    def _some_actor(self, data, slot: int) -> Actor:
+        """Mostly the slot's holder, sometimes anybody (a copy into someone else's slot)."""
+        if self._is_held(slot) and data.draw(st.integers(0, 3), label="holder?"):
+            return self._holder(slot)
+        return Actor(data.draw(st.sampled_from([ActorKind.REQUEST, ActorKind.SESSION])), data.draw(st.one_of(RIDS, SIDS)))
+
+    def _some_slot(self, data) -> int:
+        held = self._held()
+        if held and data.draw(st.integers(0, 3), label="held?"):
+            return data.draw(st.sampled_from(held), label="slot")
+        return data.draw(st.integers(1, self.model.slots.__len__()), label="any slot")
+
+    def _data_move(self, allowed: bool, move, effect) -> None:
+        """`move` must succeed iff `allowed`; a refused one changes neither records nor data."""
+        before = (self.impl.records(), {s: self.impl.value(s) for s in self.shadow})
+        try:
+            result = move()
+        except LifecycleError as exc:
+            assert not allowed, f"a legal data move was refused: {exc}"
+            after = (self.impl.records(), {s: self.impl.value(s) for s in self.shadow})
+            assert after == before or _nan_equal(after, before), "a refused data move changed the pool"
+            return
+        assert allowed, "a data move the lifecycle forbids was accepted"
+        effect(result)
+
+    @precondition(lambda self: getattr(self, "data", False))
+    @rule()
+    def fill(self):
+        """A step writes the state of every held slot (each a value of its own)."""
+        for slot in self._held():
+            self.tag += 1.0
+            self.impl.fill(slot, self.tag)
+            self.shadow[slot] = self.tag
+
+    @precondition(lambda self: getattr(self, "data", False))
+    @rule(data=st.data())
+    def copy(self, data):
+        src, dst = self._some_slot(data), self._some_slot(data)
+        actor = self._some_actor(data, dst)
+        allowed = src != dst and self._is_held(src) and self._holds(actor, dst)
+        self._data_move(allowed, lambda: self.impl.copy((src,), (dst,), actor), lambda _: self.shadow.__setitem__(dst, self.shadow[src]))
+
+    @precondition(lambda self: getattr(self, "data", False))
+    @rule(data=st.data())
+    def zero(self, data):
+        slot = self._some_slot(data)
+        actor = self._some_actor(data, slot)
+        self._data_move(self._holds(actor, slot), lambda: self.impl.zero((slot,), actor), lambda _: self.shadow.__setitem__(slot, 0.0))
+
+    @precondition(lambda self: getattr(self, "data", False))
+    @rule(data=st.data())
+    def fork(self, data):
+        src = self._some_slot(data)
+        rid = data.draw(RIDS, label="request")
+        allowed = self._is_held(src)
+
+        def effect(ids):
+            got_model = model_pool.alloc(self.model, 1, Actor.request(rid))
+            assert (ids is None) == (got_model is None), "fork and the model disagree on a free slot"
+            if ids is not None:
+                assert tuple(ids) == got_model[1], f"fork took {ids}, the model's free list gives {got_model[1]}"
+                self.model = got_model[0]
+                self.shadow[ids[0]] = self.shadow[src]
+
+        self._data_move(allowed, lambda: self.impl.fork(src, Actor.request(rid)), effect)
+
+    def _is_held(self, slot: int) -> bool:
+        return LIFECYCLE.spec(self.model.slots[slot - 1].state).owner is not None
+
+    def _holds(self, actor: Actor, slot: int) -> bool:
+        s = self.model.slots[slot - 1]
+        return relation_of(LIFECYCLE.spec(s.state), s, actor) in (Relation.OWNER, Relation.BORROWER)
+
     def _fire(self, ids, event, actor, target=NOBODY):
         self.model = model_pool.apply(self.model, ids, event, actor, target, self.launched)
         self.impl.fire(list(ids), event, actor, target)
@@ -249,10 +386,27 @@ class PoolMachine(RuleBasedStateMachine):
             return
         assert self.impl.records() == self.model.slots
         free = self.impl.free_list()
-        if free is not None and isinstance(self.impl, StatePoolUnderTest) and not isinstance(self.impl, GuardUnderTest):
-            assert free == self.model.free
+        if free is not None:  # any pool that exposes its free list: the same ids, in hand-out order
+            assert free == self.model.free, f"free list {free}, the model's {self.model.free}"
         assert conserved(self.model.slots, self.model.free)
         assert all(exclusive(s) for s in self.impl.records())
+        if getattr(self, "data", False):
+            for slot in self._held():
+                want = self.shadow.get(slot)
+                got = self.impl.value(slot)
+                assert got == want, f"slot {slot} ({self.model.slots[slot - 1].state.name}) holds {got}, expected {want}"
+
+
+def _legal(record, event, actor, target) -> bool:
+    try:
+        model_step(record, event, actor, target)
+        return True
+    except LifecycleError:
+        return False
+
+
+def _nan_equal(a, b) -> bool:
+    return repr(a) == repr(b)
 
 
 class GuardMachine(PoolMachine):
@@ -275,8 +429,14 @@ def _marks_broken(rule_body):
     return wrapped
 
 
+FEATURES = ("plain", "sessions", "abort", "close")
+"""Swarm testing: each example enables a random subset of these kinds of move (at least one
+kind of request), so that some examples are all sessions, some never abort, and so on."""
+
+
 class SchedulerMachine(RuleBasedStateMachine):
-    """Random workloads on a small scheduler; invariants after every rule, audit at teardown."""
+    """Random workloads on a small scheduler; invariants after every rule, audit at teardown.
+    Each example draws its pool, budgets and the kinds of move it makes (swarm testing)."""
 
     broken = False
 
@@ -284,51 +444,62 @@ class SchedulerMachine(RuleBasedStateMachine):
     settings_override: dict = {}
 
     @initialize(
-        slots=st.integers(1, 4),
+        slots=st.sampled_from([1, 1, 2, 2, 3, 4]),  # small pools often: slots run out, requests retract
         overlap=st.booleans(),
         budget=st.sampled_from([2, 4, 8, 32]),
         chunk=st.sampled_from([1, 2, 4, 16]),
         max_running=st.integers(1, 4),
-        retract_after=st.sampled_from([1, 2, None]),
+        retract_after=st.sampled_from([1, 1, 2, None]),
+        features=st.sets(st.sampled_from(FEATURES)),
     )
-    def setup(self, slots, overlap, budget, chunk, max_running, retract_after):
+    def setup(self, slots, overlap, budget, chunk, max_running, retract_after, features):
         settings = dict(
             overlap=overlap, token_budget=budget, chunk_size=chunk, max_running=max_running, retract_after=retract_after
         )
         settings.update(self.settings_override)
         self.sched = scheduler_for(MODEL, slots, self.scheduler_cls, **settings)
+        self.sched._next_sid = SESSION_IDS.start  # request ids count from 0: keep the two kinds apart
+        self.features = set(features) if {"plain", "sessions"} & set(features) else {*features, "plain", "sessions"}
 
+    def _has(self, feature: str) -> bool:
+        return hasattr(self, "sched") and feature in self.features
+
+    @precondition(lambda self: self._has("plain"))
     @rule(n=st.integers(1, 6), new=st.integers(1, 4), first=st.integers(0, 63))
     @_marks_broken
     def submit(self, n, new, first):
         self.sched.submit([(first + i) % 64 for i in range(n)], new)
 
+    @precondition(lambda self: self._has("sessions"))
     @rule()
     @_marks_broken
     def open_session(self):
         self.sched.open_session()
 
-    @precondition(lambda self: hasattr(self, "sched") and any(s.status is SessionStatus.OPEN for s in self.sched.sessions.values()))
-    @rule(data=st.data(), n=st.integers(1, 4), new=st.integers(1, 3))
+    @precondition(lambda self: self._has("sessions"))
+    @rule(data=st.data(), n=st.integers(1, 4), new=st.integers(1, 6))
     @_marks_broken
     def submit_turn(self, data, n, new):
+        """The next turn of an open session (a new one if none is open, or now and then)."""
         open_ = [s.sid for s in self.sched.sessions.values() if s.status is SessionStatus.OPEN]
-        sid = data.draw(st.sampled_from(open_))
+        if not open_ or not data.draw(st.integers(0, 3), label="existing session?"):
+            open_ = [self.sched.open_session()]
+        sid = data.draw(st.sampled_from(open_), label="session")
         self.sched.submit([(sid + i) % 64 for i in range(n)], new, session=sid)
 
-    @precondition(lambda self: hasattr(self, "sched") and self.sched.submitted)
+    @precondition(lambda self: self._has("abort") and self.sched.submitted)
     @rule(data=st.data())
     @_marks_broken
     def abort(self, data):
         """Any request handed out: live, or ended (then nothing to do)."""
         self.sched.abort(data.draw(st.sampled_from(list(range(self.sched.submitted)))))
 
-    @precondition(lambda self: hasattr(self, "sched") and self.sched.opened)
+    @precondition(lambda self: self._has("close") and self.sched.opened > SESSION_IDS.start)
     @rule(data=st.data())
     @_marks_broken
     def close(self, data):
         """Any session handed out: open, closing, or closed (then nothing to do)."""
-        self.sched.close_session(data.draw(st.sampled_from(list(range(self.sched.opened)))))
+        self.sched.close_session(data.draw(st.sampled_from(list(range(SESSION_IDS.start, self.sched.opened)))))
 
     @rule(times=st.integers(1, 4))
     @_marks_broken

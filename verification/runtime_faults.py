@@ -1,0 +1,277 @@
+"""Faults seeded into the runtime itself, each of which some stage of `verify` must catch.
+
+Each fault is applied in process for the duration of a `with fault.applied():` block (a
+monkeypatch of one function of the ledger, the pool, the scheduler or the kernels, restored
+in `finally`); production code has no fault branches. `hunt` runs the stages that should catch
+a fault, then the others, and reports the first that did: the runtime-agreement check, the
+pool machine (records, free list and state contents against the model), the continuity
+machine (tokens and state against the transcript), or the scheduler machine (invariants and
+idle audit).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator, NamedTuple
+
+import numpy as np
+import torch
+
+from slotwarden.kernels import transition
+from slotwarden.kernels.layer import TinyMamba
+from slotwarden.kernels.slots import zero_slots
+from slotwarden.model.errors import BadSlotId
+from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.vocabulary import Actor, Event, State
+from slotwarden.runtime import admission, ledger as ledger_module
+from slotwarden.runtime.ledger import SlotLedger
+from slotwarden.runtime.pool import StatePool
+from slotwarden.runtime.request import Phase
+
+
+@contextmanager
+def patched(owner, name: str, replacement) -> Iterator[None]:
+    """`owner.name = replacement` inside the block; the original comes back in `finally`."""
+    original = getattr(owner, name)
+    setattr(owner, name, replacement(original))
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+# -- the ledger and its kernels ----------------------------------------------------------------
+def _skip_owner_check(look_up):
+    """FINISH: the owner bit is taken as set, so any request may finish any running slot."""
+    finish = transition.compile_events(LIFECYCLE)[Event.FINISH]  # the ledger's own (cached) table
+
+    def skipping(cols, table, ids, actor_id):
+        batch = look_up(cols, table, ids, actor_id)
+        if table is not finish:
+            return batch
+        key = batch.key | transition.OWN
+        return batch._replace(key=key, after=table.next_state[key])
+
+    return skipping
+
+
+def _lent_rollback_entry(compile_events):
+    """The compiled table sends a rolled-back lent slot to FREE (the seed's bug, in the table)."""
+
+    def flipped(lifecycle=None):
+        tables = compile_events() if lifecycle is None else compile_events(lifecycle)
+        rollback = tables[Event.ROLLBACK]
+        cols = [np.array(c) for c in rollback[:4]]
+        key = int(State.LENT) * 8 + transition.BOR
+        cols[0][key], cols[1][key], cols[2][key], cols[3][key] = int(State.FREE), 4, 4, 4  # CLEAR
+        return {**tables, Event.ROLLBACK: rollback._replace(**dict(zip(rollback._fields[:4], cols)), writes_owner=True)}
+
+    return flipped
+
+
+def _keeps_borrower(write):
+    """The scatter forgets the borrower column: a lent slot given back keeps its borrower."""
+
+    def forgetful(cols, table, batch, event, actor_id, target, epoch):
+        kept = cols.borrower[batch.ids].copy()
+        write(cols, table, batch, event, actor_id, target, epoch)
+        if event is not Event.LEND:
+            cols.borrower[batch.ids] = kept
+
+    return forgetful
+
+
+def _no_duplicate_check(ids_check):
+    """The duplicate-id check within a batch is gone."""
+
+    def unchecked(self, ids, event, actor, allow_empty=False):
+        try:
+            return ids_check(self, ids, event, actor, allow_empty)
+        except BadSlotId as exc:
+            if "twice" not in exc.reason:
+                raise
+            return np.asarray(ids, dtype=np.int64).reshape(-1)
+
+    return unchecked
+
+
+def _early_push(apply):
+    """The free ring takes a released slot at once, before the fence of its step."""
+
+    def pushing(self, ids, event, actor, target):
+        out = apply(self, ids, event, actor, target)
+        released = ids[self.cols.state[ids] == int(State.RELEASED)]
+        if released.size and self.has_free_list:
+            self._push(released)
+        return out
+
+    return pushing
+
+
+# -- the pool ----------------------------------------------------------------------------------
+def _copy_anywhere(require_mine):
+    """copy, fork and zero write into slots that someone else holds."""
+    return lambda self, ids, actor, what: None
+
+
+def _alloc_not_zeroed(alloc):
+    """alloc hands out a slot holding whatever state it held before."""
+
+    def dirty(self, n, owner):
+        ids = self.ledger.alloc(n, owner)
+        return None if ids is None else torch.from_numpy(ids)
+
+    return dirty
+
+
+def _lend_zeroes(lend):
+    """LEND zeroes the lent slot: the turn does not continue its session's state."""
+
+    def zeroing(self, ids, session, request):
+        out = lend(self, ids, session, request)
+        zero_slots(self.tensors, self.on_device(out))
+        return out
+
+    return zeroing
+
+
+# -- the scheduler and the kernels ---------------------------------------------------------------
+def _any_victim(pick_victim):
+    """Retraction may also pick a running session turn (preferred, so that the path runs; each
+    turn at most once, so that a turn retracted while its slot is all a starved request lacks
+    still makes progress)."""
+
+    def picking(sched, exclude):
+        done = sched.__dict__.setdefault("turns_retracted", set())
+        turns = [
+            r
+            for r in sched.running
+            if r.session is not None and r.rid not in exclude and r.rid not in done and len(r.output) > r.outputs_at_admit
+        ]
+        victim = max(turns, key=lambda r: (r.remaining(), r.rid), default=None)
+        if victim is None:
+            return pick_victim(sched, exclude)
+        done.add(victim.rid)
+        return victim
+
+    return picking
+
+
+def _requeue(sched, req, refeed: bool) -> None:
+    """The turn waits again and will be recomputed from its prompt."""
+    s = sched.sessions[req.session]
+    sched.running.remove(req)
+    req.generation += 1
+    req.phase, req.slot, req.lent, req.tail = Phase.WAITING, None, False, None
+    req.output, req.fed, req.pending_outputs, req.refeeds = [], 0, 0, refeed
+    req.input = (s.transcript if refeed else []) + s.pending + req.prompt
+    sched.waiting.append(req)
+
+
+def turn_retraction(mark_stale: bool = True, by_finish: bool = False):
+    """A retraction of a session turn. As it should be: RETRACT gives the lent slot back, the
+    session is marked stale (its state was advanced in place) and the turn is fed again from
+    the transcript. `mark_stale=False`: the partial turn's state is continued; `by_finish`:
+    the lent slot goes back by the finish path, committing the partial turn to the session."""
+
+    def wrap(retract):
+        def retracting(sched, req):
+            if req.session is None:
+                return retract(sched, req)
+            s = sched.sessions[req.session]
+            if by_finish:
+                sched.release_finished(req)
+                s.transcript = (req.input if req.refeeds else s.transcript + req.input) + req.output[:-1]
+                s.pending, s.stale = req.output[-1:], False
+            else:
+                sched.pool.retract([req.slot], Actor.request(req.rid))
+                s.stale = s.stale or mark_stale
+            _requeue(sched, req, refeed=s.stale)
+
+        return retracting
+
+    return wrap
+
+
+def _wrong_row(decode):
+    """Decode reads and writes the state of the wrong slot row (rows shifted by one)."""
+
+    def shifted(self, tokens, slots, conv_state, ssm_state, pad_slot=0):
+        return decode(self, tokens, slots.roll(1) if slots.numel() > 1 else slots, conv_state, ssm_state, pad_slot)
+
+    return shifted
+
+
+# -- the catalogue -------------------------------------------------------------------------------
+class Fault(NamedTuple):
+    name: str
+    what: str
+    patches: tuple  # (owner, attribute, wrapper): the wrapper gets the original, returns the fault
+    stages: tuple  # the stages that should catch it, tried first (the others are tried after)
+
+    @contextmanager
+    def applied(self) -> Iterator[None]:
+        with _all(self.patches):
+            yield
+
+
+@contextmanager
+def _all(patches):
+    if not patches:
+        yield
+        return
+    (owner, name, wrapper), rest = patches[0], patches[1:]
+    with patched(owner, name, wrapper), _all(rest):
+        yield
+
+
+_RETRACT_TURNS = (admission, "pick_victim", _any_victim)
+
+FAULTS = (
+    Fault("ledger_skips_owner_check", "the ledger skips the owner check for FINISH",
+          ((ledger_module, "look_up", _skip_owner_check),), ("agreement",)),
+    Fault("retract_lent_by_finish", "a retracted session turn gives its lent slot back by the finish path",
+          (_RETRACT_TURNS, (admission, "retract", turn_retraction(by_finish=True))), ("continuity",)),
+    Fault("copy_into_foreign_slot", "copy, fork and zero write into a slot someone else holds",
+          ((StatePool, "_require_mine", _copy_anywhere),), ("pool",)),
+    Fault("no_duplicate_check", "the duplicate-id check within a batch is removed",
+          ((SlotLedger, "_ids", _no_duplicate_check),), ("pool",)),
+    Fault("lend_zeroes_state", "LEND zeroes the lent slot, so a session loses its state between turns",
+          ((StatePool, "lend", _lend_zeroes),), ("continuity",)),
+    Fault("retract_turn_not_stale", "a session turn retracted by the legal RETRACT without marking the session stale",
+          (_RETRACT_TURNS, (admission, "retract", turn_retraction(mark_stale=False))), ("continuity",)),
+    Fault("free_ring_before_fence", "the free ring takes a released slot before its step's fence",
+          ((SlotLedger, "_apply", _early_push),), ("pool",)),
+    Fault("alloc_not_zeroed", "alloc hands out a slot that still holds its last owner's state",
+          ((StatePool, "alloc", _alloc_not_zeroed),), ("pool",)),
+    Fault("decode_wrong_row", "decode reads and writes the state of another slot's row",
+          ((TinyMamba, "decode", _wrong_row),), ("continuity",)),
+    Fault("table_lent_rollback_frees", "the compiled table frees a rolled-back lent slot",
+          ((ledger_module, "compile_events", _lent_rollback_entry),), ("agreement",)),
+    Fault("write_keeps_borrower", "the batched scatter never clears the borrower",
+          ((ledger_module, "write", _keeps_borrower),), ("agreement",)),
+)
+
+
+class Catch(NamedTuple):
+    fault: str
+    caught: bool
+    stage: str  # the first stage that caught it, or ""
+    error: str  # what that stage said
+    seconds: float
+    tried: tuple  # the stages run, in order
+
+
+def hunt(fault: Fault, stages: dict[str, Callable[[], str]]) -> Catch:
+    """Apply `fault` and run `stages` (name -> check returning "" when it passes, else what it
+    found): the fault's own stages first, then the others, until one catches it."""
+    order = [s for s in fault.stages if s in stages] + [s for s in stages if s not in fault.stages]
+    start, tried = time.perf_counter(), []
+    for name in order:
+        tried.append(name)
+        with fault.applied():
+            found = stages[name]()
+        if found:
+            return Catch(fault.name, True, name, found, time.perf_counter() - start, tuple(tried))
+    return Catch(fault.name, False, "", "", time.perf_counter() - start, tuple(tried))
