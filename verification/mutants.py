@@ -240,7 +240,7 @@ class Mutant(NamedTuple):
     bounds: Bounds  # the checker bounds the bug needs
     bug: str  # the SGLang pull request(s)
     rule: str  # the lifecycle rule it breaks
-    needs: dict  # scheduler settings that make the bug's path likely (overlap; a budget tight enough to reject)
+    needs: dict  # scheduler settings fixed for this mutant (none: the machines find every mutant untuned)
     checker_catch: tuple = ()  # the checker properties that count as catching it
     runtime_catch: tuple = ()  # the runtime error types that count as catching it
 
@@ -257,7 +257,7 @@ _OVERLAP = Bounds(slots=2, requests=3, sessions=1, overlap=True)
 
 MUTANTS = (
     Mutant("lent_rollback_frees", LentRollbackFrees, AbstractLentRollbackFrees, _SESSION, "21404 -> 23327",
-           "a lent slot returns to its session", {"token_budget": 2, "chunk_size": 2},
+           "a lent slot returns to its session", {},
            checker_catch=("legal",), runtime_catch=("IllegalMove",)),
     Mutant("rollback_frees_admitted", RollbackFreesAdmitted, AbstractRollbackFreesAdmitted, _PAIR, "16067 / 18910",
            "a slot in the running batch is never freed by the batch builder", {},
@@ -275,7 +275,7 @@ MUTANTS = (
            "every path out of a request releases what it holds", {},
            checker_catch=("no_orphans",), runtime_catch=("AuditFailed",)),
     Mutant("early_fence", EarlyFence, AbstractEarlyFence, _OVERLAP, "overlap scheduling",
-           "a released slot is free only after its step's fence", {"overlap": True},
+           "a released slot is free only after its step's fence", {},
            checker_catch=("in_flight_not_free",), runtime_catch=("FenceError",)),
     Mutant("queued_turn_abort_bricks", QueuedTurnAbortBricks, AbstractQueuedTurnAbortBricks, _SESSION, "31765 / 31767",
            "an aborted turn ends its session's turn", {},

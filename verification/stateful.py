@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Protocol
 
 import torch
-from hypothesis import strategies as st
+import numpy as np
+from hypothesis import strategies as st, target
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, precondition, rule
 
 from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
@@ -430,8 +431,9 @@ def _marks_broken(rule_body):
 
 
 FEATURES = ("plain", "sessions", "abort", "close")
-"""Swarm testing: each example enables a random subset of these kinds of move (at least one
-kind of request), so that some examples are all sessions, some never abort, and so on."""
+"""Swarm testing: each example disables a random subset of these kinds of move (keeping at
+least one kind of request), so that some examples are all sessions, some never abort, and so
+on; the simplest example, which Hypothesis draws most, has them all."""
 
 
 class SchedulerMachine(RuleBasedStateMachine):
@@ -443,23 +445,27 @@ class SchedulerMachine(RuleBasedStateMachine):
     scheduler_cls: type = Scheduler
     settings_override: dict = {}
 
+    # Hypothesis draws the first value of a list (its simplest) far more often than the others:
+    # each list starts with a value that lets candidates collide (two slots, a budget two
+    # candidates overrun, chunks longer than one token, room for several running requests)
     @initialize(
-        slots=st.sampled_from([1, 1, 2, 2, 3, 4]),  # small pools often: slots run out, requests retract
+        slots=st.sampled_from([2, 1, 3, 4]),
         overlap=st.booleans(),
-        budget=st.sampled_from([2, 4, 8, 32]),
-        chunk=st.sampled_from([1, 2, 4, 16]),
-        max_running=st.integers(1, 4),
-        retract_after=st.sampled_from([1, 1, 2, None]),
-        features=st.sets(st.sampled_from(FEATURES)),
+        budget=st.sampled_from([3, 4, 2, 8, 32]),
+        chunk=st.sampled_from([16, 2, 4, 1]),
+        max_running=st.sampled_from([4, 3, 2, 1]),
+        retract_after=st.sampled_from([1, 2, None]),
+        disabled=st.sets(st.sampled_from(FEATURES)),
     )
-    def setup(self, slots, overlap, budget, chunk, max_running, retract_after, features):
+    def setup(self, slots, overlap, budget, chunk, max_running, retract_after, disabled):
         settings = dict(
             overlap=overlap, token_budget=budget, chunk_size=chunk, max_running=max_running, retract_after=retract_after
         )
         settings.update(self.settings_override)
         self.sched = scheduler_for(MODEL, slots, self.scheduler_cls, **settings)
         self.sched._next_sid = SESSION_IDS.start  # request ids count from 0: keep the two kinds apart
-        self.features = set(features) if {"plain", "sessions"} & set(features) else {*features, "plain", "sessions"}
+        features = set(FEATURES) - set(disabled)
+        self.features = features if {"plain", "sessions"} & features else features | {"plain", "sessions"}
 
     def _has(self, feature: str) -> bool:
         return hasattr(self, "sched") and feature in self.features
@@ -477,7 +483,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.sched.open_session()
 
     @precondition(lambda self: self._has("sessions"))
-    @rule(data=st.data(), n=st.integers(1, 4), new=st.integers(1, 6))
+    @rule(data=st.data(), n=st.integers(1, 4), new=st.integers(1, 4))
     @_marks_broken
     def submit_turn(self, data, n, new):
         """The next turn of an open session (a new one if none is open, or now and then)."""
@@ -486,6 +492,15 @@ class SchedulerMachine(RuleBasedStateMachine):
             open_ = [self.sched.open_session()]
         sid = data.draw(st.sampled_from(open_), label="session")
         self.sched.submit([(sid + i) % 64 for i in range(n)], new, session=sid)
+
+    @precondition(lambda self: self._has("sessions") and len(self.sched.sessions) > 1)
+    @rule(n=st.integers(1, 4), new=st.integers(1, 4))
+    @_marks_broken
+    def turn_burst(self, n, new):
+        """Every open session sends its next turn at once (their lent slots compete for one batch)."""
+        for s in list(self.sched.sessions.values()):
+            if s.status is SessionStatus.OPEN:
+                self.sched.submit([(s.sid + i) % 64 for i in range(n)], new, session=s.sid)
 
     @precondition(lambda self: self._has("abort") and self.sched.submitted)
     @rule(data=st.data())
@@ -506,6 +521,11 @@ class SchedulerMachine(RuleBasedStateMachine):
     def step(self, times):
         for _ in range(times):
             self.sched.step()
+
+    def lent_rollbacks(self) -> int:
+        """Rollbacks of lent slots so far, from the ledger's flight recorder."""
+        rec = self.sched.pool.ledger.recorder
+        return sum(1 for e in rec.entries if e.event is Event.ROLLBACK and int(State.LENT) in np.atleast_1d(e.before))
 
     @invariant()
     def every_slot_accounted_for(self):
@@ -546,6 +566,8 @@ class SchedulerMachine(RuleBasedStateMachine):
     def teardown(self):
         if not hasattr(self, "sched") or self.broken:
             return
+        # steer the search toward the rare moves (rollbacks of candidates, lent ones above all)
+        target(float(self.sched.rolled_back + 4 * self.lent_rollbacks()), label="rollbacks")
         for sid in list(self.sched.sessions):
             self.sched.close_session(sid)
         self.sched.run(5000)
