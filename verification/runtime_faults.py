@@ -242,7 +242,7 @@ FAULTS = (
     Fault("retract_turn_not_stale", "a session turn retracted by the legal RETRACT without marking the session stale",
           (_RETRACT_TURNS, (admission, "retract", turn_retraction(mark_stale=False))), ("continuity",)),
     Fault("free_ring_before_fence", "the free ring takes a released slot before its step's fence",
-          ((SlotLedger, "_apply", _early_push),), ("pool",)),
+          ((SlotLedger, "_apply", _early_push),), ("scheduler", "pool")),
     Fault("alloc_not_zeroed", "alloc hands out a slot that still holds its last owner's state",
           ((StatePool, "alloc", _alloc_not_zeroed),), ("pool",)),
     Fault("decode_wrong_row", "decode reads and writes the state of another slot's row",

@@ -1,0 +1,88 @@
+"""Every seeded runtime fault is caught by a stage of `verify`; faults leave nothing behind."""
+
+import pytest
+
+import torch
+
+from slotwarden.runtime import admission
+from slotwarden.runtime.assemble import scheduler_for
+from slotwarden.runtime.scheduler import Scheduler
+from slotwarden.verification.continuity import continuation, recording, replay
+from slotwarden.verification.stateful import MODEL
+from slotwarden.verification.main import LEVELS, RUNTIME_LEVELS, fault_stages
+from slotwarden.verification.runtime_faults import FAULTS, Fault, _RETRACT_TURNS, hunt, turn_retraction
+
+QUICK = fault_stages(RUNTIME_LEVELS["quick"], LEVELS["quick"], 0)
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
+def test_each_fault_is_caught_by_its_stage(fault):
+    originals = [getattr(owner, name) for owner, name, _ in fault.patches]
+    catch = hunt(fault, {name: QUICK[name] for name in fault.stages})
+    assert catch.caught, f"{fault.name} escaped {catch.tried}"
+    assert catch.stage in fault.stages and catch.error
+    assert [getattr(owner, name) for owner, name, _ in fault.patches] == originals  # restored
+
+
+def test_the_six_faults_of_the_record_are_in_the_catalogue():
+    names = {f.name for f in FAULTS}
+    assert {
+        "ledger_skips_owner_check",
+        "retract_lent_by_finish",
+        "copy_into_foreign_slot",
+        "no_duplicate_check",
+        "lend_zeroes_state",
+        "retract_turn_not_stale",
+    } <= names
+    assert len(names) == len(FAULTS) >= 9
+
+
+def test_an_escaping_fault_is_reported_as_escaped():
+    ran = []
+    stages = {"a": lambda: ran.append("a") or "", "b": lambda: ran.append("b") or ""}
+    catch = hunt(Fault("nothing", "changes nothing", (), ("b",)), stages)
+    assert not catch.caught and catch.tried == ("b", "a") and ran == ["b", "a"]
+
+
+def test_a_fault_is_restored_when_its_stage_raises():
+    fault = next(f for f in FAULTS if f.name == "retract_turn_not_stale")
+    with pytest.raises(RuntimeError):
+        with fault.applied():
+            raise RuntimeError("a stage crashed")
+    assert admission.retract.__module__ == "slotwarden.runtime.admission"
+    assert admission.pick_victim.__module__ == "slotwarden.runtime.admission"
+
+
+def retracted_turn_scenario():
+    """One slot: session A parks it, session B's first turn starves for a slot, A's second
+    turn runs on the lent slot and is retracted (once) to feed B; then A's turn finishes.
+    Returns (A's turn, the tokens A's session fed before it, the slot state when it finished,
+    whether a session turn was retracted)."""
+    sched = scheduler_for(MODEL, 1, recording(Scheduler), token_budget=2, chunk_size=1, max_running=2, retract_after=1)
+    a = sched.open_session()
+    first = sched.submit([1, 2], 2, session=a)
+    sched.run(50)
+    history = [1, 2] + sched.requests[first].output
+    sched.submit([3], 1, session=sched.open_session())  # needs a free slot: there is none
+    turn = sched.submit([4, 5], 4, session=a)
+    retractions = []
+    for _ in range(60):
+        retractions += sched.step().retracted
+        if sched.requests[turn].done:
+            break
+    return sched.requests[turn], history, sched.at_release.get(turn), turn in retractions
+
+
+def test_a_correct_session_turn_retraction_keeps_continuity_and_the_faults_do_not():
+    """The control: retracting a session turn as the lifecycle says (RETRACT, the session
+    marked stale, the turn fed again from the transcript) keeps tokens and state equal to the
+    transcript's reference; the two faulty retractions do not."""
+    correct = Fault("correct", "", (_RETRACT_TURNS, (admission, "retract", turn_retraction())), ())
+    for fault, should_hold in [(correct, True)] + [(f, False) for f in FAULTS if f.name.startswith("retract_")]:
+        with fault.applied():
+            req, history, state, retracted = retracted_turn_scenario()
+        assert retracted and req.done and req.finish_reason == "length", fault.name
+        context = history + [4, 5]
+        want_state, _ = replay(tuple(context + req.output[:-1]))
+        holds = req.output == continuation(context, req.output) and all(map(torch.equal, state, want_state))
+        assert holds is should_hold, fault.name
