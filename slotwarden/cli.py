@@ -125,9 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="The full verification: the declaration's derived forms agree; CrossHair proves the model's "
         "safety properties; the exhaustive model checker covers the abstract scheduler within its bounds, firing "
         "every declared rule and reaching every `sometimes` goal; the abstract scheduler follows the runtime's on "
-        "random workloads (differential); the Hypothesis machines run the pool, a guarded engine allocator and the scheduler (overlap off and on); and "
+        "random workloads (differential); the Hypothesis machines run the pool, a guarded engine allocator and the scheduler (overlap off and on); the "
+        "runtime's own transition path agrees with the model; every finished request's tokens and state equal a "
+        "replay of its transcript; every seeded runtime fault is caught; and "
         "every bug of the history, injected as a mutant, is caught for the expected reason. Exits 0 only if every proof is CONFIRMED, every "
-        "check holds and every mutant is caught. Default run about 3 minutes on 2 cores.",
+        "check holds and every fault and mutant is caught. Default run about 3 minutes on 2 cores.",
     )
     level = p.add_mutually_exclusive_group()
     level.add_argument("--quick", action="store_true", help="a smoke run (about 30 s): small budgets, small bounds, no CrossHair, counterexamples not shrunk")

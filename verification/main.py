@@ -1,7 +1,8 @@
 """`slotwarden verify`: the main job. Every check, with progress, a summary, a report.
 
 Stages (each a list of jobs, so `--shard I/N` can split the whole campaign):
-1. the declaration: the `transitions` machine, `step()` and the table agree on every move;
+1. the declaration: the `transitions` machine, `step()` and the table agree on every move, and
+   so does the runtime's own path (compiled tables, `look_up`/`write` on real ledger columns);
    and every single-rule mutant of it is killed by some check, or listed as equivalent;
 2. CrossHair proofs of the model's properties (two worker processes);
 3. the bounded exhaustive model checker over the abstract scheduler, then its coverage: every
@@ -11,13 +12,18 @@ Stages (each a list of jobs, so `--shard I/N` can split the whole campaign):
    random workloads, move by move, and both agree on every slot's state, owner and borrower;
 5. the Hypothesis campaign: pool, an engine allocator behind the guard, the scheduler with
    overlap off and on; every machine must pass;
-6. the mutant matrix: each bug of the history injected, and caught by the checker and by the
+6. continuity: every finished request's tokens and slot state, bit for bit, against a replay
+   of its transcript (the continuity machine);
+7. runtime faults: each fault of `runtime_faults.FAULTS` seeded into the runtime in process,
+   and hunted by the agreement, pool, guard, continuity and scheduler checks until one catches it;
+8. the mutant matrix: each bug of the history injected, and caught by the checker and by the
    Hypothesis scheduler machine (which also says whether the runtime raised at the call), each
    for the reason the mutant names (a catch by another property or error type fails);
-7. bad input: junk at every entry point of the pool, its ledger and the guard, and at the
+9. bad input: junk at every entry point of the pool, its ledger and the guard, and at the
    scheduler's submit/abort/close_session, each call a typed error that changed nothing, or a
    success (`verification/bad_input.py`).
-Exit 0 only if every proof is CONFIRMED, every check holds and every mutant is caught.
+Exit 0 only if every proof is CONFIRMED, every check holds, every runtime fault and every
+mutant is caught.
 """
 
 from __future__ import annotations
