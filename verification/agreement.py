@@ -11,12 +11,15 @@ from __future__ import annotations
 from typing import Iterator, NamedTuple
 
 from slotwarden.model.declaration import Lifecycle, Source, relation_of, relations_for
-from slotwarden.model.errors import IllegalMove
+import torch
+
+from slotwarden.model.errors import IllegalMove, LifecycleError
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.machine import SlotMachine
 from slotwarden.model.step import step
 from slotwarden.model.table import ILLEGAL, Table, compile_table
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, Slot, State
+from slotwarden.runtime.ledger import SlotLedger
 
 OWNER_ID, BORROWER_ID, STRANGER_ID, TARGET_ID, FENCE_AT, EPOCH = 1, 2, 9, 3, 5, 7
 
@@ -163,10 +166,6 @@ def by_runtime(case: Case, check: str, free_list: bool, make=None) -> RuntimeVer
     `kernels.transition.look_up`/`write`) for everything else. Compare next state, owner,
     borrower, fence and the verdict with `step()`; a refusal must change nothing, and the
     free list must stay the set of FREE slots."""
-    from slotwarden.model.errors import LifecycleError
-    from slotwarden.model.table import ILLEGAL as _ILLEGAL
-    from slotwarden.runtime.ledger import SlotLedger
-
     make = make or SlotLedger
     model = _or_none(lambda: step(case.slot, case.event, case.actor, case.target, EPOCH))
     ledger = _runtime_ledger(case, check, free_list, make)
@@ -184,7 +183,7 @@ def by_runtime(case: Case, check: str, free_list: bool, make=None) -> RuntimeVer
     except LifecycleError as exc:
         refused = f"{type(exc).__name__}: {exc.reason if hasattr(exc, 'reason') else exc}".splitlines()[0]
     code = int(ledger.cols.state[1])
-    runtime = None if refused or code == _ILLEGAL else ledger.record(1)
+    runtime = None if refused or code == ILLEGAL else ledger.record(1)
     problems = []
     if (model is None) != (runtime is None):
         problems.append(f"model {'refuses' if model is None else 'allows'}, runtime {'refuses (' + refused + ')' if refused else 'allows'}")
@@ -202,8 +201,6 @@ def by_runtime(case: Case, check: str, free_list: bool, make=None) -> RuntimeVer
 
 
 def _same(a, b) -> bool:
-    import torch
-
     return torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
 
 

@@ -140,10 +140,13 @@ class ContinuityMachine(SchedulerMachine):
     def teardown(self):
         if hasattr(self, "sched") and not self.broken:
             self._track()
+            stalled = 0
             for _ in range(200):  # let queued turns finish (and be checked) before the closes drop them
                 if all(r.done for r in self.tracked.values() if r.session is not None):
                     break
-                if self.sched.step().kind == "idle" and self.sched.inflight is None:
+                ran = self.sched.step().kind != "idle" or self.sched.inflight is not None or self.sched.running
+                stalled = 0 if ran else stalled + 1
+                if stalled == 3:
                     break  # a turn waits for a slot that other sessions keep parked: it never will
             self.continuity()
         super().teardown()

@@ -59,7 +59,7 @@ LEVELS = {  # examples per machine, steps per example, mutant examples, checker 
 RUNTIME_LEVELS = {  # the continuity machine; the machines that hunt a seeded runtime fault (they
     # stop at the first catch, so their budget is spent only by a fault that escapes)
     "quick": dict(continuity=Budget(25, 20), hunt=Budget(100, 20)),
-    "default": dict(continuity=Budget(60, 25), hunt=Budget(200, 25)),
+    "default": dict(continuity=Budget(100, 25), hunt=Budget(200, 25)),
     "thorough": dict(continuity=Budget(1000, 40), hunt=Budget(1000, 40)),
 }
 

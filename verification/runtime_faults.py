@@ -21,6 +21,7 @@ import torch
 from slotwarden.kernels import transition
 from slotwarden.kernels.layer import TinyMamba
 from slotwarden.kernels.slots import zero_slots
+from slotwarden.model.declaration import Source
 from slotwarden.model.errors import BadSlotId
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.vocabulary import Actor, Event, State
@@ -64,7 +65,8 @@ def _lent_rollback_entry(compile_events):
         rollback = tables[Event.ROLLBACK]
         cols = [np.array(c) for c in rollback[:4]]
         key = int(State.LENT) * 8 + transition.BOR
-        cols[0][key], cols[1][key], cols[2][key], cols[3][key] = int(State.FREE), 4, 4, 4  # CLEAR
+        cols[0][key] = int(State.FREE)
+        cols[1][key] = cols[2][key] = cols[3][key] = int(Source.CLEAR)
         return {**tables, Event.ROLLBACK: rollback._replace(**dict(zip(rollback._fields[:4], cols)), writes_owner=True)}
 
     return flipped
