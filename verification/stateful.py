@@ -10,16 +10,16 @@ checked by importing them (test files only say `TestX = Machine.TestCase`).
 - `SchedulerMachine`: requests, sessions, turns (one at a time or a burst from every session),
   aborts, closes and steps with random budgets and pool sizes (so candidates get rolled back
   and requests retracted), with and without overlap, each example making a random subset of
-  the kinds of move (swarm testing); invariants after every step, the idle audit at teardown. `machine_for(cls)` points
-  it at a scheduler subclass (a mutant).
+  the kinds of move (swarm testing); invariants after every step, the idle audit at teardown.
+  `machine_for(cls)` points it at a scheduler subclass (a mutant).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-import torch
 import numpy as np
+import torch
 from hypothesis import strategies as st, target
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, precondition, rule
 
