@@ -121,6 +121,7 @@ def fault_stages(runtime_level: dict, level: dict, seed) -> dict:
     return {
         "agreement": agreement,
         "pool": machine("pool", PoolMachine, Budget(hunt_budget.examples, level["pool"].steps)),
+        "guard": machine("guard", GuardMachine, Budget(hunt_budget.examples, level["pool"].steps)),
         "continuity": machine("continuity", ContinuityMachine, hunt_budget),
         "scheduler": machine("scheduler", machine_for(Scheduler), hunt_budget),
     }

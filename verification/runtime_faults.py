@@ -4,7 +4,8 @@ Each fault is applied in process for the duration of a `with fault.applied():` b
 monkeypatch of one function of the ledger, the pool, the scheduler or the kernels, restored
 in `finally`); production code has no fault branches. `hunt` runs the stages that should catch
 a fault, then the others, and reports the first that did: the runtime-agreement check, the
-pool machine (records, free list and state contents against the model), the continuity
+pool machine (records, free list and state contents against the model), the guard machine
+(an engine allocator behind `LedgerGuard`, its free list against the model's), the continuity
 machine (tokens and state against the transcript), or the scheduler machine (invariants and
 idle audit).
 """
@@ -24,8 +25,9 @@ from slotwarden.kernels.slots import zero_slots
 from slotwarden.model.declaration import Source
 from slotwarden.model.errors import BadSlotId
 from slotwarden.model.lifecycle import LIFECYCLE
-from slotwarden.model.vocabulary import Actor, Event, State
+from slotwarden.model.vocabulary import NOBODY, Actor, Event, State
 from slotwarden.runtime import admission, ledger as ledger_module
+from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.runtime.ledger import SlotLedger
 from slotwarden.runtime.pool import StatePool
 from slotwarden.runtime.request import Phase
@@ -109,6 +111,20 @@ def _early_push(apply):
         return out
 
     return pushing
+
+
+def _guard_gives_back_released(fire):
+    """The guard hands a released slot back to the engine's allocator at once, not at its fence."""
+
+    def eager(self, ids, event, actor, target=NOBODY):
+        back = fire(self, ids, event, actor, target)
+        moved = np.asarray(self.ledger.recorder.entries[-1].ids)
+        released = moved[self.ledger.cols.state[moved] == int(State.RELEASED)]
+        if released.size:
+            self.allocator.free(torch.from_numpy(released))
+        return back
+
+    return eager
 
 
 # -- the pool ----------------------------------------------------------------------------------
@@ -253,6 +269,8 @@ FAULTS = (
           ((ledger_module, "compile_events", _lent_rollback_entry),), ("agreement",)),
     Fault("write_keeps_borrower", "the batched scatter never clears the borrower",
           ((ledger_module, "write", _keeps_borrower),), ("agreement",)),
+    Fault("guard_frees_before_fence", "the guard gives a released slot back to the engine before its fence",
+          ((LedgerGuard, "fire", _guard_gives_back_released),), ("guard",)),
 )
 
 
