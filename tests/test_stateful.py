@@ -62,5 +62,5 @@ def test_session_ids_never_equal_request_ids_so_a_mixed_up_id_is_caught():
     r = run_machine("mixed ids", Machine, Budget(50, 20), 0, shrink=False)
     assert not r.passed
     sched = machine_for(Scheduler)()
-    sched.setup(slots=1, overlap=False, budget=3, chunk=16, max_running=4, retract_after=None, disabled=set())
+    sched.setup(slots=1, overlap=False, budget=3, chunk=16, max_running=4, retract_after=None, features=set())
     assert sched.sched.open_session() == SESSION_IDS.start

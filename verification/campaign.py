@@ -45,7 +45,7 @@ def run_machine(name: str, machine: type, budget: Budget, seed: int | None = Non
     it, giving the shortest step sequence Hypothesis can find and where it was caught
     (`shrink=False`: the failing steps as first found)."""
     database = InMemoryExampleDatabase()
-    search = _attempt(machine, budget, seed, database, (Phase.explicit, Phase.reuse, Phase.generate, Phase.target))
+    search = _attempt(machine, budget, seed, database, (Phase.explicit, Phase.reuse, Phase.generate))
     if search.passed or not shrink:
         return search._replace(name=name)
     shrunk = _attempt(machine, budget, seed, database, _SHRINK)  # same seed: finds it again, then shrinks

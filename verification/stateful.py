@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-import numpy as np
 import torch
-from hypothesis import strategies as st, target
+from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, precondition, rule
 
 from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
@@ -436,9 +435,9 @@ def _marks_broken(rule_body):
 
 
 FEATURES = ("plain", "sessions", "abort", "close")
-"""Swarm testing: each example disables a random subset of these kinds of move (keeping at
-least one kind of request), so that some examples are all sessions, some never abort, and so
-on; the simplest example, which Hypothesis draws most, has them all."""
+"""Swarm testing: each example enables a random subset of these kinds of move (with neither
+kind of request enabled, both are). The simplest example, which Hypothesis draws most, has
+both kinds of request and no aborts or closes, so sessions live long enough to lend slots."""
 
 
 class SchedulerMachine(RuleBasedStateMachine):
@@ -456,20 +455,20 @@ class SchedulerMachine(RuleBasedStateMachine):
     @initialize(
         slots=st.sampled_from([2, 1, 3, 4]),
         overlap=st.booleans(),
-        budget=st.sampled_from([3, 4, 2, 8, 32]),
+        budget=st.sampled_from([3, 4, 5, 8, 32]),
         chunk=st.sampled_from([16, 2, 4, 1]),
         max_running=st.sampled_from([4, 3, 2, 1]),
         retract_after=st.sampled_from([1, 2, None]),
-        disabled=st.sets(st.sampled_from(FEATURES)),
+        features=st.sets(st.sampled_from(FEATURES)),
     )
-    def setup(self, slots, overlap, budget, chunk, max_running, retract_after, disabled):
+    def setup(self, slots, overlap, budget, chunk, max_running, retract_after, features):
         settings = dict(
             overlap=overlap, token_budget=budget, chunk_size=chunk, max_running=max_running, retract_after=retract_after
         )
         settings.update(self.settings_override)
         self.sched = scheduler_for(MODEL, slots, self.scheduler_cls, **settings)
         self.sched._next_sid = SESSION_IDS.start  # request ids count from 0: keep the two kinds apart
-        features = set(FEATURES) - set(disabled)
+        features = set(features)
         self.features = features if {"plain", "sessions"} & features else features | {"plain", "sessions"}
 
     def _has(self, feature: str) -> bool:
@@ -527,11 +526,6 @@ class SchedulerMachine(RuleBasedStateMachine):
         for _ in range(times):
             self.sched.step()
 
-    def lent_rollbacks(self) -> int:
-        """Rollbacks of lent slots so far, from the ledger's flight recorder."""
-        rec = self.sched.pool.ledger.recorder
-        return sum(1 for e in rec.entries if e.event is Event.ROLLBACK and int(State.LENT) in np.atleast_1d(e.before))
-
     @invariant()
     def every_slot_accounted_for(self):
         if not hasattr(self, "sched"):
@@ -571,8 +565,6 @@ class SchedulerMachine(RuleBasedStateMachine):
     def teardown(self):
         if not hasattr(self, "sched") or self.broken:
             return
-        # steer the search toward the rare moves (rollbacks of candidates, lent ones above all)
-        target(float(self.sched.rolled_back + 4 * self.lent_rollbacks()), label="rollbacks")
         for sid in list(self.sched.sessions):
             self.sched.close_session(sid)
         stalled = 0  # steps in a row that ran nothing (a fence in between may free slots)
