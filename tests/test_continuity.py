@@ -17,9 +17,9 @@ TestContinuity = ContinuityMachine.TestCase
 
 def test_replay_is_what_one_fresh_request_computes():
     sched = scheduler_for(MODEL, 1)  # the machine's float64 model
-    rid = sched.submit([5, 1, 7, 7], 3)
+    req = sched.requests[sched.submit([5, 1, 7, 7], 3)]
     sched.run(50)
-    out = sched.requests[rid].output
+    out = req.output
     assert continuation([5, 1, 7, 7], out) == out
     assert continuation([5, 1, 7, 7], [out[0] + 1]) != [out[0] + 1]
     state, preds = replay((5, 1, 7))

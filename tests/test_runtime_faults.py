@@ -60,17 +60,17 @@ def retracted_turn_scenario():
     whether a session turn was retracted)."""
     sched = scheduler_for(MODEL, 1, recording(Scheduler), token_budget=2, chunk_size=1, max_running=2, retract_after=1)
     a = sched.open_session()
-    first = sched.submit([1, 2], 2, session=a)
+    first = sched.requests[sched.submit([1, 2], 2, session=a)]  # kept: ended requests leave the table
     sched.run(50)
-    history = [1, 2] + sched.requests[first].output
+    history = [1, 2] + first.output
     sched.submit([3], 1, session=sched.open_session())  # needs a free slot: there is none
-    turn = sched.submit([4, 5], 4, session=a)
+    turn = sched.requests[sched.submit([4, 5], 4, session=a)]
     retractions = []
     for _ in range(60):
         retractions += sched.step().retracted
-        if sched.requests[turn].done:
+        if turn.done:
             break
-    return sched.requests[turn], history, sched.at_release.get(turn), turn in retractions
+    return turn, history, sched.at_release.get(turn.rid), turn.rid in retractions
 
 
 def test_a_correct_session_turn_retraction_keeps_continuity_and_the_faults_do_not():
