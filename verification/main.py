@@ -208,10 +208,10 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
 
 def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, Callable]]:
     """Every job of the campaign as (stage, name, thunk), in a fixed order (for sharding)."""
-    out = [("declaration", "agreement", lambda: _agreement(None)),
-           ("declaration", "runtime agreement", lambda: _runtime_agreement(None))]
+    out = [("declaration", "agreement", lambda: _agreement(None))]
     survivors_timeout = proof_timeout if level is LEVELS["thorough"] else None  # CrossHair on unlisted survivors
     out += [("mutations", "declaration mutants", lambda: _declaration_mutants(survivors_timeout))]
+    out += [("declaration", "runtime agreement", lambda: _runtime_agreement(None))]
     if level["proofs"]:
         out += [("proofs", n, (n, proof_timeout)) for n in (only or model_proofs.PROOFS)]
     out += [("exhaustive", str(b), lambda b=b: _checker(b)) for b in level["bounds"]]
