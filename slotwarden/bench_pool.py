@@ -73,8 +73,8 @@ LABELS = {
 DOING = {
     "sglang": "alloc(n); free(ids)",
     "pylist": "alloc(rid, n): pop n ids; free(rid): pop dict entry, extend list",
-    "strict": "alloc(n, request); apply(ids, ROLLBACK, request)",
-    "off": "alloc(n, request); apply(ids, ROLLBACK, request)",
+    "strict": "alloc(n, request); apply(ROLLBACK, ids, request)",
+    "off": "alloc(n, request); apply(ROLLBACK, ids, request)",
     "lifecycle": "alloc; ADMIT; FINISH; launch(); fence()",
 }
 
@@ -159,7 +159,7 @@ def bookkeeping_steps(capacity: int, device: torch.device, sglang_cls) -> dict[s
 
         def checked(n, L=ledger):
             a = Actor.request(rid())
-            L.apply(L.alloc(n, a), Event.ROLLBACK, a)
+            L.apply(Event.ROLLBACK, L.alloc(n, a), a)
 
         steps[check] = checked
     lc = SlotLedger(capacity, check="strict")
@@ -167,8 +167,8 @@ def bookkeeping_steps(capacity: int, device: torch.device, sglang_cls) -> dict[s
     def lifecycle(n):
         a = Actor.request(rid())
         ids = lc.alloc(n, a)
-        lc.apply(ids, Event.ADMIT, a)
-        lc.apply(ids, Event.FINISH, a)
+        lc.apply(Event.ADMIT, ids, a)
+        lc.apply(Event.FINISH, ids, a)
         lc.launch()
         lc.fence()
 

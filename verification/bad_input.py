@@ -179,7 +179,7 @@ class BadInputMachine(RuleBasedStateMachine):
         if front is self.pool:
             self.call("a legal fire", lambda: self.pool.fire(event, [slot], actor, to))
         else:
-            self.call("a legal fire", lambda: self.guard.fire(torch.tensor([slot]), event, actor, to))
+            self.call("a legal fire", lambda: self.guard.fire(event, torch.tensor([slot]), actor, to))
 
     # -- the pool ----------------------------------------------------------------------------------
     @rule(data=st.data())
@@ -245,7 +245,7 @@ class BadInputMachine(RuleBasedStateMachine):
         led = self.pool.ledger
         n, actor, event, ids, to, slot, step = arguments(data, "n", "actor", "event", "ids", "to", "slot", "step")
         self.call(f"ledger.alloc({n!r}, {actor!r})", lambda: led.alloc(n, actor))
-        self.call(f"ledger.apply({ids!r}, {event!r}, {actor!r}, {to!r})", lambda: led.apply(ids, event, actor, to))
+        self.call(f"ledger.apply({event!r}, {ids!r}, {actor!r}, {to!r})", lambda: led.apply(event, ids, actor, to))
         self.call(f"ledger.record({slot!r})", lambda: led.record(slot))
         self.call(f"ledger.state_of({ids!r})", lambda: led.state_of(ids))
         self.call(f"ledger.fence({step!r})", lambda: led.fence(step))
@@ -259,7 +259,7 @@ class BadInputMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def guard_fire(self, data):
         event, ids, actor, to = arguments(data, "event", "ids", "actor", "to")
-        self.call(f"guard.fire({ids!r}, {event!r}, {actor!r}, {to!r})", lambda: self.guard.fire(ids, event, actor, to))
+        self.call(f"guard.fire({event!r}, {ids!r}, {actor!r}, {to!r})", lambda: self.guard.fire(event, ids, actor, to))
 
     @rule(data=st.data())
     def guard_launch_and_fence(self, data):

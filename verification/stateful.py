@@ -41,7 +41,7 @@ class PoolUnderTest(Protocol):
 
     def alloc(self, n: int, actor: Actor): ...
 
-    def fire(self, ids, event: Event, actor: Actor, target: int = NOBODY): ...
+    def fire(self, event: Event, ids, actor: Actor, target: int = NOBODY): ...
 
     def launch(self) -> int: ...
 
@@ -61,7 +61,7 @@ class StatePoolUnderTest:
         ids = self.pool.alloc(n, actor)
         return None if ids is None else tuple(ids.tolist())
 
-    def fire(self, ids, event, actor, target=NOBODY):
+    def fire(self, event, ids, actor, target=NOBODY):
         self.pool.fire(event, ids, actor, target)
 
     def launch(self):
@@ -105,8 +105,8 @@ class GuardUnderTest(StatePoolUnderTest):
         ids = self.guard.alloc(n, actor)
         return None if ids is None else tuple(ids.tolist())
 
-    def fire(self, ids, event, actor, target=NOBODY):
-        self.guard.fire(ids, event, actor, target)
+    def fire(self, event, ids, actor, target=NOBODY):
+        self.guard.fire(event, ids, actor, target)
 
     def launch(self):
         return self.guard.launch()
@@ -172,45 +172,45 @@ class PoolMachine(RuleBasedStateMachine):
     @rule(target=running, held=consumes(taken))
     def admit(self, held):
         slot, rid = held
-        self._fire((slot,), Event.ADMIT, Actor.request(rid))
+        self._fire(Event.ADMIT, (slot,), Actor.request(rid))
         return held
 
     @rule(held=consumes(taken), event=st.sampled_from([Event.ROLLBACK, Event.ABORT]))
     def give_back_candidate(self, held, event):
-        self._fire((held[0],), event, Actor.request(held[1]))
+        self._fire(event, (held[0],), Actor.request(held[1]))
 
     @rule(held=consumes(running), event=st.sampled_from([Event.FINISH, Event.RETRACT, Event.ABORT]))
     def release(self, held, event):
-        self._fire((held[0],), event, Actor.request(held[1]))
+        self._fire(event, (held[0],), Actor.request(held[1]))
 
     @rule(target=parked, held=consumes(running), sid=IDS)
     def park(self, held, sid):
-        self._fire((held[0],), Event.PARK, Actor.request(held[1]), sid)
+        self._fire(Event.PARK, (held[0],), Actor.request(held[1]), sid)
         return (held[0], sid)
 
     @rule(target=lent, held=consumes(parked), rid=IDS)
     def lend(self, held, rid):
-        self._fire((held[0],), Event.LEND, Actor.session(held[1]), rid)
+        self._fire(Event.LEND, (held[0],), Actor.session(held[1]), rid)
         return (held[0], held[1], rid)
 
     @rule(target=lent_running, held=consumes(lent))
     def admit_lent(self, held):
-        self._fire((held[0],), Event.ADMIT, Actor.request(held[2]))
+        self._fire(Event.ADMIT, (held[0],), Actor.request(held[2]))
         return held
 
     @rule(target=parked, held=consumes(lent), event=st.sampled_from([Event.ROLLBACK, Event.ABORT]))
     def give_back_lent(self, held, event):
-        self._fire((held[0],), event, Actor.request(held[2]))
+        self._fire(event, (held[0],), Actor.request(held[2]))
         return (held[0], held[1])
 
     @rule(target=parked, held=consumes(lent_running), event=st.sampled_from([Event.FINISH, Event.RETRACT, Event.ABORT]))
     def end_turn(self, held, event):
-        self._fire((held[0],), event, Actor.request(held[2]))
+        self._fire(event, (held[0],), Actor.request(held[2]))
         return (held[0], held[1])
 
     @rule(held=consumes(parked))
     def close(self, held):
-        self._fire((held[0],), Event.CLOSE, Actor.session(held[1]))
+        self._fire(Event.CLOSE, (held[0],), Actor.session(held[1]))
 
     @rule()
     def launch(self):
@@ -235,13 +235,17 @@ class PoolMachine(RuleBasedStateMachine):
         if event is Event.FENCE:
             return
         self._both(
-            lambda: model_pool.apply(self.model, tuple(ids), event, actor, to, self.launched),
-            lambda: self.impl.fire(ids, event, actor, to),
+            lambda: model_pool.apply(self.model, event, tuple(ids), actor, to, self.launched),
+            lambda: self.impl.fire(event, ids, actor, to),
         )
 
-    def _fire(self, ids, event, actor, target=NOBODY):
-        self.model = model_pool.apply(self.model, ids, event, actor, target, self.launched)
-        self.impl.fire(list(ids), event, actor, target)
+    def _fire(self, event, ids, actor, target=NOBODY):
+        """A move the bundles say is legal; `anything` may have moved the slot since, so
+        both refusing is also agreement."""
+        self._both(
+            lambda: model_pool.apply(self.model, event, tuple(ids), actor, target, self.launched),
+            lambda: self.impl.fire(event, list(ids), actor, target),
+        )
 
     @invariant()
     def agrees_with_the_model(self):
