@@ -36,7 +36,6 @@ class LentRollbackFrees(Scheduler):
         if req.lent:
             self.pool.finish([req.slot], Actor.request(req.rid))
             req.slot, req.lent = None, False
-            self.rolled_back += 1
         else:
             super().rollback_candidate(req)
 

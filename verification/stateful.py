@@ -24,10 +24,12 @@ from slotwarden.model import pool as model_pool
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.properties import conserved, exclusive
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
-from slotwarden.runtime.assemble import pool_for, scheduler_for
+from slotwarden.runtime.build import build
 from slotwarden.runtime.guard import LedgerGuard
+from slotwarden.runtime.pool import StatePool
 from slotwarden.runtime.request import Phase, SessionStatus
 from slotwarden.runtime.scheduler import Scheduler
+from slotwarden.runtime.shapes import pool_config
 
 MODEL = TinyMamba(TinyMambaConfig(layers=1, d_model=8, heads=1, head_dim=4, dstate=4, dtype=torch.float64))
 
@@ -55,7 +57,7 @@ class PoolUnderTest(Protocol):
 class StatePoolUnderTest:
     def __init__(self, capacity: int):
         self.capacity = capacity
-        self.pool = pool_for(MODEL, capacity)
+        self.pool = StatePool(pool_config(MODEL, capacity))
 
     def alloc(self, n, actor):
         ids = self.pool.alloc(n, actor)
@@ -300,7 +302,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             overlap=overlap, token_budget=budget, chunk_size=chunk, max_running=max_running, retract_after=retract_after
         )
         settings.update(self.settings_override)
-        self.sched = scheduler_for(MODEL, slots, self.scheduler_cls, **settings)
+        self.sched = build(MODEL, slots=slots, cls=self.scheduler_cls, **settings)
 
     @rule(n=st.integers(1, 6), new=st.integers(1, 4), first=st.integers(0, 63))
     @_marks_broken
