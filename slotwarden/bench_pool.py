@@ -58,8 +58,8 @@ QWEN3_NEXT_LINEAR_LAYERS = 36
 
 # repeats: at least this many rounds; budget_s: more rounds (up to MAX_REPEATS) while one n of one
 # pass takes less than this. Many short loops give the minimum more chances at a quiet moment.
-DEFAULT = dict(repeats=5, loop_s=0.05, budget_s=6.0)  # ~1 min on a 2-core CPU
-QUICK = dict(repeats=2, loop_s=0.01, budget_s=0.6)  # ~15 s, most of it allocating and touching the state
+DEFAULT = dict(repeats=5, loop_s=0.05, budget_s=6.0)  # the recorded results
+QUICK = dict(repeats=2, loop_s=0.01, budget_s=0.6)  # a smoke run (most of it allocating and touching the state)
 MAX_REPEATS = 40
 
 CONTENDERS = ("sglang", "pylist", "strict", "off", "lifecycle")
@@ -448,7 +448,7 @@ def _row(result: dict, name: str, n: int) -> dict | None:
 
 
 def targets(result: dict) -> list[dict]:
-    """The issue's targets, each with its value and met (True/False, None when not measurable)."""
+    """The performance targets, each with its value and met (True/False, None when not measurable)."""
     out = []
 
     def ratio_target(what, column, limit):

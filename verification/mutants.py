@@ -1,4 +1,4 @@
-"""The real bug history (BRIEF section 1) as injectable faults: each mutant is a `Scheduler`
+"""The real bug history (SGLang's slot bugs, by PR) as injectable faults: each mutant is a `Scheduler`
 subclass that overrides one policy method to do what the buggy engine did, expressed through
 the same pool API. Production code has no mutant branches.
 
