@@ -18,6 +18,8 @@ Results: a request that ends (finished, aborted, dropped with its session, faile
 scheduler's tables at once; its `Result` (plain ints) waits in an outbox that the next
 `step()` empties into its report's `finished`, `run()` into the dict it returns, or `collect()`
 directly. Closed sessions leave `sessions` too. So memory stays bounded by what is live.
+`session_state(sid)` gives copies of a session's state between turns; `counters` the totals
+(steps, ended requests by reason, rollbacks, retractions).
 
 Faults: see `faults.py` for the contract (after any exception the scheduler is consistent and
 resumes exactly, or a failed forward pass ended its requests, or it refuses every call).
