@@ -28,9 +28,11 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
-from slotwarden.runtime.assemble import pool_for, scheduler_for
+from slotwarden.runtime.build import build
 from slotwarden.runtime.guard import LedgerGuard
+from slotwarden.runtime.pool import StatePool
 from slotwarden.runtime.scheduler_errors import BadRequest, SessionClosed, UnknownRequest, UnknownSession
+from slotwarden.runtime.shapes import pool_config
 
 from .stateful import MODEL, TensorFreeList
 
@@ -114,7 +116,7 @@ class BadInputMachine(RuleBasedStateMachine):
 
     @initialize(capacity=st.integers(1, 4))
     def setup(self, capacity):
-        self.pool = pool_for(MODEL, capacity)
+        self.pool = StatePool(pool_config(MODEL, capacity))
         self.engine = TensorFreeList(capacity)
         self.guard = LedgerGuard(self.engine, capacity)
 
@@ -281,7 +283,7 @@ class SchedulerBadInputMachine(RuleBasedStateMachine):
 
     @initialize(slots=st.integers(1, 3), overlap=st.booleans())
     def setup(self, slots, overlap):
-        self.sched = scheduler_for(MODEL, slots, overlap=overlap, token_budget=8, chunk_size=4)
+        self.sched = build(MODEL, slots=slots, overlap=overlap, token_budget=8, chunk_size=4)
 
     def snapshot(self):
         s = self.sched
