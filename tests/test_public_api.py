@@ -81,6 +81,30 @@ def test_build_arguments():
         build(SMALL, slots=2, no_such_setting=1)
 
 
+# -- one order and one target type for firing events ---------------------------------------------
+def test_events_are_fired_event_first_with_an_int_target():
+    """`fire(event, ids, actor, target)` on the pool, the guard and the ledger; the target is
+    an int id, and an Actor given as target is refused (typed) with nothing changed."""
+    from slotwarden.model.errors import LifecycleError
+    from slotwarden.model.vocabulary import Actor, Event
+    from slotwarden.runtime.guard import LedgerGuard
+    from slotwarden.trace_examples import FreeList
+
+    pool = StatePool(pool_config(SMALL, 2))
+    guard = LedgerGuard(FreeList(2), 2)
+    request = Actor.request(1)
+    for fire, ledger, ids in ((pool.fire, pool.ledger, pool.alloc(1, request)), (guard.fire, guard.ledger, guard.alloc(1, request))):
+        fire(Event.ADMIT, ids, request)
+        before = ledger.snapshot()
+        with pytest.raises(LifecycleError, match="target"):
+            fire(Event.PARK, ids, request, Actor.session(5))
+        assert all(torch.equal(v, before[k]) for k, v in ledger.snapshot().items() if k != "counters")
+        fire(Event.PARK, ids, request, 5)
+        assert ledger.record(int(ids[0])).owner == 5
+    with pytest.raises(LifecycleError):  # the old order, ids first, is refused
+        pool.fire(torch.tensor([1]), Event.LEND, Actor.session(5), 2)
+
+
 # -- session_state -------------------------------------------------------------------------------
 def test_session_state_is_a_copy_of_the_state_of_its_transcript():
     sched = build(MODEL, slots=2)
