@@ -43,8 +43,8 @@ def check_ids(ids: Sequence[int], capacity: int, event: Event, actor: Actor) -> 
 
 def apply(
     pool: Pool,
-    ids: Sequence[int],
     event: Event,
+    ids: Sequence[int],
     actor: Actor,
     target: int = NOBODY,
     epoch: int = 0,
@@ -68,7 +68,7 @@ def alloc(pool: Pool, n: int, actor: Actor, lifecycle: Lifecycle = LIFECYCLE) ->
     if n > len(pool.free):
         return None
     ids = pool.free[:n]
-    return apply(pool, ids, Event.ALLOC, actor, lifecycle=lifecycle), ids
+    return apply(pool, Event.ALLOC, ids, actor, lifecycle=lifecycle), ids
 
 
 def fence(pool: Pool, completed: int, lifecycle: Lifecycle = LIFECYCLE) -> Pool:
@@ -77,7 +77,7 @@ def fence(pool: Pool, completed: int, lifecycle: Lifecycle = LIFECYCLE) -> Pool:
     due = [i + 1 for i, s in enumerate(pool.slots) if s.state is State.RELEASED and s.fence <= completed]
     if not due:
         return pool
-    return apply(pool, due, Event.FENCE, Actor.fence(completed), lifecycle=lifecycle)
+    return apply(pool, Event.FENCE, due, Actor.fence(completed), lifecycle=lifecycle)
 
 
 def settle(free: tuple, slots: tuple, moved: Sequence[int]) -> tuple:

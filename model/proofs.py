@@ -143,10 +143,10 @@ BATCHES = ((1,), (2,), (1, 2), (2, 1))
 """Every batch of slot ids of a pool of two, in every order."""
 
 
-def pool_step(pool: Pool, ids: tuple, event: Event, actor: Actor, target: int, epoch: int, lifecycle: Lifecycle) -> Pool:
+def pool_step(pool: Pool, event: Event, ids: tuple, actor: Actor, target: int, epoch: int, lifecycle: Lifecycle) -> Pool:
     """`slotwarden.model.pool.apply`, where a refused batch leaves the pool as it was."""
     try:
-        return apply(pool, ids, event, actor, target, epoch, lifecycle)
+        return apply(pool, event, ids, actor, target, epoch, lifecycle)
     except LifecycleError:
         return pool
 
@@ -171,7 +171,7 @@ def prove_conserved(state: State, fence: int, other_free: bool, event: Event, ac
     """
     slots = (record(state, fence, SUBJECT[0]), FREE_SLOT if other_free else Slot(State.RELEASED))
     free = tuple(i + 1 for i, s in enumerate(slots) if s.state is State.FREE)
-    return pool_step(Pool(slots, free), (1,), event, actor, target, epoch, SUBJECT[0])
+    return pool_step(Pool(slots, free), event, (1,), actor, target, epoch, SUBJECT[0])
 
 
 def shut_down(slot: Slot, completed: int, lifecycle: Lifecycle) -> Slot:

@@ -27,7 +27,8 @@ class State(IntEnum):
 
 
 class Group(IntEnum):
-    """The four states of the brief; each `State` belongs to one."""
+    """The four groups of states (free, owned by the batch, owned by a session, released); each
+    `State` belongs to one."""
 
     FREE = 0
     BATCH_OWNED = 1

@@ -65,6 +65,7 @@ def build_batch(sched: "Scheduler") -> tuple[Batch, list]:
             except BaseException:
                 _adopt(sched, req)
                 raise
+            sched._tally["rollbacks"] += 1
             break
         admit(sched, req)
         items.append((req, n))
@@ -164,6 +165,7 @@ def retract(sched: "Scheduler", req: Request) -> None:
 
 
 def _requeue(sched: "Scheduler", req: Request) -> None:
+    sched._tally["retractions"] += 1
     sched.running.remove(req)
     req.generation += 1
     req.phase, req.slot, req.lent, req.tail = Phase.WAITING, None, False, None

@@ -22,12 +22,21 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from .scheduler_errors import BadRequest, SchedulerBroken, SessionClosed, UnknownRequest, UnknownSession
+from .scheduler_errors import (
+    BadRequest,
+    NoSessionState,
+    SchedulerBroken,
+    SessionBusy,
+    SessionClosed,
+    UnknownRequest,
+    UnknownSession,
+)
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
 
-REFUSALS = (BadRequest, SessionClosed, UnknownRequest, UnknownSession)  # raised before anything changes
+# raised before anything changes
+REFUSALS = (BadRequest, SessionClosed, UnknownRequest, UnknownSession, SessionBusy, NoSessionState)
 
 
 def guarded(call):

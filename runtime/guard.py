@@ -69,14 +69,14 @@ class LedgerGuard:
         try:
             if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.numel() != n:
                 raise BadSlotId(f"the engine's alloc({n}) gave {ids!r}", slot_id=None, event=Event.ALLOC, actor=owner)
-            self.ledger.apply(ids, Event.ALLOC, owner)
+            self.ledger.apply(Event.ALLOC, ids, owner)
         except Exception:
             self.allocator.free(ids)
             raise
         self.device = ids.device
         return ids
 
-    def fire(self, ids, event: Event, actor: Actor, target: int = NOBODY) -> torch.Tensor:
+    def fire(self, event: Event, ids, actor: Actor, target: int = NOBODY) -> torch.Tensor:
         """`actor` moves `ids` by `event` (rollback, finish, retract, abort, admit, park, lend,
         close): checked whole first, then applied. Slots that become FREE at once (a
         candidate's rollback or abort) go back to the engine now, released ones at their
@@ -87,7 +87,7 @@ class LedgerGuard:
         if event is Event.ALLOC:  # naming ids here would take them while the engine still lists them free
             raise BadSlotId("alloc through alloc(n, owner): the engine chooses the slots", slot_id=None, event=event, actor=actor)
         back = []
-        self.ledger.apply(ids, event, actor, target, before_write=lambda batch: back.append(self._give_back(batch.ids[batch.after == _FREE])))
+        self.ledger.apply(event, ids, actor, target, before_write=lambda batch: back.append(self._give_back(batch.ids[batch.after == _FREE])))
         return back[0]
 
     def launch(self, done=None) -> int:

@@ -119,12 +119,12 @@ class GuardedAllocator:
         ids = self.ledger._ids(free_index, "free", actor or Actor.request(ANONYMOUS))
         events, kinds, who = self._moves(ids, actor)  # all checked: the applies below cannot fail
         if actor is not None and (events[1:] == events[0]).all():  # the usual batch: one move by one actor
-            self.ledger.apply(ids, Event(int(events[0])), actor)
+            self.ledger.apply(Event(int(events[0])), ids, actor)
         else:
             moves = np.stack((events, np.broadcast_to(kinds, ids.shape), np.broadcast_to(who, ids.shape)), axis=1)
             for event, kind, by in np.unique(moves, axis=0):
                 pick = (moves == (event, kind, by)).all(axis=1)
-                self.ledger.apply(ids[pick], Event(int(event)), Actor(ActorKind(int(kind)), int(by)))
+                self.ledger.apply(Event(int(event)), ids[pick], Actor(ActorKind(int(kind)), int(by)))
         due = self.ledger.fence()  # releases whose step has finished (all of them, with no step launched)
         now_free = ids[self.ledger.cols.state[ids] == _FREE]
         back = np.concatenate((now_free, due[~np.isin(due, now_free)]))  # the freed ones first, in their order
@@ -152,28 +152,28 @@ class GuardedAllocator:
     def fire(self, event: Event, ids, target: int = NOBODY) -> None:
         """The acting actor fires `event` on `ids` (e.g. the rollback, finish or abort of a
         turn that borrows its session's slot, which returns the slot to the session)."""
-        self.guard.fire(ids, event, self._required(event.name.lower()), target)
+        self.guard.fire(event, ids, self._required(event.name.lower()), target)
         self.guard.fence()
 
     def admit(self, ids) -> None:
         """The acting request's candidate slots join the running batch (a later free is then a
         finish, released at the step's fence, rather than a rollback)."""
-        self.guard.fire(ids, Event.ADMIT, self._required("admit"))
+        self.guard.fire(Event.ADMIT, ids, self._required("admit"))
 
     def park(self, ids, session: int) -> None:
         """The acting request hands its running slots to `session` (end of a session's turn)."""
-        self.guard.fire(ids, Event.PARK, self._required("park"), session)
+        self.guard.fire(Event.PARK, ids, self._required("park"), session)
 
     def lend(self, ids, request: int) -> None:
         """The acting session lends its parked slots to its next turn, `request`."""
-        self.guard.fire(ids, Event.LEND, self._required("lend"), request)
+        self.guard.fire(Event.LEND, ids, self._required("lend"), request)
 
     def close(self) -> torch.Tensor:
         """The acting session ends: every slot it owns is released (raises if one is lent)."""
         session = self._required("close")
         ids = self.ledger.held_by(session)
         if ids.size:
-            self.guard.fire(ids, Event.CLOSE, session)
+            self.guard.fire(Event.CLOSE, ids, session)
         self.guard.fence()
         return torch.from_numpy(ids)
 

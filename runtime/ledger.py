@@ -219,7 +219,7 @@ class SlotLedger:
         return ids
 
     def apply(
-        self, ids, event: Event, actor: Actor, target: int = NOBODY, before_write: Callable[[Batch], None] | None = None
+        self, event: Event, ids, actor: Actor, target: int = NOBODY, before_write: Callable[[Batch], None] | None = None
     ) -> np.ndarray:
         """Fire `event` by `actor` on every slot in `ids` (all or none); returns the ids.
         `before_write(batch)` runs after every check and before anything is written (the

@@ -100,7 +100,7 @@ class StatePool:
 
     def fire(self, event: Event, ids, actor: Actor, target: int = NOBODY) -> torch.Tensor:
         """Fire `event` by `actor` on every slot of `ids` (all or none); returns the ids."""
-        return torch.from_numpy(self.ledger.apply(ids, event, actor, target))
+        return torch.from_numpy(self.ledger.apply(event, ids, actor, target))
 
     def admit(self, ids, request: Actor):
         return self.fire(Event.ADMIT, ids, request)

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
+import torch
+
 
 class Phase(Enum):
     WAITING = "waiting"  # queued; holds no slot
@@ -84,3 +86,28 @@ class Session:
     turn: int | None = None  # the request id of the turn queued or in flight
     stale: bool = False
     idle_steps: int = 0
+
+
+class SessionState(NamedTuple):
+    """A session's recurrent state between turns: copies (clones) of its slot's conv state
+    `[layers, conv_dim, conv_kernel - 1]` and SSM state `[layers, heads, head_dim, dstate]`,
+    exactly the state of feeding `tokens` from zero. Copies, not views: the slot is lent to the
+    session's next turn and written in place, and a view would let a reader write past the
+    lifecycle."""
+
+    conv: torch.Tensor
+    ssm: torch.Tensor
+    tokens: tuple  # the transcript the state holds (prompts and outputs so far, minus the last output)
+
+
+class Counters(NamedTuple):
+    """Totals since the scheduler was built (`scheduler.counters`); every ended request is
+    counted once, under the reason it ended with."""
+
+    steps: int  # batches launched
+    finished: int  # requests that reached their token budget (reason "length")
+    aborts: int  # requests ended by `abort()`
+    failures: int  # requests ended because their step's forward pass raised ("step N failed: ...")
+    dropped: int  # queued session turns dropped by the session's close
+    rollbacks: int  # candidates that took a slot, did not fit the step and gave it back
+    retractions: int  # running requests preempted to free a slot (each recomputes later)

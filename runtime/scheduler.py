@@ -18,6 +18,8 @@ Results: a request that ends (finished, aborted, dropped with its session, faile
 scheduler's tables at once; its `Result` (plain ints) waits in an outbox that the next
 `step()` empties into its report's `finished`, `run()` into the dict it returns, or `collect()`
 directly. Closed sessions leave `sessions` too. So memory stays bounded by what is live.
+`session_state(sid)` gives copies of a session's state between turns; `counters` the totals
+(steps, ended requests by reason, rollbacks, retractions).
 
 Faults: see `faults.py` for the contract (after any exception the scheduler is consistent and
 resumes exactly, or a failed forward pass ended its requests, or it refuses every call).
@@ -38,17 +40,28 @@ from typing import NamedTuple
 import torch
 
 from slotwarden.kernels.layer import TinyMamba
-from slotwarden.model.vocabulary import Actor
+from slotwarden.model.vocabulary import Actor, State
 
 from . import intake
 from .admission import Batch, build_batch
 from .device import SimulatedDevice
 from .pool import StatePool
-from .request import Phase, Request, Result, Session, SessionStatus
+from .request import Counters, Phase, Request, Result, Session, SessionState, SessionStatus
 from .faults import guarded as _guarded, handle_problems
-from .scheduler_errors import AuditFailed, SchedulerBroken, SessionClosed, StepFailed
+from .scheduler_errors import AuditFailed, NoSessionState, SchedulerBroken, SessionBusy, SessionClosed, StepFailed
+from .shapes import check_fits
 
-__all__ = ["Scheduler", "SchedulerConfig", "StepReport", "StepFailed", "AuditFailed", "SchedulerBroken", "Result"]
+__all__ = [
+    "Scheduler",
+    "SchedulerConfig",
+    "StepReport",
+    "Counters",
+    "SessionState",
+    "StepFailed",
+    "AuditFailed",
+    "SchedulerBroken",
+    "Result",
+]
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,9 @@ class SchedulerConfig:
     retract_after: int | None = 3  # a head of queue starved this many steps retracts a running request
     session_timeout: int | None = None  # steps an idle session lives before the reaper closes it
     audit_when_idle: bool = True
+
+
+_COUNTED_AS = {"length": "finished", "abort": "aborts", "session closed": "dropped"}  # else "step N failed: ..."
 
 
 def _by_source(items: list) -> list:
@@ -91,7 +107,12 @@ class StepReport(NamedTuple):
 
 
 class Scheduler:
+    """Build it with `slotwarden.build(...)` (runtime/build.py), which sizes the pool from the
+    layer; built by hand, a pool whose state does not fit the layer raises `PoolMismatch` here."""
+
     def __init__(self, pool: StatePool, model: TinyMamba, config: SchedulerConfig = SchedulerConfig()):
+        if hasattr(model, "config"):
+            check_fits(pool.config, model.config)
         self.pool, self.model, self.config = pool, model, config
         self.vocab = getattr(getattr(model, "config", None), "vocab", None)
         self.device = SimulatedDevice()
@@ -105,7 +126,7 @@ class Scheduler:
         self.outbox: list[Result] = []  # results of ended requests, not yet returned to the user
         self._next_rid = 0
         self._next_sid = 0
-        self.rolled_back = 0
+        self._tally = dict.fromkeys(Counters._fields, 0)  # read as `counters`
         self._broken: SchedulerBroken | None = None
         self._critical: str | None = None  # set while a fault would leave the scheduler broken
         self._state_written = False  # the step being launched has called the model
@@ -188,6 +209,34 @@ class Scheduler:
         out, self.outbox = tuple(self.outbox), []
         return out
 
+    @_guarded
+    def session_state(self, sid: int) -> SessionState:
+        """Session `sid`'s conv and SSM state between turns, as copies (see `SessionState`).
+        Refuses, changing nothing: an id never handed out (`UnknownSession`), a session closed
+        or closing (`SessionClosed`), one whose slot is lent to its turn (`SessionBusy`: the
+        turn writes it in place), one with no state to give (`NoSessionState`: no turn has
+        finished yet, or the last one ended mid-way and the next turn rebuilds it)."""
+        sid = intake.session_id(sid, self._next_sid)
+        s = self.sessions.get(sid)
+        if s is None or s.status is not SessionStatus.OPEN:
+            raise SessionClosed(f"session {sid} is {'closing' if s else 'closed'}: its slot is released")
+        if s.slot is None:
+            raise NoSessionState(f"session {sid} has no state yet: none of its turns has finished")
+        state = self.pool.state_of([s.slot])[0]
+        if state in (State.LENT, State.LENT_RUNNING):
+            borrower = self.pool.ledger.record(s.slot).borrower
+            raise SessionBusy(f"session {sid}'s slot {s.slot} is {state.name}: lent to its turn, request {borrower}")
+        if s.stale:
+            raise NoSessionState(f"session {sid}'s state is stale: its last turn ended mid-way, the next one rebuilds it")
+        conv, ssm = self.pool.conv[0][:, s.slot].clone(), self.pool.ssm[:, s.slot].clone()  # copies, no sync
+        return SessionState(conv, ssm, tuple(s.transcript))
+
+    @property
+    def counters(self) -> Counters:
+        """Totals since the scheduler was built: steps, ended requests by reason, rollbacks and
+        retractions (see `Counters`)."""
+        return Counters(**self._tally)
+
     @property
     def idle(self) -> bool:
         return not self.waiting and not self.running and self.inflight is None and not self.landed and not self.finishing
@@ -211,7 +260,7 @@ class Scheduler:
     def step(self) -> StepReport:
         self._catch_up()
         self._reap_sessions()
-        before = self.rolled_back
+        before = self._tally["rollbacks"]
         batch, retracted = build_batch(self)
         current = self._launch(batch) if batch.items else None
         if self.config.overlap:
@@ -230,15 +279,17 @@ class Scheduler:
             len(batch.items),
             sum(n for _, n in batch.items),
             self.collect(),
-            self.rolled_back - before,
+            self._tally["rollbacks"] - before,
             tuple(r.rid for r in retracted),
         )
 
     @_guarded
     def run(self, max_steps: int = 10_000) -> dict:
-        """Step until idle (or `max_steps`); returns {rid: Result} of every request that ended
-        meanwhile (the outbox included). If a step raises, what was gathered goes back to the
-        outbox."""
+        """Step until idle; returns {rid: Result} of every request that ended meanwhile, in the
+        order they ended: what the steps' reports carry in `finished`, and what was waiting in
+        the outbox. The totals (rollbacks, retractions, aborts, ...) are in `counters`. Not idle
+        after `max_steps`: RuntimeError. If a step raises, what was gathered goes back to the
+        outbox (`collect()`, or the next `step()`/`run()`, hands it over)."""
         results: dict = {}
         try:
             for _ in range(max_steps):
@@ -272,7 +323,6 @@ class Scheduler:
         """A candidate that took its slot does not fit: give back exactly what it took."""
         self.pool.rollback([req.slot], Actor.request(req.rid))
         req.slot, req.lent = None, False
-        self.rolled_back += 1
 
     def release_finished(self, req: Request) -> None:
         """A request reached its budget: a plain one releases its slot, a session turn parks
@@ -301,6 +351,7 @@ class Scheduler:
         """Launch `batch`. A fault before the model is called leaves its requests admitted and
         unfed (the next step feeds them); once it was called, they end (see the contract)."""
         step = self.pool.launch(self.device.marker(self.pool.ledger.launched + 1))
+        self._tally["steps"] += 1
         self._state_written = False
         try:
             tokens, rows = self._forward(batch)
@@ -425,6 +476,7 @@ class Scheduler:
         """`req` is done and keeps no handle on any slot nor any step tensor; it leaves the
         tables and its result goes to the outbox."""
         req.phase, req.slot, req.lent, req.finish_reason, req.tail = Phase.DONE, None, False, reason, None
+        self._tally[_COUNTED_AS.get(reason, "failures")] += 1
         req.generation += 1
         if req in self.running:
             self.running.remove(req)
@@ -436,6 +488,7 @@ class Scheduler:
         interrupted gives it back first."""
         if req.slot is not None:
             self.rollback_candidate(req)
+            self._tally["rollbacks"] += 1
         if req in self.waiting:
             self.waiting.remove(req)
         self._leave(req, reason)

@@ -21,7 +21,18 @@ class UnknownSession(SchedulerError, LookupError):
 
 
 class SessionClosed(SchedulerError, ValueError):
-    """A turn submitted to a session that is closed or closing; nothing was recorded."""
+    """A turn submitted to, or the state asked of, a session that is closed or closing;
+    nothing was recorded."""
+
+
+class SessionBusy(SchedulerError, RuntimeError):
+    """The state asked of a session whose slot is lent to its turn: the turn writes it in
+    place, so there is no state between turns to give until the turn ends."""
+
+
+class NoSessionState(SchedulerError, LookupError):
+    """The state asked of a session that has none to give: no turn of it has finished yet, or
+    its last turn ended mid-way (aborted, retracted or failed) and the next turn rebuilds it."""
 
 
 class StepFailed(SchedulerError, RuntimeError):

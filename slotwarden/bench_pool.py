@@ -58,8 +58,8 @@ QWEN3_NEXT_LINEAR_LAYERS = 36
 
 # repeats: at least this many rounds; budget_s: more rounds (up to MAX_REPEATS) while one n of one
 # pass takes less than this. Many short loops give the minimum more chances at a quiet moment.
-DEFAULT = dict(repeats=5, loop_s=0.05, budget_s=6.0)  # ~1 min on a 2-core CPU
-QUICK = dict(repeats=2, loop_s=0.01, budget_s=0.6)  # ~15 s, most of it allocating and touching the state
+DEFAULT = dict(repeats=5, loop_s=0.05, budget_s=6.0)  # the recorded results
+QUICK = dict(repeats=2, loop_s=0.01, budget_s=0.6)  # a smoke run (most of it allocating and touching the state)
 MAX_REPEATS = 40
 
 CONTENDERS = ("sglang", "pylist", "strict", "off", "lifecycle")
@@ -73,8 +73,8 @@ LABELS = {
 DOING = {
     "sglang": "alloc(n); free(ids)",
     "pylist": "alloc(rid, n): pop n ids; free(rid): pop dict entry, extend list",
-    "strict": "alloc(n, request); apply(ids, ROLLBACK, request)",
-    "off": "alloc(n, request); apply(ids, ROLLBACK, request)",
+    "strict": "alloc(n, request); apply(ROLLBACK, ids, request)",
+    "off": "alloc(n, request); apply(ROLLBACK, ids, request)",
     "lifecycle": "alloc; ADMIT; FINISH; launch(); fence()",
 }
 
@@ -159,7 +159,7 @@ def bookkeeping_steps(capacity: int, device: torch.device, sglang_cls) -> dict[s
 
         def checked(n, L=ledger):
             a = Actor.request(rid())
-            L.apply(L.alloc(n, a), Event.ROLLBACK, a)
+            L.apply(Event.ROLLBACK, L.alloc(n, a), a)
 
         steps[check] = checked
     lc = SlotLedger(capacity, check="strict")
@@ -167,8 +167,8 @@ def bookkeeping_steps(capacity: int, device: torch.device, sglang_cls) -> dict[s
     def lifecycle(n):
         a = Actor.request(rid())
         ids = lc.alloc(n, a)
-        lc.apply(ids, Event.ADMIT, a)
-        lc.apply(ids, Event.FINISH, a)
+        lc.apply(Event.ADMIT, ids, a)
+        lc.apply(Event.FINISH, ids, a)
         lc.launch()
         lc.fence()
 
@@ -448,7 +448,7 @@ def _row(result: dict, name: str, n: int) -> dict | None:
 
 
 def targets(result: dict) -> list[dict]:
-    """The issue's targets, each with its value and met (True/False, None when not measurable)."""
+    """The performance targets, each with its value and met (True/False, None when not measurable)."""
     out = []
 
     def ratio_target(what, column, limit):

@@ -47,8 +47,8 @@ from slotwarden.runtime.scheduler import Scheduler
 NS = (16, 256, 1024)
 WORKLOADS = ("decode", "churn")
 CHECKS = ("strict", "off")
-DEFAULT = dict(repeats=5, loop_s=0.3, warmup=64, min_steps=16)  # ~1 min on a 2-core CPU
-QUICK = dict(repeats=2, loop_s=0.02, warmup=8, min_steps=8)  # ~10 s, most of it N=1024
+DEFAULT = dict(repeats=5, loop_s=0.3, warmup=64, min_steps=16)  # the recorded results
+QUICK = dict(repeats=2, loop_s=0.02, warmup=8, min_steps=8)  # a smoke run (most of it N=1024)
 NEW_TOKENS = (16, 48)  # churn: new tokens of each request
 PROMPT = (1, 4)  # churn: prompt tokens of each replacement
 LEDGER_CALLS = ("alloc", "apply", "launch", "fence", "held_by", "_ids")

@@ -116,7 +116,7 @@ def replay(pool: Pool, line: TraceLine) -> Pool:
     """The pool after `line`, or raise the model's error (nothing changes). A raw `free` makes
     on each slot the move the declaration gives a free by that actor (see `model/free.py`)."""
     if line.event != FREE:
-        return apply(pool, line.ids, line.event, line.actor, line.target, line.step)
+        return apply(pool, line.event, line.ids, line.actor, line.target, line.step)
     if not line.ids:
         raise BadSlotId("an empty batch", slot_id=NOBODY, event="free", actor=line.actor)
     check_ids(line.ids, len(pool.slots), "free", line.actor)
@@ -124,7 +124,7 @@ def replay(pool: Pool, line: TraceLine) -> Pool:
     for i in line.ids:
         groups.setdefault(free_rule(pool.slots[i - 1], line.actor, slot_id=i).event, []).append(i)
     for event, ids in groups.items():
-        pool = apply(pool, ids, event, line.actor, NOBODY, line.step)
+        pool = apply(pool, event, ids, line.actor, NOBODY, line.step)
     return pool
 
 

@@ -129,10 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
         "runtime's own transition path agrees with the model; every finished request's tokens and state equal a "
         "replay of its transcript; every seeded runtime fault is caught; and "
         "every bug of the history, injected as a mutant, is caught for the expected reason. Exits 0 only if every proof is CONFIRMED, every "
-        "check holds and every fault and mutant is caught. Default run about 3 minutes on 2 cores.",
+        "check holds and every fault and mutant is caught.",
     )
     level = p.add_mutually_exclusive_group()
-    level.add_argument("--quick", action="store_true", help="a smoke run (about 30 s): small budgets, small bounds, no CrossHair, counterexamples not shrunk")
+    level.add_argument("--quick", action="store_true", help="a smoke run: small budgets, small bounds, no CrossHair, counterexamples not shrunk")
     level.add_argument("--thorough", action="store_true", help="ten times the default Hypothesis budgets")
     p.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: a fixed one, reproducible)")
     p.add_argument("--shard", metavar="I/N", help="run only shard I of N of the jobs (split a campaign over machines); a shard with no job is refused")

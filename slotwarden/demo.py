@@ -24,12 +24,12 @@ from collections import Counter
 
 import torch
 
-from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
-from slotwarden.runtime.assemble import pool_for
+from slotwarden.kernels.layer import TinyMambaConfig
+from slotwarden.runtime.build import build
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.palette import colour
 from slotwarden.model.vocabulary import Group
-from slotwarden.runtime.scheduler import AuditFailed, Scheduler, SchedulerConfig
+from slotwarden.runtime.scheduler import AuditFailed, Scheduler
 from slotwarden.workload import Driver, WorkloadSpec, make_plan
 
 PLOT_HINT = "pip install 'slotwarden[plot]'  (or: pip install 'matplotlib>=3.8')"
@@ -43,12 +43,9 @@ def default_device() -> torch.device:
 
 def build_scheduler(slots: int, device, dtype=torch.float32, *, check: str = "strict", **config) -> Scheduler:
     """A scheduler over a TinyMamba in `dtype` on `device` and a pool of `slots` matching it."""
-    device = torch.device(device)
-    model = TinyMamba(TinyMambaConfig(dtype=dtype), device=device)
-    pool = pool_for(model, slots, check=check, device=device)
     settings = dict(SCHEDULER, max_running=slots)
     settings.update(config)
-    return Scheduler(pool, model, SchedulerConfig(**settings))
+    return build(TinyMambaConfig(dtype=dtype), slots=slots, device=device, check=check, **settings)
 
 
 def _sample_before_fence(sched: Scheduler, samples: list) -> None:

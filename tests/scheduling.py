@@ -3,19 +3,20 @@
 import torch
 
 from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
-from slotwarden.runtime.assemble import pool_for, scheduler_for
+from slotwarden.runtime.build import build
 from slotwarden.runtime.pool import StatePool
 from slotwarden.runtime.scheduler import Scheduler
+from slotwarden.runtime.shapes import pool_config
 
 MODEL = TinyMamba(TinyMambaConfig(dtype=torch.float64))
 
 
 def make_pool(slots: int) -> StatePool:
-    return pool_for(MODEL, slots)
+    return StatePool(pool_config(MODEL, slots))
 
 
 def make_scheduler(slots: int = 4, model=MODEL, **config) -> Scheduler:
-    return scheduler_for(model, slots, **config)
+    return build(model, slots=slots, **config)
 
 
 def fresh_state(tokens):

@@ -57,7 +57,7 @@ def test_ledger_timer_counts_outermost_calls_and_unwraps():
     from slotwarden.model.vocabulary import Actor, Event
 
     ids = ledger.alloc(1, Actor.request(1))
-    ledger.apply(ids, Event.ROLLBACK, Actor.request(1))  # apply calls _ids inside: counted once
+    ledger.apply(Event.ROLLBACK, ids, Actor.request(1))  # apply calls _ids inside: counted once
     assert timer.calls == 2 and timer.seconds > 0
     timer.remove()
     assert "apply" not in vars(ledger) and "_ids" not in vars(ledger)

@@ -4,7 +4,7 @@ session's state, equal a fresh replay of the transcript, bit for bit."""
 import torch
 from hypothesis import settings
 
-from slotwarden.runtime.assemble import scheduler_for
+from slotwarden.runtime.build import build
 from slotwarden.runtime.pool import StatePool
 from slotwarden.verification.campaign import Budget, run_machine
 from slotwarden.verification.continuity import ContinuityMachine, continuation, replay
@@ -16,7 +16,7 @@ TestContinuity = ContinuityMachine.TestCase
 
 
 def test_replay_is_what_one_fresh_request_computes():
-    sched = scheduler_for(MODEL, 1)  # the machine's float64 model
+    sched = build(MODEL, slots=1)  # the machine's float64 model
     req = sched.requests[sched.submit([5, 1, 7, 7], 3)]
     sched.run(50)
     out = req.output

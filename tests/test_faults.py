@@ -62,13 +62,13 @@ def test_a_fork_from_a_batch_of_sources_is_refused_before_it_allocates():
 def test_a_ledger_hook_that_raises_leaves_the_ledger_as_it_was():
     led = SlotLedger(4)
     ids = led.alloc(2, R1)
-    led.apply(ids, Event.ADMIT, R1)
+    led.apply(Event.ADMIT, ids, R1)
     led.launch()
-    led.apply(ids[:1], Event.FINISH, R1)
+    led.apply(Event.FINISH, ids[:1], R1)
     before, seq = led.snapshot(), led.recorder.seq
     for call in (
         lambda hook: led.alloc(1, R2, before_write=hook),
-        lambda hook: led.apply(ids[1:], Event.ABORT, R1, before_write=hook),
+        lambda hook: led.apply(Event.ABORT, ids[1:], R1, before_write=hook),
         lambda hook: led.fence(1, before_write=hook),
     ):
         with pytest.raises(DeviceFault):
@@ -98,11 +98,11 @@ def test_when_the_engine_cannot_take_a_rollback_back_the_guard_keeps_the_slot_wh
     engine.failing = True
     for event in (Event.ROLLBACK, Event.ABORT):
         with pytest.raises(DeviceFault):
-            guard.fire(ids, event, R1)
+            guard.fire(event, ids, R1)
         frozen.check()
     assert [guard.ledger.record(i) for i in (1, 2)] == [Slot(State.TAKEN, owner=1)] * 2  # not FREE: the engine never got them
     engine.failing = False
-    assert guard.fire(ids, Event.ROLLBACK, R1).tolist() == [1, 2]
+    assert guard.fire(Event.ROLLBACK, ids, R1).tolist() == [1, 2]
     assert sorted(engine.free_slots.tolist()) == [1, 2, 3, 4]
     assert guard.ledger.audit(set(), set()).clean
 
@@ -111,9 +111,9 @@ def test_when_the_engine_cannot_take_fenced_slots_back_they_stay_released_until_
     engine = FailingFree(4)
     guard = LedgerGuard(engine, 4)
     ids = guard.alloc(2, R1)
-    guard.fire(ids, Event.ADMIT, R1)
+    guard.fire(Event.ADMIT, ids, R1)
     guard.launch()
-    guard.fire(ids, Event.FINISH, R1)
+    guard.fire(Event.FINISH, ids, R1)
     frozen = Untouched(engine, guard)
     engine.failing = True
     with pytest.raises(DeviceFault):

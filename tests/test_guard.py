@@ -44,13 +44,13 @@ def guarded(size: int = 8):
 
 def running(guard: LedgerGuard, n: int, req: Actor) -> torch.Tensor:
     ids = guard.alloc(n, req)
-    guard.fire(ids, Event.ADMIT, req)
+    guard.fire(Event.ADMIT, ids, req)
     return ids
 
 
 def parked(guard: LedgerGuard, req: Actor = R1, session: int = 5) -> torch.Tensor:
     ids = running(guard, 1, req)
-    guard.fire(ids, Event.PARK, req, session)
+    guard.fire(Event.PARK, ids, req, session)
     return ids
 
 
@@ -104,16 +104,16 @@ def test_guard_allocates_through_the_engine_and_records_the_owner():
 def test_double_finish_raises_and_the_free_list_is_untouched():
     engine, guard = guarded()
     ids = running(guard, 1, R1)
-    assert guard.fire(ids, Event.FINISH, R1).tolist() == []  # released: not free before the fence
+    assert guard.fire(Event.FINISH, ids, R1).tolist() == []  # released: not free before the fence
     frozen = Untouched(engine, guard)
     with pytest.raises(IllegalMove, match=r"illegal finish by request 1 on slot 1 \(state RELEASED, owner nobody\): finish is not allowed from RELEASED"):
-        guard.fire(ids, Event.FINISH, R1)
+        guard.fire(Event.FINISH, ids, R1)
     frozen.check()
     assert guard.fence().tolist() == [1]
     assert engine.available_size() == 8
     frozen = Untouched(engine, guard)
     with pytest.raises(IllegalMove, match=r"slot 1 \(state FREE, owner nobody\): finish is not allowed from FREE"):
-        guard.fire(ids, Event.FINISH, R1)  # once more, after the fence
+        guard.fire(Event.FINISH, ids, R1)  # once more, after the fence
     frozen.check()
     assert engine.available_size() == 8  # never 9
 
@@ -121,10 +121,10 @@ def test_double_finish_raises_and_the_free_list_is_untouched():
 def test_rollback_after_finish_raises():
     engine, guard = guarded()
     ids = running(guard, 2, R1)
-    guard.fire(ids, Event.FINISH, R1)
+    guard.fire(Event.FINISH, ids, R1)
     frozen = Untouched(engine, guard)
     with pytest.raises(IllegalMove, match=r"illegal rollback by request 1 on slot 1 \(state RELEASED.*rollback is not allowed from RELEASED"):
-        guard.fire(ids, Event.ROLLBACK, R1)
+        guard.fire(Event.ROLLBACK, ids, R1)
     frozen.check()
 
 
@@ -133,7 +133,7 @@ def test_rollback_of_an_admitted_request_raises():  # PR 16067
     ids = running(guard, 1, R1)
     frozen = Untouched(engine, guard)
     with pytest.raises(IllegalMove, match=r"rollback is not allowed from RUNNING"):
-        guard.fire(ids, Event.ROLLBACK, R1)
+        guard.fire(Event.ROLLBACK, ids, R1)
     frozen.check()
 
 
@@ -143,21 +143,21 @@ def test_the_engine_freeing_a_parked_session_slot_raises(event):  # PR 21404 -> 
     ids = parked(guard)  # request 1's turn parked its state in session 5: request 1 keeps no handle
     frozen = Untouched(engine, guard)
     with pytest.raises(IllegalMove, match=rf"illegal {event.name.lower()} by request 1 on slot 1 \(state PARKED, owner 5\)"):
-        guard.fire(ids, event, R1)
+        guard.fire(event, ids, R1)
     frozen.check()
 
 
 def test_a_lent_slot_rolled_back_by_its_borrower_goes_back_to_its_session():
     engine, guard = guarded()
     ids = parked(guard)
-    guard.fire(ids, Event.LEND, S5, 2)
+    guard.fire(Event.LEND, ids, S5, 2)
     frozen = Untouched(engine, guard)
     with pytest.raises(IllegalMove, match=r"illegal rollback by request 3 on slot 1 \(state LENT, owner 5, lent to request 2\): only the request it is lent to"):
-        guard.fire(ids, Event.ROLLBACK, R3)
+        guard.fire(Event.ROLLBACK, ids, R3)
     with pytest.raises(IllegalMove, match="illegal rollback by request 1 on slot 1"):
-        guard.fire(ids, Event.ROLLBACK, R1)  # the turn that parked it has no handle left
+        guard.fire(Event.ROLLBACK, ids, R1)  # the turn that parked it has no handle left
     frozen.check()
-    back = guard.fire(ids, Event.ROLLBACK, R2)  # legal: the slot returns to the session ...
+    back = guard.fire(Event.ROLLBACK, ids, R2)  # legal: the slot returns to the session ...
     assert back.tolist() == []  # ... and nothing reaches the engine's free list
     assert torch.equal(engine.free_slots, frozen.free)
     assert guard.ledger.record(1) == Slot(State.PARKED, owner=5)
@@ -167,20 +167,20 @@ def test_a_lent_slot_rolled_back_by_its_borrower_goes_back_to_its_session():
 def test_rollback_of_a_lent_running_slot_raises_and_finish_returns_it_to_the_session():
     engine, guard = guarded()
     ids = parked(guard)
-    guard.fire(ids, Event.LEND, S5, 2)
-    guard.fire(ids, Event.ADMIT, R2)
+    guard.fire(Event.LEND, ids, S5, 2)
+    guard.fire(Event.ADMIT, ids, R2)
     frozen = Untouched(engine, guard)
     with pytest.raises(IllegalMove, match=r"illegal rollback by request 2 on slot 1 \(state LENT_RUNNING, owner 5, lent to request 2\): rollback is not allowed"):
-        guard.fire(ids, Event.ROLLBACK, R2)
+        guard.fire(Event.ROLLBACK, ids, R2)
     with pytest.raises(IllegalMove, match=r"only a session may fire it"):
-        guard.fire(ids, Event.CLOSE, R2)
+        guard.fire(Event.CLOSE, ids, R2)
     with pytest.raises(IllegalMove, match=r"close is not allowed from LENT_RUNNING"):
-        guard.fire(ids, Event.CLOSE, S5)  # the session closes while its turn runs
+        guard.fire(Event.CLOSE, ids, S5)  # the session closes while its turn runs
     frozen.check()
-    assert guard.fire(ids, Event.FINISH, R2).tolist() == []
+    assert guard.fire(Event.FINISH, ids, R2).tolist() == []
     assert guard.ledger.record(1) == Slot(State.PARKED, owner=5)
     assert torch.equal(engine.free_slots, frozen.free)
-    guard.fire(ids, Event.CLOSE, S5)  # only the session's close releases it, at the fence
+    guard.fire(Event.CLOSE, ids, S5)  # only the session's close releases it, at the fence
     assert torch.equal(engine.free_slots, frozen.free)
     assert guard.fence().tolist() == [1]
     assert engine.free_slots.tolist()[-1] == 1 and engine.available_size() == 8
@@ -203,7 +203,7 @@ def test_freeing_the_pad_slot_or_a_sentinel_raises(ids, text):
     running(guard, 2, R1)
     frozen = Untouched(engine, guard)
     with pytest.raises(BadSlotId) as err:
-        guard.fire(ids, Event.FINISH, R1)
+        guard.fire(Event.FINISH, ids, R1)
     assert text in str(err.value)
     frozen.check()
 
@@ -213,13 +213,13 @@ def test_released_slots_reach_the_engine_only_at_the_fence():
     ids = running(guard, 3, R1)
     done = []
     step = guard.launch(lambda: bool(done))
-    guard.fire(ids[:2], Event.FINISH, R1)
+    guard.fire(Event.FINISH, ids[:2], R1)
     assert engine.available_size() == 5
     assert guard.fence().tolist() == []  # the step may still read them
     with pytest.raises(FenceError):
         guard.fence(step)
     with pytest.raises(FenceError, match="fence of step 1"):
-        guard.fire(ids[:2], Event.FENCE, Actor.fence(step))
+        guard.fire(Event.FENCE, ids[:2], Actor.fence(step))
     assert engine.available_size() == 5
     done.append(True)
     assert guard.fence().tolist() == [1, 2]
@@ -229,7 +229,7 @@ def test_released_slots_reach_the_engine_only_at_the_fence():
 def test_a_candidate_rollback_gives_its_slots_back_at_once():
     engine, guard = guarded()
     ids = guard.alloc(2, R1)
-    assert guard.fire(ids.flip(0), Event.ROLLBACK, R1).tolist() == [2, 1]
+    assert guard.fire(Event.ROLLBACK, ids.flip(0), R1).tolist() == [2, 1]
     assert engine.free_slots.tolist() == [3, 4, 5, 6, 7, 8, 2, 1]
 
 
@@ -262,7 +262,7 @@ def test_alloc_by_naming_ids_is_refused():
     engine, guard = guarded()
     frozen = Untouched(engine, guard)
     with pytest.raises(BadSlotId, match="alloc through alloc"):
-        guard.fire(torch.tensor([1]), Event.ALLOC, R1)
+        guard.fire(Event.ALLOC, torch.tensor([1]), R1)
     frozen.check()
 
 
@@ -281,15 +281,15 @@ def test_a_session_lifecycle_through_the_guard_is_conserved():
     engine, guard = guarded(4)
     slot = parked(guard, R1, 5)
     for turn in (2, 3, 4):
-        guard.fire(slot, Event.LEND, S5, turn)
-        guard.fire(slot, Event.ROLLBACK, Actor.request(turn))  # did not fit this time
-        guard.fire(slot, Event.LEND, S5, turn)
-        guard.fire(slot, Event.ADMIT, Actor.request(turn))
+        guard.fire(Event.LEND, slot, S5, turn)
+        guard.fire(Event.ROLLBACK, slot, Actor.request(turn))  # did not fit this time
+        guard.fire(Event.LEND, slot, S5, turn)
+        guard.fire(Event.ADMIT, slot, Actor.request(turn))
         guard.launch()
-        guard.fire(slot, Event.FINISH, Actor.request(turn))
+        guard.fire(Event.FINISH, slot, Actor.request(turn))
         guard.fence()
         assert engine.available_size() == 3
-    guard.fire(slot, Event.CLOSE, S5)
+    guard.fire(Event.CLOSE, slot, S5)
     guard.fence()
     assert sorted(engine.free_slots.tolist()) == [1, 2, 3, 4]
     assert guard.ledger.audit(set(), set()).clean

@@ -37,7 +37,7 @@ def test_available_is_the_ledgers_free_count(engine_cls):
     guard = LedgerGuard(engine, 8)
     ids = guard.alloc(3, R1)
     assert guard.available() == 5 == engine.available_size()
-    guard.fire(ids, Event.ROLLBACK, R1)
+    guard.fire(Event.ROLLBACK, ids, R1)
     assert guard.available() == 8 == engine.available_size()
 
 

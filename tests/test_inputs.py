@@ -156,11 +156,11 @@ def test_the_model_and_the_runtime_both_refuse_a_bool_among_the_ids():
     from slotwarden.model import pool as model_pool
 
     with pytest.raises(BadSlotId):
-        model_pool.apply(model_pool.new_pool(4), [True, 2], Event.ALLOC, R1)
+        model_pool.apply(model_pool.new_pool(4), Event.ALLOC, [True, 2], R1)
     led = SlotLedger(4, free_list=False)
     before = led.snapshot()
     with pytest.raises(BadSlotId, match="not bool"):
-        led.apply([True, 2], Event.ALLOC, R1)
+        led.apply(Event.ALLOC, [True, 2], R1)
     assert all(torch.equal(before[k], v) for k, v in led.snapshot().items() if k != "counters")
 
 
@@ -245,11 +245,11 @@ def test_a_state_dtype_the_kernels_cannot_zero_is_refused_at_construction():
         lambda g: g.alloc(1, Actor.request(NOBODY)),
         lambda g: g.alloc(1.5, R1),
         lambda g: g.alloc(1, Actor.request(1.5)),
-        lambda g: g.fire(torch.tensor([1]), 0, R1),
-        lambda g: g.fire(torch.tensor([1]), "finish", R1),
-        lambda g: g.fire(torch.tensor([1]), Event.FINISH, Actor.request(NOBODY)),
-        lambda g: g.fire(torch.tensor([[1]]), Event.FINISH, R1),
-        lambda g: g.fire([True], Event.FINISH, R1),
+        lambda g: g.fire(0, torch.tensor([1]), R1),
+        lambda g: g.fire("finish", torch.tensor([1]), R1),
+        lambda g: g.fire(Event.FINISH, torch.tensor([1]), Actor.request(NOBODY)),
+        lambda g: g.fire(Event.FINISH, torch.tensor([[1]]), R1),
+        lambda g: g.fire(Event.FINISH, [True], R1),
         lambda g: g.fence(-1),
         lambda g: g.launch(3),
     ],
@@ -257,7 +257,7 @@ def test_a_state_dtype_the_kernels_cannot_zero_is_refused_at_construction():
 def test_the_guard_refuses_junk_before_the_engine_is_asked(call):
     engine = TensorFreeList(4)
     guard = LedgerGuard(engine, 4)
-    guard.fire(guard.alloc(2, R1), Event.ADMIT, R1)
+    guard.fire(Event.ADMIT, guard.alloc(2, R1), R1)
     frozen = Untouched(engine, guard)
     with pytest.raises(LifecycleError):
         call(guard)

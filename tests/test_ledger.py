@@ -41,12 +41,12 @@ def test_alloc_takes_the_head_freed_slots_join_the_tail_fences_free_in_id_order(
     a = led.alloc(3, R1)
     assert a.tolist() == [1, 2, 3]
     assert led.free_list().tolist() == [4, 5, 6]
-    led.apply([3, 1], Event.ROLLBACK, R1)  # a candidate that did not fit: free at once, in batch order
+    led.apply(Event.ROLLBACK, [3, 1], R1)  # a candidate that did not fit: free at once, in batch order
     assert led.free_list().tolist() == [4, 5, 6, 3, 1]
     b = led.alloc(4, R2)
     assert b.tolist() == [4, 5, 6, 3]
-    led.apply(b, Event.ADMIT, R2)
-    led.apply([6, 3, 4], Event.FINISH, R2)  # released at epoch 0: still held by the step in flight
+    led.apply(Event.ADMIT, b, R2)
+    led.apply(Event.FINISH, [6, 3, 4], R2)  # released at epoch 0: still held by the step in flight
     assert led.free_list().tolist() == [1]
     assert [led.record(i).state for i in (3, 4, 6)] == [State.RELEASED] * 3
     assert led.fence().tolist() == [3, 4, 6]
@@ -57,7 +57,7 @@ def test_the_free_ring_wraps_around():
     led = SlotLedger(3)
     for turn in range(10):
         ids = led.alloc(2, Actor.request(turn))
-        led.apply(ids[::-1].copy(), Event.ROLLBACK, Actor.request(turn))
+        led.apply(Event.ROLLBACK, ids[::-1].copy(), Actor.request(turn))
         assert sorted(led.free_list().tolist()) == [1, 2, 3]
         assert led.audit().clean
     assert len(led.free_list()) == 3
@@ -66,11 +66,11 @@ def test_the_free_ring_wraps_around():
 def test_release_waits_for_the_fence_of_the_step_in_flight():
     led = SlotLedger(4)
     ids = led.alloc(2, R1)
-    led.apply(ids, Event.ADMIT, R1)
+    led.apply(Event.ADMIT, ids, R1)
     finished = []
     step = led.launch(lambda: bool(finished))
     assert step == 1
-    led.apply([1], Event.FINISH, R1)
+    led.apply(Event.FINISH, [1], R1)
     assert led.record(1) == Slot(State.RELEASED, fence=1)
     assert led.fence().tolist() == []  # step 1 is still on the device
     with pytest.raises(FenceError, match="before the device finished it"):
@@ -88,27 +88,27 @@ def test_release_waits_for_the_fence_of_the_step_in_flight():
 def test_a_fence_fired_as_an_event_cannot_run_ahead_of_the_device():
     led = SlotLedger(4)
     ids = led.alloc(1, R1)
-    led.apply(ids, Event.ADMIT, R1)
+    led.apply(Event.ADMIT, ids, R1)
     led.launch(lambda: False)  # step 1 never finishes here
-    led.apply(ids, Event.FINISH, R1)
+    led.apply(Event.FINISH, ids, R1)
     before = led.snapshot()
     with pytest.raises(FenceError, match="fence of step 1 .*finished only step 0"):
-        led.apply(ids, Event.FENCE, Actor.fence(1))
+        led.apply(Event.FENCE, ids, Actor.fence(1))
     with pytest.raises(FenceError, match="fence of step 9"):
-        led.apply(ids, Event.FENCE, Actor.fence(9))
+        led.apply(Event.FENCE, ids, Actor.fence(9))
     assert same(before, led.snapshot())
     with pytest.raises(IllegalMove, match="waits for the fence of step 1"):
-        led.apply(ids, Event.FENCE, Actor.fence(0))  # a finished step, but too early for this slot
+        led.apply(Event.FENCE, ids, Actor.fence(0))  # a finished step, but too early for this slot
     assert same(before, led.snapshot())
 
 
 def test_a_fence_fired_as_an_event_for_a_finished_step_frees():
     led = SlotLedger(4)
     ids = led.alloc(1, R1)
-    led.apply(ids, Event.ADMIT, R1)
+    led.apply(Event.ADMIT, ids, R1)
     led.launch()
-    led.apply(ids, Event.FINISH, R1)
-    led.apply(ids, Event.FENCE, Actor.fence(1))
+    led.apply(Event.FINISH, ids, R1)
+    led.apply(Event.FENCE, ids, Actor.fence(1))
     assert led.record(1) == Slot(State.FREE)
     assert led.free_list().tolist() == [2, 3, 4, 1]
 
@@ -119,7 +119,7 @@ def test_a_batch_longer_than_the_pool_is_a_duplicate_not_a_crash():
     before = led.snapshot()
     for ids in ([1, 1, 1, 1], [1, 2, 3, 1], [2] * 10):
         with pytest.raises(BadSlotId, match="named twice in one batch"):
-            led.apply(ids, Event.ADMIT, R1)
+            led.apply(Event.ADMIT, ids, R1)
     assert same(before, led.snapshot())
 
 
@@ -128,9 +128,9 @@ def test_snapshot_is_unchanged_by_a_refused_batch_of_real_ids():
     led.alloc(2, R1)
     before = led.snapshot()
     with pytest.raises(IllegalMove):
-        led.apply([3, 4], Event.ADMIT, R1)
+        led.apply(Event.ADMIT, [3, 4], R1)
     with pytest.raises(BadSlotId):
-        led.apply([2, 3, 2], Event.ADMIT, R1)
+        led.apply(Event.ADMIT, [2, 3, 2], R1)
     assert same(before, led.snapshot())
 
 
@@ -139,7 +139,7 @@ def test_the_recorder_keeps_its_own_copy_of_the_ids():
     ids = led.alloc(2, R1)
     ids[:] = 4  # the caller reuses its buffer
     mine = np.array([1, 2])
-    led.apply(mine, Event.ADMIT, R1)
+    led.apply(Event.ADMIT, mine, R1)
     mine[:] = 3
     assert [m.event for m in led.recorder.history(1)] == [Event.ALLOC, Event.ADMIT]
     assert [m.event for m in led.recorder.history(2)] == [Event.ALLOC, Event.ADMIT]
@@ -165,7 +165,7 @@ def test_alloc_by_id_is_refused_when_the_ledger_keeps_the_free_list():
     led = SlotLedger(3)
     before = led.snapshot()
     with pytest.raises(BadSlotId, match="alloc takes a count here"):
-        led.apply([1], Event.ALLOC, R1)
+        led.apply(Event.ALLOC, [1], R1)
     assert same(before, led.snapshot())
 
 
@@ -174,11 +174,11 @@ def test_a_ledger_without_free_list_allocates_named_ids():
     assert led.available() == 0
     with pytest.raises(BadSlotId, match="keeps no free list"):
         led.alloc(1, R1)
-    led.apply([3, 1], Event.ALLOC, R1)
+    led.apply(Event.ALLOC, [3, 1], R1)
     assert led.held_by(R1).tolist() == [1, 3]
     with pytest.raises(IllegalMove, match="alloc is not allowed from TAKEN"):
-        led.apply([3], Event.ALLOC, R2)
-    led.apply([3, 1], Event.ROLLBACK, R1)
+        led.apply(Event.ALLOC, [3], R2)
+    led.apply(Event.ROLLBACK, [3, 1], R1)
     assert led.counts()[Group.FREE] == 4
     assert led.audit().clean
 
@@ -186,9 +186,9 @@ def test_a_ledger_without_free_list_allocates_named_ids():
 def test_held_by_and_state_of():
     led = SlotLedger(6)
     led.alloc(2, R1)
-    led.apply([1, 2], Event.ADMIT, R1)
-    led.apply([2], Event.PARK, R1, 5)
-    led.apply([2], Event.LEND, S5, 2)
+    led.apply(Event.ADMIT, [1, 2], R1)
+    led.apply(Event.PARK, [2], R1, 5)
+    led.apply(Event.LEND, [2], S5, 2)
     led.alloc(1, Actor.request(5))  # a request whose id equals the session's: a different actor
     assert led.held_by(R1).tolist() == [1]
     assert led.held_by(S5).tolist() == [2]
@@ -204,15 +204,15 @@ def test_held_by_and_state_of():
 def test_check_off_applies_the_table_without_checks():
     led = SlotLedger(4, check="off")
     ids = led.alloc(2, R1)
-    led.apply(ids, Event.ADMIT, R1)
+    led.apply(Event.ADMIT, ids, R1)
     assert led.state_of(ids).tolist() == [State.RUNNING] * 2
 
 
 def test_audit_finds_leaks_and_attributes_them():
     led = SlotLedger(4)
     led.alloc(2, R1)
-    led.apply([1, 2], Event.ADMIT, R1)
-    led.apply([2], Event.PARK, R1, 5)
+    led.apply(Event.ADMIT, [1, 2], R1)
+    led.apply(Event.PARK, [2], R1, 5)
     assert led.audit(live_requests={1}, live_sessions={5}).clean
     audit = led.audit(live_requests=set(), live_sessions={5})
     assert [(leak.slot, leak.state, leak.owner, leak.last_event) for leak in audit.leaks] == [
@@ -248,8 +248,8 @@ def test_an_actor_id_of_nobody_is_refused_at_every_call_and_changes_nothing():
     before = led.snapshot()
     for call in (
         lambda: led.alloc(1, Actor.request(NOBODY)),
-        lambda: led.apply(ids, Event.ADMIT, Actor.request(NOBODY)),
-        lambda: led.apply(ids, Event.ROLLBACK, Actor.request(NOBODY)),
+        lambda: led.apply(Event.ADMIT, ids, Actor.request(NOBODY)),
+        lambda: led.apply(Event.ROLLBACK, ids, Actor.request(NOBODY)),
         lambda: led.held_by(Actor.session(NOBODY)),
     ):
         with pytest.raises(BadActor, match=r"bad actor request -1|bad actor session -1") as err:
@@ -263,7 +263,7 @@ def test_conservation_counts_from_independent_sources_and_fails_on_a_broken_ledg
     """free (the free list's count) + held (the owner column) + released (the state column)
     must be the capacity; each break below left the old per-group sum at the capacity."""
     led = SlotLedger(4)
-    led.apply(led.alloc(2, R1), Event.ADMIT, R1)
+    led.apply(Event.ADMIT, led.alloc(2, R1), R1)
     assert led.audit().clean
 
     lost_owner = SlotLedger(4)
@@ -281,7 +281,7 @@ def test_conservation_counts_from_independent_sources_and_fails_on_a_broken_ledg
     assert not audit.clean and any("= 5, not the capacity 4" in p for p in audit.problems)
 
     short_ring = SlotLedger(4, free_list=False)  # the guard's ledger: free from the state column
-    short_ring.apply([2], Event.ALLOC, R1)
+    short_ring.apply(Event.ALLOC, [2], R1)
     short_ring.cols.state[2] = int(State.FREE)  # freed behind the ledger's back, owner still set
     assert not short_ring.audit().clean
 

@@ -28,7 +28,7 @@ def test_every_rule_is_exercised_by_some_case():
     assert {(r.source, r.event, r.by) for r in RULES} <= fired
 
 
-def test_the_four_groups_of_the_brief_cover_every_state():
+def test_the_four_groups_cover_every_state():
     assert {LIFECYCLE.spec(s).group for s in State} == set(Group)
 
 

@@ -67,9 +67,9 @@ def test_pool_predicates():
 
 def test_pool_fence_frees_only_what_is_due():
     pool, ids = P.alloc(P.new_pool(2), 2, Actor.request(1))
-    pool = P.apply(pool, ids, Event.ADMIT, Actor.request(1))
-    pool = P.apply(pool, (1,), Event.FINISH, Actor.request(1), epoch=4)
-    pool = P.apply(pool, (2,), Event.FINISH, Actor.request(1), epoch=5)
+    pool = P.apply(pool, Event.ADMIT, ids, Actor.request(1))
+    pool = P.apply(pool, Event.FINISH, (1,), Actor.request(1), epoch=4)
+    pool = P.apply(pool, Event.FINISH, (2,), Actor.request(1), epoch=5)
     pool = P.fence(pool, 4)
     assert pool.free == (1,) and pool.slots[1] == Slot(State.RELEASED, fence=5)
     assert quiescent(P.fence(pool, 5).slots)
@@ -79,13 +79,13 @@ def test_pool_fence_frees_only_what_is_due():
 def test_pool_refuses_bad_ids(ids, why):
     pool, _ = P.alloc(P.new_pool(3), 1, Actor.request(1))
     with pytest.raises(BadSlotId, match=why):
-        P.apply(pool, ids, Event.ROLLBACK, Actor.request(1))
+        P.apply(pool, Event.ROLLBACK, ids, Actor.request(1))
 
 
 def test_pool_batch_is_all_or_nothing():
     pool, _ = P.alloc(P.new_pool(3), 1, Actor.request(1))
     with pytest.raises(IllegalMove):
-        P.apply(pool, (1, 2), Event.ROLLBACK, Actor.request(1))  # slot 2 is free: the whole batch is refused
+        P.apply(pool, Event.ROLLBACK, (1, 2), Actor.request(1))  # slot 2 is free: the whole batch is refused
     assert P.alloc(pool, 3, Actor.request(2)) is None
 
 

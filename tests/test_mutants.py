@@ -9,7 +9,7 @@ from slotwarden.verification.checker import check
 from slotwarden.verification.mutants import MUTANTS
 from slotwarden.verification.stateful import machine_for
 from slotwarden.model.vocabulary import Actor
-from slotwarden.runtime.assemble import scheduler_for
+from slotwarden.runtime.build import build
 from slotwarden.runtime.scheduler import Scheduler
 from slotwarden.verification.stateful import MODEL
 
@@ -123,9 +123,9 @@ SCRIPTS = {
 @pytest.mark.parametrize("name", sorted(SCRIPTED))
 def test_the_runtime_catches_it_in_a_scripted_scenario(name):
     mutant = {m.name: m for m in MUTANTS}[name]
-    SCRIPTS[name](scheduler_for(MODEL, 2, Scheduler))  # the correct scheduler: no error
+    SCRIPTS[name](build(MODEL, slots=2))  # the correct scheduler: no error
     with pytest.raises(Exception) as caught:
-        SCRIPTS[name](scheduler_for(MODEL, 2, mutant.cls))
+        SCRIPTS[name](build(MODEL, slots=2, cls=mutant.cls))
     assert caught.type.__name__ in mutant.runtime_catch, f"{caught.type.__name__}: {caught.value}"
 
 

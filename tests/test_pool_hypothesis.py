@@ -96,7 +96,7 @@ def run_model(model: M.Pool, op, launched: int):
         if kind == "fire":
             _, event, actor, values, form, target = op
             ids = model_ids(values, form)
-            return M.apply(model, ids, event, actor, target, epoch=launched), list(ids)
+            return M.apply(model, event, ids, actor, target, epoch=launched), list(ids)
         if kind == "launch":
             return model, launched + 1
         if kind == "fence":
@@ -107,7 +107,7 @@ def run_model(model: M.Pool, op, launched: int):
             ids = sorted(holdings(model.slots, op[1]))
             if not ids:
                 return model, []
-            return M.apply(model, ids, Event.CLOSE, op[1], epoch=launched), ids
+            return M.apply(model, Event.CLOSE, ids, op[1], epoch=launched), ids
     except LifecycleError as e:
         return model, e
     raise AssertionError(op)

@@ -12,7 +12,7 @@ import torch
 
 from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
 from slotwarden.model.vocabulary import Group
-from slotwarden.runtime.assemble import scheduler_for
+from slotwarden.runtime.build import build
 from slotwarden.runtime.scheduler import Scheduler, SchedulerBroken, StepFailed
 
 POOL_CALLS = ("alloc", "lend", "admit", "rollback", "zero", "retract", "finish", "park", "abort", "close", "launch", "fence", "on_device")
@@ -57,7 +57,7 @@ class Model:
 
 
 def faulty_scheduler(injector, overlap, cls=Scheduler):
-    sched = scheduler_for(Model(injector), 2, cls, overlap=overlap, **CONFIG)
+    sched = build(Model(injector), slots=2, cls=cls, overlap=overlap, **CONFIG)
     for name in POOL_CALLS:
         setattr(sched.pool, name, injector.wrap(f"pool.{name}", getattr(sched.pool, name)))
     sched.release_finished = injector.wrap("release_finished", sched.release_finished)

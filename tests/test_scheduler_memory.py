@@ -11,7 +11,7 @@ from collections import deque
 import torch
 
 from slotwarden.bench_scheduler import StubModel
-from slotwarden.runtime.assemble import scheduler_for
+from slotwarden.runtime.build import build
 from slotwarden.runtime.scheduler import Scheduler
 
 from scheduling import MODEL
@@ -77,7 +77,7 @@ def drive(sched, n, results, peaks, sessions_every=50):
 
 
 def test_twenty_thousand_requests_leave_the_tables_bounded_and_no_tensor_alive():
-    sched = scheduler_for(MODEL, 64, check="off", max_running=64, token_budget=128, chunk_size=8, overlap=True)
+    sched = build(MODEL, slots=64, check="off", max_running=64, token_budget=128, chunk_size=8, overlap=True)
     stub = TrackedStub(128)
     sched.model = stub
     results, peaks = {}, {}
@@ -113,7 +113,7 @@ class KeepsEnded(Scheduler):
 
 
 def test_the_bounds_catch_a_scheduler_that_keeps_ended_requests():
-    sched = scheduler_for(MODEL, 8, KeepsEnded, check="off", max_running=8, overlap=True)
+    sched = build(MODEL, slots=8, cls=KeepsEnded, check="off", max_running=8, overlap=True)
     sched.history = {}
     stub = TrackedStub(64)
     sched.model = stub

@@ -86,16 +86,16 @@ _FENCE: dict = {}
 _FORGETTERS: list = []  # other memo tables' clear(): the judges register theirs
 
 
-def apply(pool: Pool, ids: tuple, event: Event, actor: Actor, target: int, epoch: int) -> Pool:
+def apply(pool: Pool, event: Event, ids: tuple, actor: Actor, target: int, epoch: int) -> Pool:
     """`slotwarden.model.pool.apply`, memoised (a refusal is raised again, never cached)."""
     key = (pool, ids, event, actor, target, epoch)
     try:
         return _APPLY[key]
     except KeyError:
-        _APPLY[key] = found = model_pool.apply(pool, ids, event, actor, target, epoch)
+        _APPLY[key] = found = model_pool.apply(pool, event, ids, actor, target, epoch)
         return found
     except TypeError:  # an unhashable id: let the model refuse it
-        return model_pool.apply(pool, ids, event, actor, target, epoch)
+        return model_pool.apply(pool, event, ids, actor, target, epoch)
 
 
 def alloc(pool: Pool, n: int, actor: Actor):
@@ -155,7 +155,7 @@ class _Txn:
                 after, ids = got
                 event, actor = Event.ALLOC, d.actor
             else:
-                after = apply(before, d.ids, d.event, d.actor, d.target, self.epoch)
+                after = apply(before, d.event, d.ids, d.actor, d.target, self.epoch)
                 ids, event, actor = d.ids, d.event, d.actor
             for i in ids:
                 self.moves.append(Move(i, before.slots[i - 1], event, actor, after.slots[i - 1]))

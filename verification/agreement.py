@@ -179,7 +179,7 @@ def by_runtime(case: Case, check: str, free_list: bool, make=None) -> RuntimeVer
             else:  # the pool allocs by count from its free list: a held slot cannot be named
                 return RuntimeVerdict(case, check, free_list, model, None, "" if model is None else "legal alloc of a held slot")
         else:
-            ledger.apply([1], case.event, case.actor, case.target)
+            ledger.apply(case.event, [1], case.actor, case.target)
     except LifecycleError as exc:
         refused = f"{type(exc).__name__}: {exc.reason if hasattr(exc, 'reason') else exc}".splitlines()[0]
     code = int(ledger.cols.state[1])

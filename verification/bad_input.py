@@ -28,9 +28,11 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
-from slotwarden.runtime.assemble import pool_for, scheduler_for
+from slotwarden.runtime.build import build
 from slotwarden.runtime.guard import LedgerGuard
+from slotwarden.runtime.pool import StatePool
 from slotwarden.runtime.scheduler_errors import BadRequest, SessionClosed, UnknownRequest, UnknownSession
+from slotwarden.runtime.shapes import pool_config
 
 from .stateful import MODEL, TensorFreeList
 
@@ -114,7 +116,7 @@ class BadInputMachine(RuleBasedStateMachine):
 
     @initialize(capacity=st.integers(1, 4))
     def setup(self, capacity):
-        self.pool = pool_for(MODEL, capacity)
+        self.pool = StatePool(pool_config(MODEL, capacity))
         self.engine = TensorFreeList(capacity)
         self.guard = LedgerGuard(self.engine, capacity)
 
@@ -179,7 +181,7 @@ class BadInputMachine(RuleBasedStateMachine):
         if front is self.pool:
             self.call("a legal fire", lambda: self.pool.fire(event, [slot], actor, to))
         else:
-            self.call("a legal fire", lambda: self.guard.fire(torch.tensor([slot]), event, actor, to))
+            self.call("a legal fire", lambda: self.guard.fire(event, torch.tensor([slot]), actor, to))
 
     # -- the pool ----------------------------------------------------------------------------------
     @rule(data=st.data())
@@ -245,7 +247,7 @@ class BadInputMachine(RuleBasedStateMachine):
         led = self.pool.ledger
         n, actor, event, ids, to, slot, step = arguments(data, "n", "actor", "event", "ids", "to", "slot", "step")
         self.call(f"ledger.alloc({n!r}, {actor!r})", lambda: led.alloc(n, actor))
-        self.call(f"ledger.apply({ids!r}, {event!r}, {actor!r}, {to!r})", lambda: led.apply(ids, event, actor, to))
+        self.call(f"ledger.apply({event!r}, {ids!r}, {actor!r}, {to!r})", lambda: led.apply(event, ids, actor, to))
         self.call(f"ledger.record({slot!r})", lambda: led.record(slot))
         self.call(f"ledger.state_of({ids!r})", lambda: led.state_of(ids))
         self.call(f"ledger.fence({step!r})", lambda: led.fence(step))
@@ -259,7 +261,7 @@ class BadInputMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def guard_fire(self, data):
         event, ids, actor, to = arguments(data, "event", "ids", "actor", "to")
-        self.call(f"guard.fire({ids!r}, {event!r}, {actor!r}, {to!r})", lambda: self.guard.fire(ids, event, actor, to))
+        self.call(f"guard.fire({event!r}, {ids!r}, {actor!r}, {to!r})", lambda: self.guard.fire(event, ids, actor, to))
 
     @rule(data=st.data())
     def guard_launch_and_fence(self, data):
@@ -281,7 +283,7 @@ class SchedulerBadInputMachine(RuleBasedStateMachine):
 
     @initialize(slots=st.integers(1, 3), overlap=st.booleans())
     def setup(self, slots, overlap):
-        self.sched = scheduler_for(MODEL, slots, overlap=overlap, token_budget=8, chunk_size=4)
+        self.sched = build(MODEL, slots=slots, overlap=overlap, token_budget=8, chunk_size=4)
 
     def snapshot(self):
         s = self.sched

@@ -23,7 +23,7 @@ from slotwarden.model import registry
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds CrossHair may spend on one condition before giving up (never left at its default).
-A proof that exhausts its paths stops sooner: the longest takes about 75-130 s on 2 busy cores."""
+A proof that exhausts its paths stops sooner, well within it (verify's report gives each proof's seconds)."""
 
 
 class ProofResult(NamedTuple):

@@ -146,7 +146,7 @@ def pool_check(lifecycle: Lifecycle, where: tuple | None = None) -> str:
             free = tuple(i for i in ((2, 1) if flip else (1, 2)) if slots[i - 1].state is State.FREE)
             pool = Pool(slots, free)
             for ids, event, actor, target in product(proofs.BATCHES, sorted(events), POOL_ACTORS, (NOBODY, 7, 8)):
-                after = proofs.pool_step(pool, ids, event, actor, target, 1, lifecycle)
+                after = proofs.pool_step(pool, event, ids, actor, target, 1, lifecycle)
                 if not conserved(after.slots, after.free, lifecycle):
                     return f"conserved: {event.name} by {actor} on {ids} of {_show_pool(pool)} -> {_show_pool(after)}"
     return ""
@@ -168,8 +168,8 @@ def declared_as(lifecycle: Lifecycle):
     apply, alloc, fence = saved
     subject = lifecycle
 
-    def mutant_apply(pool, ids, event, actor, target=NOBODY, epoch=0, lifecycle=None):
-        return apply(pool, ids, event, actor, target, epoch, subject)
+    def mutant_apply(pool, event, ids, actor, target=NOBODY, epoch=0, lifecycle=None):
+        return apply(pool, event, ids, actor, target, epoch, subject)
 
     model_pool.apply = mutant_apply
     model_pool.alloc = lambda pool, n, actor, lifecycle=None: alloc(pool, n, actor, subject)

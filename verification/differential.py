@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from slotwarden.model.pool import new_pool
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
-from slotwarden.runtime.assemble import scheduler_for
+from slotwarden.runtime.build import build
 from slotwarden.runtime.request import Phase
 from slotwarden.runtime.scheduler import Scheduler
 
@@ -100,7 +100,7 @@ class _Pair:
     """The runtime and the model side by side, with the maps from runtime ids to model ids."""
 
     def __init__(self, ops: tuple, cfg: dict, scheduler_cls: type, policy: Policy, model):
-        self.sched = scheduler_for(model, cfg["slots"], scheduler_cls, **{k: cfg[k] for k in SETTINGS})
+        self.sched = build(model, slots=cfg["slots"], cls=scheduler_cls, **{k: cfg[k] for k in SETTINGS})
         self.policy, self.overlap = policy, cfg["overlap"]
         self.world = _initial_world(ops, cfg["slots"])
         self.requests: dict = {}  # runtime request id -> model request id

@@ -1,4 +1,4 @@
-"""The real bug history (BRIEF section 1) as injectable faults: each mutant is a `Scheduler`
+"""The real bug history (SGLang's slot bugs, by PR) as injectable faults: each mutant is a `Scheduler`
 subclass that overrides one policy method to do what the buggy engine did, expressed through
 the same pool API. Production code has no mutant branches.
 
@@ -36,7 +36,6 @@ class LentRollbackFrees(Scheduler):
         if req.lent:
             self.pool.finish([req.slot], Actor.request(req.rid))
             req.slot, req.lent = None, False
-            self.rolled_back += 1
         else:
             super().rollback_candidate(req)
 

@@ -103,8 +103,8 @@ def _no_duplicate_check(ids_check):
 def _early_push(apply):
     """The free ring takes a released slot at once, before the fence of its step."""
 
-    def pushing(self, ids, event, actor, target):
-        out = apply(self, ids, event, actor, target)
+    def pushing(self, ids, event, actor, target, before_write=None):
+        out = apply(self, ids, event, actor, target, before_write)
         released = ids[self.cols.state[ids] == int(State.RELEASED)]
         if released.size and self.has_free_list:
             self._push(released)
@@ -116,8 +116,8 @@ def _early_push(apply):
 def _guard_gives_back_released(fire):
     """The guard hands a released slot back to the engine's allocator at once, not at its fence."""
 
-    def eager(self, ids, event, actor, target=NOBODY):
-        back = fire(self, ids, event, actor, target)
+    def eager(self, event, ids, actor, target=NOBODY):
+        back = fire(self, event, ids, actor, target)
         moved = np.asarray(self.ledger.recorder.entries[-1].ids)
         released = moved[self.ledger.cols.state[moved] == int(State.RELEASED)]
         if released.size:

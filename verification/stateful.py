@@ -30,10 +30,12 @@ from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.step import step as model_step
 from slotwarden.model.properties import conserved, exclusive
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, State
-from slotwarden.runtime.assemble import pool_for, scheduler_for
+from slotwarden.runtime.build import build
 from slotwarden.runtime.guard import LedgerGuard
+from slotwarden.runtime.pool import StatePool
 from slotwarden.runtime.request import Phase, SessionStatus
 from slotwarden.runtime.scheduler import Scheduler
+from slotwarden.runtime.shapes import pool_config
 
 MODEL = TinyMamba(TinyMambaConfig(layers=1, d_model=8, heads=1, head_dim=4, dstate=4, dtype=torch.float64))
 
@@ -47,7 +49,7 @@ class PoolUnderTest(Protocol):
 
     def alloc(self, n: int, actor: Actor): ...
 
-    def fire(self, ids, event: Event, actor: Actor, target: int = NOBODY): ...
+    def fire(self, event: Event, ids, actor: Actor, target: int = NOBODY): ...
 
     def launch(self) -> int: ...
 
@@ -66,13 +68,13 @@ class PoolUnderTest(Protocol):
 class StatePoolUnderTest:
     def __init__(self, capacity: int):
         self.capacity = capacity
-        self.pool = pool_for(MODEL, capacity)
+        self.pool = StatePool(pool_config(MODEL, capacity))
 
     def alloc(self, n, actor):
         ids = self.pool.alloc(n, actor)
         return None if ids is None else tuple(ids.tolist())
 
-    def fire(self, ids, event, actor, target=NOBODY):
+    def fire(self, event, ids, actor, target=NOBODY):
         self.pool.fire(event, ids, actor, target)
 
     def launch(self):
@@ -136,8 +138,8 @@ class GuardUnderTest:
         ids = self.guard.alloc(n, actor)
         return None if ids is None else tuple(ids.tolist())
 
-    def fire(self, ids, event, actor, target=NOBODY):
-        self.guard.fire(ids, event, actor, target)
+    def fire(self, event, ids, actor, target=NOBODY):
+        self.guard.fire(event, ids, actor, target)
 
     def launch(self):
         return self.guard.launch()
@@ -211,45 +213,45 @@ class PoolMachine(RuleBasedStateMachine):
     @rule(target=running, held=consumes(taken))
     def admit(self, held):
         slot, rid = held
-        self._fire((slot,), Event.ADMIT, Actor.request(rid))
+        self._fire(Event.ADMIT, (slot,), Actor.request(rid))
         return held
 
     @rule(held=consumes(taken), event=st.sampled_from([Event.ROLLBACK, Event.ABORT]))
     def give_back_candidate(self, held, event):
-        self._fire((held[0],), event, Actor.request(held[1]))
+        self._fire(event, (held[0],), Actor.request(held[1]))
 
     @rule(held=consumes(running), event=st.sampled_from([Event.FINISH, Event.RETRACT, Event.ABORT]))
     def release(self, held, event):
-        self._fire((held[0],), event, Actor.request(held[1]))
+        self._fire(event, (held[0],), Actor.request(held[1]))
 
     @rule(target=parked, held=consumes(running), sid=SIDS)
     def park(self, held, sid):
-        self._fire((held[0],), Event.PARK, Actor.request(held[1]), sid)
+        self._fire(Event.PARK, (held[0],), Actor.request(held[1]), sid)
         return (held[0], sid)
 
     @rule(target=lent, held=consumes(parked), rid=RIDS)
     def lend(self, held, rid):
-        self._fire((held[0],), Event.LEND, Actor.session(held[1]), rid)
+        self._fire(Event.LEND, (held[0],), Actor.session(held[1]), rid)
         return (held[0], held[1], rid)
 
     @rule(target=lent_running, held=consumes(lent))
     def admit_lent(self, held):
-        self._fire((held[0],), Event.ADMIT, Actor.request(held[2]))
+        self._fire(Event.ADMIT, (held[0],), Actor.request(held[2]))
         return held
 
     @rule(target=parked, held=consumes(lent), event=st.sampled_from([Event.ROLLBACK, Event.ABORT]))
     def give_back_lent(self, held, event):
-        self._fire((held[0],), event, Actor.request(held[2]))
+        self._fire(event, (held[0],), Actor.request(held[2]))
         return (held[0], held[1])
 
     @rule(target=parked, held=consumes(lent_running), event=st.sampled_from([Event.FINISH, Event.RETRACT, Event.ABORT]))
     def end_turn(self, held, event):
-        self._fire((held[0],), event, Actor.request(held[2]))
+        self._fire(event, (held[0],), Actor.request(held[2]))
         return (held[0], held[1])
 
     @rule(held=consumes(parked))
     def close(self, held):
-        self._fire((held[0],), Event.CLOSE, Actor.session(held[1]))
+        self._fire(Event.CLOSE, (held[0],), Actor.session(held[1]))
 
     @rule()
     def launch(self):
@@ -274,8 +276,8 @@ class PoolMachine(RuleBasedStateMachine):
         if event is Event.FENCE:
             return
         self._both(
-            lambda: model_pool.apply(self.model, tuple(ids), event, actor, to, self.launched),
-            lambda: self.impl.fire(ids, event, actor, to),
+            lambda: model_pool.apply(self.model, event, tuple(ids), actor, to, self.launched),
+            lambda: self.impl.fire(event, ids, actor, to),
         )
 
     @rule(data=st.data())
@@ -293,8 +295,8 @@ class PoolMachine(RuleBasedStateMachine):
             return
         event, actor, target = data.draw(st.sampled_from(moves), label="move")
         self._both(
-            lambda: model_pool.apply(self.model, (slot, slot), event, actor, target, self.launched),
-            lambda: self.impl.fire([slot, slot], event, actor, target),
+            lambda: model_pool.apply(self.model, event, (slot, slot), actor, target, self.launched),
+            lambda: self.impl.fire(event, [slot, slot], actor, target),
         )
 
     # -- data movement (pools that hold state) ---------------------------------------------------
@@ -381,9 +383,13 @@ class PoolMachine(RuleBasedStateMachine):
         s = self.model.slots[slot - 1]
         return relation_of(LIFECYCLE.spec(s.state), s, actor) in (Relation.OWNER, Relation.BORROWER)
 
-    def _fire(self, ids, event, actor, target=NOBODY):
-        self.model = model_pool.apply(self.model, ids, event, actor, target, self.launched)
-        self.impl.fire(list(ids), event, actor, target)
+    def _fire(self, event, ids, actor, target=NOBODY):
+        """A move the bundles say is legal; `anything` may have moved the slot since, so
+        both refusing is also agreement."""
+        self._both(
+            lambda: model_pool.apply(self.model, event, tuple(ids), actor, target, self.launched),
+            lambda: self.impl.fire(event, list(ids), actor, target),
+        )
 
     @invariant()
     def agrees_with_the_model(self):
@@ -466,7 +472,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             overlap=overlap, token_budget=budget, chunk_size=chunk, max_running=max_running, retract_after=retract_after
         )
         settings.update(self.settings_override)
-        self.sched = scheduler_for(MODEL, slots, self.scheduler_cls, **settings)
+        self.sched = build(MODEL, slots=slots, cls=self.scheduler_cls, **settings)
         self.sched._next_sid = SESSION_IDS.start  # request ids count from 0: keep the two kinds apart
         features = set(features)
         self.features = features if {"plain", "sessions"} & features else features | {"plain", "sessions"}
