@@ -10,7 +10,10 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[render,plot]'
+	$(BIN)/pip install --quiet -e '.[render,plot,dev]'
+	# SGLang's real slot allocator, for the tests and benchmarks that run beside it: --no-deps,
+	# only its allocator's module file is ever loaded
+	$(BIN)/pip install --quiet --no-deps sglang==0.5.23
 	touch $(STAMP)
 
 verify: $(STAMP)
@@ -22,9 +25,8 @@ test: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/slotwarden docs
 
-# SGLang's real allocator for the side-by-side column: --no-deps, only its module file is loaded
+# SGLang's real allocator (installed with the venv) gives the side-by-side column
 bench: $(STAMP)
-	$(BIN)/pip install --quiet --no-deps sglang==0.5.23
 	$(BIN)/slotwarden bench pool --device cpu --json benchmarks/pool-cpu.json
 
 clean:

@@ -15,6 +15,7 @@ from slotwarden.verification.crosshair_proofs import prove
 TIMEOUT = 300.0
 
 
+@pytest.mark.proof
 @pytest.mark.parametrize("name", list(proofs.PROOFS))
 def test_every_proof_is_confirmed_over_all_paths(name):
     result = prove(name, timeout=TIMEOUT)
