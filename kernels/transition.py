@@ -150,3 +150,73 @@ def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id
             column[ids] = np.where(src == _KEEP, column[ids], values[src])
     cols.state[ids] = batch.after
     cols.last_event[ids] = int(event)
+
+
+# -- the per-slot path: small batches (one request's slot, the common case in an engine) -------
+class ListTable(NamedTuple):
+    """One event's compiled columns as Python lists: the same `EventTable`, read a slot at a
+    time without numpy's per-call overhead."""
+
+    next_state: list
+    owner_from: list
+    borrower_from: list
+    fence_from: list
+    reads_owner: bool
+    reads_borrower: bool
+    reads_fence: bool
+
+
+def as_lists(table: EventTable) -> ListTable:
+    return ListTable(
+        table.next_state.tolist(), table.owner_from.tolist(), table.borrower_from.tolist(), table.fence_from.tolist(),
+        table.reads_owner, table.reads_borrower, table.reads_fence,
+    )
+
+
+def slot_views(cols: Columns) -> Columns:
+    """The same columns as memoryviews: one storage, read and written a slot at a time with
+    plain Python ints (a memoryview item costs a fraction of a numpy scalar access)."""
+    return Columns(*(memoryview(c) for c in cols))
+
+
+def look_up_slots(mv: Columns, table: ListTable, ids: list, actor_id: int) -> tuple[list, list, list]:
+    """`look_up` for a short list of ids over `slot_views`, a slot at a time: (keys, before,
+    after). Changes nothing; ILLEGAL in `after` marks a refused move."""
+    state, nxt = mv.state, table.next_state
+    owner = mv.owner if table.reads_owner and actor_id != NOBODY else None  # as in `look_up`: NOBODY matches no one
+    borrower = mv.borrower if table.reads_borrower and actor_id != NOBODY else None
+    fence = mv.fence if table.reads_fence else None
+    keys, before, after = [], [], []
+    for s in ids:
+        b = state[s]
+        key = b * 8
+        if owner is not None and owner[s] == actor_id:
+            key += OWN
+        if borrower is not None and borrower[s] == actor_id:
+            key += BOR
+        if fence is not None and fence[s] <= actor_id:
+            key += DUE
+        keys.append(key)
+        before.append(b)
+        after.append(nxt[key])
+    return keys, before, after
+
+
+def write_slots(mv: Columns, table: ListTable, ids: list, keys: list, after: list, event: Event, actor_id: int, target: int, epoch: int) -> None:
+    """`write` for a short list of ids over `slot_views`. Only for moves that are all legal."""
+    code = int(event)
+    people = (0, actor_id, target, epoch, NOBODY)  # indexed by Source
+    steps = (0, actor_id, target, epoch, 0)
+    owner_from, borrower_from, fence_from = table.owner_from, table.borrower_from, table.fence_from
+    for s, key, a in zip(ids, keys, after):
+        src = owner_from[key]
+        if src != _KEEP:
+            mv.owner[s] = people[src]
+        src = borrower_from[key]
+        if src != _KEEP:
+            mv.borrower[s] = people[src]
+        src = fence_from[key]
+        if src != _KEEP:
+            mv.fence[s] = steps[src]
+        mv.state[s] = a
+        mv.last_event[s] = code

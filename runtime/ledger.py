@@ -28,7 +28,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 import torch
 
-from slotwarden.kernels.transition import Batch, Columns, compile_events, look_up, write
+from slotwarden.kernels.transition import Batch, Columns, as_lists, compile_events, look_up, look_up_slots, slot_views, write, write_slots
 from slotwarden.model.declaration import Lifecycle
 from slotwarden.model.errors import BadInput, BadSlotId, FenceError, IllegalMove, WrongThread
 from slotwarden.model.lifecycle import LIFECYCLE
@@ -42,6 +42,10 @@ CHECKS = ("strict", "off")
 _FREE = int(State.FREE)
 _RELEASED = int(State.RELEASED)
 _SCRATCH = ("stamp",)
+SMALL = 16
+"""Batches of up to this many slots take the per-slot path (Python over the same columns, the
+table read as lists); larger ones the vectorised numpy path. Both give the same result, and
+any batch the per-slot path would refuse is handed whole to the vectorised one, which raises."""
 
 
 class Leak(NamedTuple):
@@ -109,11 +113,15 @@ class SlotLedger:
         v = {k: t.numpy() for k, t in self.tensors.items()}  # views: same memory
         self.cols = Columns(v["state"], v["owner"], v["borrower"], v["fence"], v["last_event"])
         self._ring, self._stamp = v["ring"], v["stamp"]
+        self._slots, self._ring_slots = slot_views(self.cols), memoryview(self._ring)  # the per-slot path's views
         self._seq = np.arange(n, dtype=np.int32)
         self.has_free_list = free_list
         self._head, self._count = 0, (capacity if free_list else 0)
         self.tables = compile_events(lifecycle)
         self._alloc = self.tables[Event.ALLOC]
+        self.small = SMALL  # the switch-over batch size (the tests move it to check both paths)
+        self._lists = {e: as_lists(t) for e, t in self.tables.items()}
+        self._actor_ok = {e: (lifecycle.event(e).actor, lifecycle.event(e).target is not None) for e in Event}
         table = compile_table(lifecycle)
         self._owner_kind = np.array(table.owner_kind, dtype=np.uint8)
         self._lent = np.array(table.lent, dtype=bool)
@@ -203,6 +211,10 @@ class SlotLedger:
             raise BadSlotId("this ledger keeps no free list: name the ids", slot_id=None, event=Event.ALLOC, actor=actor)
         if n > self._count:
             return None
+        if n <= self.small:
+            ids = self._alloc_slots(n, actor, before_write)
+            if ids is not None:
+                return ids
         ids = self._peek(int(n))
         if self.check == "strict":
             self._check_actor(ids, Event.ALLOC, actor, NOBODY)
@@ -349,7 +361,62 @@ class SlotLedger:
         return snap
 
     # -- internals ---------------------------------------------------------------------------
+    def _alloc_slots(self, n: int, actor: Actor, before_write) -> np.ndarray | None:
+        """`alloc` a slot at a time; None (nothing done) if a check fails: the vectorised
+        path then runs the same checks and raises."""
+        if actor.kind is not self._actor_ok[Event.ALLOC][0]:
+            return None
+        h, cap = self._head, self.capacity
+        lst = self._ring_slots[h : h + n].tolist()
+        if len(lst) < n:  # the ring wraps
+            lst += self._ring_slots[: n - len(lst)].tolist()
+        state = self._slots.state
+        for s in lst:
+            if state[s] != _FREE:  # the free list is the FREE set, or the ledger is corrupt
+                return None
+        table = self._lists[Event.ALLOC]
+        key = _FREE * 8
+        after = [table.next_state[key]] * n
+        ids = np.array(lst, dtype=np.int64)  # the caller's to keep (and write into)
+        if before_write is not None:
+            before_write(Batch(ids, np.full(n, key), None, np.array(after, dtype=np.uint8)))
+        write_slots(self._slots, table, lst, [key] * n, after, Event.ALLOC, actor.id, NOBODY, self.launched)
+        self.recorder.record(Event.ALLOC, actor, NOBODY, self.launched, tuple(lst), _FREE, tuple(after))
+        self._head = (h + n) % cap
+        self._count -= n
+        return ids
+
+    def _apply_slots(self, ids: np.ndarray, event: Event, actor: Actor, target: int, before_write) -> bool:
+        """`_apply` a slot at a time, for a batch of real, distinct ids. False (nothing done)
+        if a move is refused: the vectorised path then raises the model's error for it."""
+        kind, needs_target = self._actor_ok[event]
+        if actor.kind is not kind or (needs_target and target < 0):
+            return False
+        lst = ids.tolist()
+        table = self._lists[event]
+        keys, before, after = look_up_slots(self._slots, table, lst, actor.id)
+        if ILLEGAL in after:
+            return False
+        if before_write is not None:
+            before_write(Batch(ids, np.array(keys), np.array(before, dtype=np.uint8), np.array(after, dtype=np.uint8)))
+        write_slots(self._slots, table, lst, keys, after, event, actor.id, target, self.launched)
+        if _FREE in after and self.has_free_list and event is not Event.ALLOC:
+            self._push_slots([s for s, a in zip(lst, after) if a == _FREE])
+        self.recorder.record(event, actor, target, self.launched, tuple(lst), tuple(before), tuple(after))
+        return True
+
+    def _push_slots(self, freed: list) -> None:
+        if self._count + len(freed) > self.capacity:  # cannot happen while the lifecycle holds
+            raise RuntimeError(f"free list overflow: {self._count} + {len(freed)} > {self.capacity}")
+        ring, cap, tail = self._ring_slots, self.capacity, self._head + self._count
+        for s in freed:
+            ring[tail % cap] = s
+            tail += 1
+        self._count += len(freed)
+
     def _apply(self, ids: np.ndarray, event: Event, actor: Actor, target: int, before_write=None) -> np.ndarray:
+        if ids.size <= self.small and self._apply_slots(ids, event, actor, target, before_write):
+            return ids
         table = self.tables[event]
         if self.check == "strict":
             self._check_actor(ids, event, actor, target)
@@ -398,6 +465,10 @@ class SlotLedger:
             raise BadSlotId("an empty batch", slot_id=None, event=event, actor=actor)
         if self.check == "off":
             return arr
+        if arr.size <= self.small:  # a slot at a time; anything wrong: the checks below say what
+            lst = arr.tolist()
+            if min(lst) >= 1 and max(lst) <= self.capacity and (len(lst) == 1 or len(set(lst)) == len(lst)):
+                return arr
         out = (arr - 1).view(np.uint64) >= np.uint64(self.capacity)
         if out.any():
             bad = int(arr[np.argmax(out)])

@@ -17,7 +17,7 @@ class Entry(NamedTuple):
     target: int
     epoch: int
     ids: np.ndarray
-    before: np.ndarray
+    before: np.ndarray  # or one state, when every slot of the batch was in it
     after: np.ndarray
 
 
@@ -37,21 +37,31 @@ class Moment(NamedTuple):
 
 
 class FlightRecorder:
-    """Keeps the last `depth` batches (one entry a batch, whatever its size: O(1) per batch).
-    A slot's history is read back by scanning them, newest first."""
+    """Keeps the last `depth` batches in a bounded ring (one entry a batch, whatever its size:
+    O(1) per batch). Recording is lazy: a batch is kept as handed in (numpy arrays, or tuples
+    of ints from the ledger's per-slot path) and turned into arrays only when read back."""
 
     def __init__(self, depth: int = 512):
-        self.entries: deque = deque(maxlen=depth)
+        self.depth = depth
+        self._ring: deque = deque(maxlen=depth)
         self.seq = 0
 
     def record(self, event: Event, actor: Actor, target: int, epoch: int, ids, before, after) -> None:
+        """Keep one batch. `ids`, `before` and `after` must not change afterwards (the ledger
+        hands in its own copies or tuples)."""
         self.seq += 1
-        self.entries.append(Entry(self.seq, event, actor, target, epoch, ids, before, after))
+        self._ring.append((self.seq, event, actor, target, epoch, ids, before, after))
+
+    @property
+    def entries(self) -> list[Entry]:
+        """The kept batches, oldest first, with their ids and states as arrays."""
+        return [_entry(raw) for raw in self._ring]
 
     def history(self, slot: int, limit: int = 8) -> list[Moment]:
         """The last `limit` events that moved `slot`, oldest first."""
         found = []
-        for e in reversed(self.entries):
+        for raw in reversed(self._ring):
+            e = _entry(raw)
             for p in np.flatnonzero(e.ids == slot):
                 before = e.before if np.ndim(e.before) == 0 else e.before[p]  # a scalar: every slot was in it
                 found.append(Moment(e.seq, e.event, e.actor, e.target, State(int(before)), State(int(e.after[p]))))
@@ -66,3 +76,9 @@ class FlightRecorder:
             moments = self.history(int(s), limit)
             lines.append(f"  slot {int(s)}: " + ("; ".join(map(str, moments)) or "no event recorded (older than the recorder)"))
         return "\n".join(lines)
+
+
+def _entry(raw: tuple) -> Entry:
+    seq, event, actor, target, epoch, ids, before, after = raw
+    before = before if np.ndim(before) == 0 else np.asarray(before, dtype=np.uint8)
+    return Entry(seq, event, actor, target, epoch, np.asarray(ids, dtype=np.int64), before, np.asarray(after, dtype=np.uint8))

@@ -159,5 +159,5 @@ def attach(ledger, trace) -> TraceWriter | None:
     if trace is None:
         return None
     writer = trace if isinstance(trace, TraceWriter) else TraceWriter(trace, ledger.capacity)
-    ledger.recorder = TracingRecorder(ledger.recorder.entries.maxlen, writer)
+    ledger.recorder = TracingRecorder(ledger.recorder.depth, writer)
     return writer

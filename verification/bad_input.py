@@ -114,11 +114,13 @@ def _same(a, b) -> bool:
 class BadInputMachine(RuleBasedStateMachine):
     """Junk and legal moves at a pool, its ledger and a guard; the error contract after each."""
 
-    @initialize(capacity=st.integers(1, 4))
-    def setup(self, capacity):
+    @initialize(capacity=st.integers(1, 4), small=st.integers(0, 5))
+    def setup(self, capacity, small):
         self.pool = StatePool(pool_config(MODEL, capacity))
         self.engine = TensorFreeList(capacity)
         self.guard = LedgerGuard(self.engine, capacity)
+        # the ledgers' switch-over batch size, on both sides of every batch size drawn here
+        self.pool.ledger.small = self.guard.ledger.small = small
 
     # -- the contract ----------------------------------------------------------------------------
     def snapshot(self):

@@ -66,9 +66,10 @@ class PoolUnderTest(Protocol):
 
 
 class StatePoolUnderTest:
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, small: int):
         self.capacity = capacity
         self.pool = StatePool(pool_config(MODEL, capacity))
+        self.pool.ledger.small = small  # batches up to `small` slots take the per-slot path
 
     def alloc(self, n, actor):
         ids = self.pool.alloc(n, actor)
@@ -129,10 +130,11 @@ class TensorFreeList:
 class GuardUnderTest:
     """An engine's own allocator (FIFO like SGLang's) behind `LedgerGuard`."""
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, small: int):
         self.capacity = capacity
         self.engine = TensorFreeList(capacity)
         self.guard = LedgerGuard(self.engine, capacity)
+        self.guard.ledger.small = small
 
     def alloc(self, n, actor):
         ids = self.guard.alloc(n, actor)
@@ -173,9 +175,11 @@ class PoolMachine(RuleBasedStateMachine):
     lent = Bundle("lent")  # (slot, session, request)
     lent_running = Bundle("lent_running")
 
-    @initialize(capacity=st.integers(1, 5))
-    def setup(self, capacity):
-        self.impl = self.under_test(capacity)
+    # `small`: the ledger's switch-over batch size, drawn on both sides of every batch size the
+    # machine makes (0: every batch vectorised; 6: every batch a slot at a time)
+    @initialize(capacity=st.integers(1, 5), small=st.integers(0, 6))
+    def setup(self, capacity, small):
+        self.impl = self.under_test(capacity, small)
         self.model = model_pool.new_pool(capacity)
         self.launched = 0
         self.data = hasattr(self.impl, "copy")  # the pool holds state: check data movement too
