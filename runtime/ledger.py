@@ -130,6 +130,7 @@ class SlotLedger:
         self.launched = 0  # the latest step handed to the device
         self.completed = 0  # the latest step fenced
         self._pending: dict[int, Callable[[], bool]] = {}
+        self._waiting: dict[int, list] = {}  # fence step -> slots released to wait for it (a fence reads only these)
         self._thread: int | None = None  # the thread using the ledger (bound at its first call)
         self._binding = threading.Lock()  # only taken by a thread that is not the owner
 
@@ -283,10 +284,11 @@ class SlotLedger:
             raise FenceError(f"fence of step {step}, but only {self.launched} steps were launched")
         if step > done:
             raise FenceError(f"fence of step {step} before the device finished it (finished: {done})")
-        c = self.cols
-        due = np.flatnonzero((c.state == _RELEASED) & (c.fence <= step))
+        due, steps = self._due(step)
         if due.size:
             self._apply(due, Event.FENCE, Actor.fence(step), NOBODY, before_write)
+        for s in steps:
+            del self._waiting[s]
         for s in range(self.completed + 1, step + 1):
             self._pending.pop(s, None)
         self.completed = max(self.completed, step)
@@ -361,6 +363,26 @@ class SlotLedger:
         return snap
 
     # -- internals ---------------------------------------------------------------------------
+    def _due(self, step: int) -> tuple[np.ndarray, list]:
+        """The RELEASED slots whose fence is `step` or earlier, in id order (what a scan of the
+        columns would find), read from the per-step lists of releases instead of a scan of the
+        pool; and the steps of the lists used."""
+        steps = [s for s in self._waiting if s <= step]
+        if not steps:
+            return np.zeros(0, dtype=np.int64), steps
+        if len(steps) == 1 and len(self._waiting[steps[0]]) == 1:
+            cand = np.array(self._waiting[steps[0]], dtype=np.int64)
+        else:
+            cand = np.unique(np.concatenate([np.array(self._waiting[s], dtype=np.int64) for s in steps]))
+        c = self.cols
+        return cand[(c.state[cand] == _RELEASED) & (c.fence[cand] <= step)], steps
+
+    def _note_released(self, ids: np.ndarray) -> None:
+        """File slots just RELEASED under the step their fence waits for."""
+        fences = self.cols.fence[ids]
+        for f in np.unique(fences).tolist():
+            self._waiting.setdefault(f, []).extend(ids[fences == f].tolist())
+
     def _alloc_slots(self, n: int, actor: Actor, before_write) -> np.ndarray | None:
         """`alloc` a slot at a time; None (nothing done) if a check fails: the vectorised
         path then runs the same checks and raises."""
@@ -402,6 +424,11 @@ class SlotLedger:
         write_slots(self._slots, table, lst, keys, after, event, actor.id, target, self.launched)
         if _FREE in after and self.has_free_list and event is not Event.ALLOC:
             self._push_slots([s for s, a in zip(lst, after) if a == _FREE])
+        if _RELEASED in after:
+            fence = self._slots.fence
+            for s, a in zip(lst, after):
+                if a == _RELEASED:
+                    self._waiting.setdefault(fence[s], []).append(s)
         self.recorder.record(event, actor, target, self.launched, tuple(lst), tuple(before), tuple(after))
         return True
 
@@ -429,6 +456,9 @@ class SlotLedger:
         freed = ids[batch.after == _FREE] if event is not Event.ALLOC else ids[:0]
         if freed.size and self.has_free_list:
             self._push(freed)
+        released = batch.after == _RELEASED
+        if released.any():
+            self._note_released(ids[released])
         # `ids` may be a view of the caller's tensor (and is returned to it): record a copy
         self.recorder.record(event, actor, target, self.launched, ids.copy(), batch.before, batch.after)
         return ids
