@@ -49,6 +49,7 @@ ANONYMOUS = -2
 
 _FREE = int(State.FREE)
 _ILLEGAL = -1
+_NONE, _OWNER, _BORROWER = int(Relation.NONE), int(Relation.OWNER), int(Relation.BORROWER)
 
 
 @contextmanager
@@ -92,6 +93,10 @@ class GuardedAllocator:
         self.guard = LedgerGuard(allocator, capacity, trace=trace)
         self.ledger = self.guard.ledger
         self._free_event = _free_table(self.ledger.lifecycle)
+        # the same tables as lists, for the per-slot path of small frees
+        self._free_lists = self._free_event.tolist()
+        self._owner_kinds, self._lent = self.ledger._owner_kind.tolist(), self.ledger._lent.tolist()
+        self._event = {int(e): e for e in Event}
 
     @property
     def allocator(self):
@@ -112,24 +117,28 @@ class GuardedAllocator:
 
     def free(self, free_index: torch.Tensor) -> None:
         """Give `free_index` back: each slot makes the move the declaration gives a free by the
-        acting actor from its state (all slots, or none and the error)."""
+        acting actor from its state (all slots, or none and the error).
+
+        The engine's `free` runs inside the ledger's write (its `before_write` hook), once the
+        move is checked and before the ledger records it: slots that become FREE at once go to
+        the engine with the move, released ones with the fence that follows it. If the engine's
+        `free` raises, the ledger keeps the slots where they were for that call (a rollback:
+        still held; a finish: RELEASED, handed to the engine again at the next fence), so no slot
+        is FREE in the ledger while missing from the engine's free list."""
         if isinstance(free_index, torch.Tensor) and free_index.numel() == 0:
             return
         actor = self._actor("free")
         ids = self.ledger._ids(free_index, "free", actor or Actor.request(ANONYMOUS))
-        events, kinds, who = self._moves(ids, actor)  # all checked: the applies below cannot fail
-        if actor is not None and (events[1:] == events[0]).all():  # the usual batch: one move by one actor
-            self.ledger.apply(Event(int(events[0])), ids, actor)
-        else:
-            moves = np.stack((events, np.broadcast_to(kinds, ids.shape), np.broadcast_to(who, ids.shape)), axis=1)
-            for event, kind, by in np.unique(moves, axis=0):
-                pick = (moves == (event, kind, by)).all(axis=1)
-                self.ledger.apply(Event(int(event)), ids[pick], Actor(ActorKind(int(kind)), int(by)))
-        due = self.ledger.fence()  # releases whose step has finished (all of them, with no step launched)
-        now_free = ids[self.ledger.cols.state[ids] == _FREE]
-        back = np.concatenate((now_free, due[~np.isin(due, now_free)]))  # the freed ones first, in their order
-        if back.size:
-            self.guard._give_back(back)
+        for event, by, group in self._moves(ids, actor):  # all checked: only the engine can raise below
+            self.ledger.apply(event, group, by, before_write=self._give_freed)
+        # releases whose step has finished (all of them, with no step launched): this call's
+        # slots first, in its order, as the engine's own free would list them
+        self.ledger.fence(before_write=lambda batch: self.guard._give_back(_first(ids, batch.ids)))
+
+    def _give_freed(self, batch) -> None:
+        freed = batch.ids[batch.after == _FREE] if _FREE in batch.after else None
+        if freed is not None and freed.size:
+            self.guard._give_back(freed)
 
     def available_size(self) -> int:
         return self.allocator.available_size()
@@ -200,7 +209,47 @@ class GuardedAllocator:
             raise Unattributed(call)
         return actor
 
-    def _moves(self, ids: np.ndarray, actor: Actor | None):
+    def _moves(self, ids: np.ndarray, actor: Actor | None) -> list:
+        """The moves of a free, as (event, actor, ids) groups (one group for the usual batch:
+        one move by the acting actor). Raises the model's `IllegalFree` for the first slot
+        that has no legal free."""
+        if actor is not None and ids.size <= self.ledger.small:
+            events = self._move_slots(ids.tolist(), actor)
+            if events is not None and events.count(events[0]) == len(events):
+                return [(self._event[events[0]], actor, ids)]
+        events, kinds, who = self._move_vectors(ids, actor)
+        if actor is not None and (events[1:] == events[0]).all():
+            return [(Event(int(events[0])), actor, ids)]
+        moves = np.stack((events, np.broadcast_to(kinds, ids.shape), np.broadcast_to(who, ids.shape)), axis=1)
+        groups = []
+        for event, kind, by in np.unique(moves, axis=0):
+            pick = (moves == (event, kind, by)).all(axis=1)
+            groups.append((Event(int(event)), Actor(ActorKind(int(kind)), int(by)), ids[pick]))
+        return groups
+
+    def _move_slots(self, ids: list, actor: Actor) -> list | None:
+        """Per slot, the event of its free by `actor`, a slot at a time (the free table read as
+        lists); None if a slot has none (the vectorised path then says why)."""
+        led = self.ledger
+        state, owner, borrower = led._slots.state, led._slots.owner, led._slots.borrower
+        kind, who = int(actor.kind), actor.id
+        table, owner_kind, lent = self._free_lists[kind], self._owner_kinds, self._lent
+        borrows = actor.kind is ActorKind.REQUEST
+        events = []
+        for s in ids:
+            st = state[s]
+            if st >= len(table):  # not a declared state: the vectorised path reports it
+                return None
+            rel = _OWNER if owner_kind[st] == kind and owner[s] == who else _NONE
+            if borrows and lent[st] and borrower[s] == who:
+                rel = _BORROWER
+            event = table[st][rel]
+            if event == _ILLEGAL:
+                return None
+            events.append(event)
+        return events
+
+    def _move_vectors(self, ids: np.ndarray, actor: Actor | None):
         """Per slot, the event of its free, and who fires it: (events, kinds, ids), the last two
         scalars for an acting actor, arrays when trusted. Raises the model's `IllegalFree` for
         the first slot that has no legal free."""
@@ -226,6 +275,14 @@ class GuardedAllocator:
             free_rule(self.ledger.record(slot), by, self.ledger.lifecycle, slot)
             raise AssertionError("the free table and the model disagree")  # free_rule raised above
         return events, kinds, who
+
+
+def _first(ids: np.ndarray, due: np.ndarray) -> np.ndarray:
+    """`due` with the ids of `ids` first, in their order."""
+    mine = np.isin(ids, due)
+    if mine.all() and ids.size == due.size:
+        return ids
+    return np.concatenate((ids[mine], due[~np.isin(due, ids)]))
 
 
 def _free_table(lifecycle) -> np.ndarray:
