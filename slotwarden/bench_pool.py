@@ -9,6 +9,8 @@ Contenders, measured on one device in one run, interleaved per batch size n:
   ROLLBACK (a candidate that takes its slots and gives them back: the direct counterpart of
   alloc+free).
 - ``lifecycle``: the strict ledger's full request round trip: alloc, ADMIT, FINISH, launch, fence.
+- ``guarded``: `GuardedAllocator` (SGLang's allocator API on the strict ledger) around a second
+  SGLang allocator: alloc, free, as an engine that swaps it in would call them (needs sglang).
 
 Each is timed twice: bookkeeping alone, and with the zeroing of realistic state on alloc (the
 `StatePool` zeroes what it hands out; the baselines get the very same `zero_slots` call after their
@@ -25,20 +27,19 @@ import dataclasses
 import gc
 import importlib.metadata
 import importlib.util
-import json
 import os
-import platform
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Callable
 
 import torch
 
+from slotwarden import bench_common
+from slotwarden.bench_common import device_of, loadavg, loaded_note, machine, sync_for, write_json  # noqa: F401
 from slotwarden.kernels.slots import zero_slots
 from slotwarden.model.vocabulary import Actor, Event
 from slotwarden.runtime.config import PoolConfig
+from slotwarden.runtime.guarded_allocator import GuardedAllocator, acting
 from slotwarden.runtime.ledger import SlotLedger
 from slotwarden.runtime.pool import StatePool
 
@@ -62,13 +63,17 @@ DEFAULT = dict(repeats=5, loop_s=0.05, budget_s=6.0)  # the recorded results
 QUICK = dict(repeats=2, loop_s=0.01, budget_s=0.6)  # a smoke run (most of it allocating and touching the state)
 MAX_REPEATS = 40
 
-CONTENDERS = ("sglang", "pylist", "strict", "off", "lifecycle")
+# (contender, n, most it may cost as a multiple of SGLang's allocator), bookkeeping alone
+TARGETS = (("strict", 1, 1.0), ("strict", 64, 2.0), ("strict", 1024, 2.0), ("lifecycle", 1, 4.0), ("lifecycle", 64, 4.0))
+
+CONTENDERS = ("sglang", "pylist", "strict", "off", "lifecycle", "guarded")
 LABELS = {
     "sglang": "SGLang MambaSlotAllocator",
     "pylist": "Python list by request id",
     "strict": "SlotLedger check=strict",
     "off": "SlotLedger check=off",
     "lifecycle": "strict, full lifecycle",
+    "guarded": "GuardedAllocator(SGLang)",
 }
 DOING = {
     "sglang": "alloc(n); free(ids)",
@@ -76,6 +81,7 @@ DOING = {
     "strict": "alloc(n, request); apply(ROLLBACK, ids, request)",
     "off": "alloc(n, request); apply(ROLLBACK, ids, request)",
     "lifecycle": "alloc; ADMIT; FINISH; launch(); fence()",
+    "guarded": "with acting(request): alloc(n); free(ids)",
 }
 
 
@@ -173,7 +179,22 @@ def bookkeeping_steps(capacity: int, device: torch.device, sglang_cls) -> dict[s
         lc.fence()
 
     steps["lifecycle"] = lifecycle
+    if sglang_cls is not None:
+        steps["guarded"] = _guarded(sglang_cls(capacity, str(device)), rid)
     return steps
+
+
+def _guarded(engine, rid, zero=None) -> Callable[[int], None]:
+    guarded = GuardedAllocator(engine)
+
+    def round_trip(n):
+        with acting(Actor.request(rid())):
+            ids = guarded.alloc(n)
+            if zero is not None:
+                zero(ids)
+            guarded.free(ids)
+
+    return round_trip
 
 
 def zeroing_steps(pool: StatePool, sglang_cls) -> dict[str, Callable[[int], None]]:
@@ -221,16 +242,12 @@ def zeroing_steps(pool: StatePool, sglang_cls) -> dict[str, Callable[[int], None
         lp_pool.fence()
 
     steps["lifecycle"] = lifecycle
+    if sglang_cls is not None:
+        steps["guarded"] = _guarded(sglang_cls(capacity, str(device)), rid, lambda ids: zero_slots(tensors, ids))
     return steps
 
 
 # -- timing --------------------------------------------------------------------------------------
-def _sync_for(device: torch.device) -> Callable[[], None]:
-    if device.type == "cuda":
-        return lambda: torch.cuda.synchronize(device)
-    return lambda: None
-
-
 def _loop(fn: Callable[[int], None], n: int, number: int, sync) -> float:
     """Seconds for `number` calls of fn(n), device work included (synchronized on CUDA)."""
     sync()
@@ -344,18 +361,18 @@ def measure(
     log: Callable[[str], None] = lambda s: None,
 ) -> dict:
     """Run the whole comparison; returns every number and the metadata (what --json writes)."""
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = device_of(device)
     ns = tuple(int(n) for n in ns)
     capacity = max(bookkeeping_capacity, max(ns))
     sglang_cls = load_sglang_allocator() if use_sglang else None
-    sync = _sync_for(device)
+    sync = sync_for(device)
     config = config if config is not None else scaled_config(device, max(ns))
     if config.num_slots < max(ns):
         raise ValueError(f"the state pool holds {config.num_slots} slots, fewer than n={max(ns)}")
     if str(torch.device(config.device)) != str(device):
         config = dataclasses.replace(config, device=device)
 
-    load_before = _loadavg()
+    load_before = loadavg()
     t0 = time.perf_counter()
     log(f"bookkeeping: pool of {capacity} slots, n = {', '.join(map(str, ns))}")
     book = time_side_by_side(bookkeeping_steps(capacity, device, sglang_cls), ns, repeats, loop_s, sync, budget_s)
@@ -395,12 +412,7 @@ def measure(
             )
     result = {
         "meta": {
-            "device": str(device),
-            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name(),
-            "cpu_count": os.cpu_count(),
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-            "platform": platform.platform(),
+            **machine(device),
             "sglang": sglang_version() if sglang_cls is not None else None,
             "sglang_loaded": sglang_cls is not None,
             "statistic": "min",  # of the repeats; *_median_us and *_runs_us give the rest
@@ -411,33 +423,14 @@ def measure(
             "ns": list(ns),
             "bookkeeping_capacity": capacity,
             "state": describe_config(config),
-            "cuda_synchronized": device.type == "cuda",
             "elapsed_s": elapsed,
-            "loadavg_1min": {"before": load_before, "after": _loadavg()},  # other processes' share of the CPUs
-            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "loadavg_1min": {"before": load_before, "after": loadavg()},  # other processes' share of the CPUs
         },
         "ledger_bytes_per_slot": ledger_bytes_per_slot(capacity),
         "rows": rows,
     }
     result["targets"] = targets(result)
     return result
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _loadavg() -> float | None:
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return None
 
 
 def _row(result: dict, name: str, n: int) -> dict | None:
@@ -448,32 +441,19 @@ def _row(result: dict, name: str, n: int) -> dict | None:
 
 
 def targets(result: dict) -> list[dict]:
-    """The performance targets, each with its value and met (True/False, None when not measurable)."""
+    """The performance targets (`TARGETS`, the zeroing ratio, the ledger's size), each with its
+    value and met (True/False, None when not measurable)."""
     out = []
 
-    def ratio_target(what, column, limit):
-        row = _row(result, "strict", 64)
+    def ratio_target(name, n, column, limit):
+        row = _row(result, name, n)
         value = row[column] if row else None
-        out.append(
-            {"target": what, "measure": "strict / SGLang", "value": value, "limit": limit, "met": None if value is None else value <= limit}
-        )
+        what = f"{LABELS[name]}{' with zeroing' if column.startswith('zeroing') else ''} <= {limit:g}x SGLang at n={n}"
+        out.append({"target": what, "measure": f"{name} / SGLang", "value": value, "limit": limit, "met": None if value is None else value <= limit})
 
-    ratio_target("checked bookkeeping <= 2x SGLang at n=64", "bookkeeping_ratio_to_sglang", 2.0)
-    ratio_target("checked with zeroing <= 1.10x SGLang at n=64", "zeroing_ratio_to_sglang", 1.10)
-    big = [n for n in result["meta"]["ns"] if n >= 64]
-    speedups = []
-    for n in big:
-        ours, theirs = _row(result, "strict", n), _row(result, "pylist", n)
-        speedups.append(theirs["bookkeeping_us"] / ours["bookkeeping_us"])
-    out.append(
-        {
-            "target": "checked bookkeeping faster than the Python list at n >= 64",
-            "measure": "Python list time / strict time, worst n >= 64 (above 1: ours is faster)",
-            "value": min(speedups) if speedups else None,
-            "limit": 1.0,
-            "met": all(s > 1.0 for s in speedups) if speedups else None,
-        }
-    )
+    for name, n, limit in TARGETS:
+        ratio_target(name, n, "bookkeeping_ratio_to_sglang", limit)
+    ratio_target("strict", 64, "zeroing_ratio_to_sglang", 1.10)
     b = result["ledger_bytes_per_slot"]
     out.append({"target": "ledger <= 32 B/slot", "measure": "bytes of SlotLedger.tensors / capacity", "value": b, "limit": 32.0, "met": b <= 32.0})
     return out
@@ -537,34 +517,17 @@ def format_report(result: dict) -> str:
         value = "n/a" if t["value"] is None else f"{t['value']:.2f}"
         lines.append(f"  {mark:8s} {t['target']}: {t['measure']} = {value} (limit {t['limit']})")
     lines.append(f"took {m['elapsed_s']:.1f} s")
-    load = [x for x in m["loadavg_1min"].values() if x is not None]
-    if load and m["cpu_count"] and max(load) > m["cpu_count"] / 2:
-        lines.append(
-            f"note: 1-min load average {' -> '.join(f'{x:.2f}' for x in load)} on {m['cpu_count']} CPUs: other processes "
-            "were running; the minimum of the repeats is the least disturbed estimate, ratios more reliable than absolutes"
-        )
+    note = loaded_note(list(m["loadavg_1min"].values()), m["cpu_count"])
+    if note:
+        lines.append(note)
     return "\n".join(lines)
-
-
-def write_json(result: dict, path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(result, indent=2) + "\n")
 
 
 def run(args, **params) -> int:
     """The CLI entry point: `slotwarden bench pool [--device D] [--json FILE] [--quick]`.
-    `params` override `measure`'s arguments (the tests use tiny sizes). Always returns 0 when
-    the measurement ran: the targets are information, not a verdict."""
-    settings = dict(QUICK if getattr(args, "quick", False) else DEFAULT)
-    settings.update(params)
-    use_sglang = settings.pop("use_sglang", True)
+    `params` override `measure`'s arguments (the tests use tiny sizes)."""
+    use_sglang = params.pop("use_sglang", True)
     if use_sglang and load_sglang_allocator() is None:
         print(f"sglang is not installed: the SGLang column is skipped (ratios print n/a). To include it: {INSTALL_HINT}")
         use_sglang = False
-    log = (lambda s: print(s, file=sys.stderr, flush=True))
-    result = measure(getattr(args, "device", None), use_sglang=use_sglang, log=log, **settings)
-    print(format_report(result))
-    if getattr(args, "json", None):
-        write_json(result, args.json)
-        print(f"wrote {args.json}")
-    return 0
+    return bench_common.run(args, params, DEFAULT, QUICK, measure, format_report, use_sglang=use_sglang)

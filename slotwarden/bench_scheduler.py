@@ -29,18 +29,16 @@ load from other processes hits both alike); the table shows the median of the re
 from __future__ import annotations
 
 import gc
-import json
 import os
-import platform
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Callable
 
 import torch
 
+from slotwarden import bench_common
+from slotwarden.bench_common import device_of, machine, sync_for, write_json  # noqa: F401 (write_json: the module's API)
 from slotwarden.demo import build_scheduler
 from slotwarden.runtime.scheduler import Scheduler
 
@@ -135,12 +133,6 @@ class LedgerTimer:
             delattr(self.ledger, name)  # the class's method shows through again
 
 
-def _sync_for(device: torch.device) -> Callable[[], None]:
-    if device.type == "cuda":
-        return lambda: torch.cuda.synchronize(device)
-    return lambda: None
-
-
 def _interleaved(runs: dict, loop_s: float, min_steps: int, chunk: int, sync, instrument: bool) -> dict:
     """One repeat: the schedulers of `runs` step in turns of `chunk` steps (the order alternating
     each turn, so load on the machine hits both alike) until each spent `loop_s` seconds in
@@ -190,8 +182,8 @@ def measure(
     log: Callable[[str], None] = lambda s: None,
 ) -> dict:
     """Every number the table shows, the repeats behind them and the metadata (what --json writes)."""
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    sync = _sync_for(device)
+    device = device_of(device)
+    sync = sync_for(device)
     med = statistics.median
     rows = []
     for kind in workloads:
@@ -234,18 +226,13 @@ def measure(
             log(f"{kind} N={n}: checks on {on * 1e6:.0f} µs/step, off {off * 1e6:.0f} µs/step")
     return {
         "meta": {
-            "device": str(device),
-            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count(),
+            **machine(device),
             "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
-            "torch": torch.__version__,
-            "python": platform.python_version(),
             "repeats": repeats,
             "loop_s": loop_s,
             "warmup": warmup,
             "chunk": chunk,
             "model": "StubModel (constant tokens, no compute); the real Scheduler and StatePool",
-            "cuda_synchronized": device.type == "cuda",
         },
         "rows": rows,
         "targets": targets(rows),
@@ -318,21 +305,7 @@ def format_report(result: dict) -> str:
     return "\n".join(lines)
 
 
-def write_json(result: dict, path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(result, indent=2) + "\n")
-
-
 def run(args, **params) -> int:
     """The CLI entry point: `slotwarden bench scheduler [--device D] [--json FILE] [--quick]`.
-    `params` override `measure`'s arguments (the tests use tiny sizes). Returns 0 when the
-    measurement ran: the targets are information, not a verdict."""
-    settings = dict(QUICK if getattr(args, "quick", False) else DEFAULT)
-    settings.update(params)
-    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-    result = measure(getattr(args, "device", None), log=log, **settings)
-    print(format_report(result))
-    if getattr(args, "json", None):
-        write_json(result, args.json)
-        print(f"wrote {args.json}")
-    return 0
+    `params` override `measure`'s arguments (the tests use tiny sizes)."""
+    return bench_common.run(args, params, DEFAULT, QUICK, measure, format_report)

@@ -37,7 +37,7 @@ def test_run_writes_a_parseable_report(tmp_path, capsys):
     assert meta["device"] == "cpu" and meta["torch"] == torch.__version__
     assert meta["state"]["num_slots"] == 65 and meta["state"]["bytes_per_slot"] > 0
     assert 29 < result["ledger_bytes_per_slot"] < 32
-    assert len(result["targets"]) == 4
+    assert len(result["targets"]) == len(bench_pool.TARGETS) + 2  # the ratios, the zeroing ratio, the ledger's size
     assert all(t["met"] in (True, False, None) for t in result["targets"])
 
 
@@ -95,3 +95,15 @@ def test_scaled_config_fits_the_budget():
     assert cfg.num_slots > 1024 and cfg.layers >= 1
     assert cfg.bytes_per_slot() * (cfg.num_slots + 1) <= bench_pool.STATE_BUDGET
     assert (cfg.conv_dims, cfg.heads, cfg.head_dim, cfg.state_size) == ((8192,), 32, 128, 128)
+
+
+def test_a_target_reads_its_ratio_and_can_fail():
+    def result(ratio):
+        rows = [{"contender": c, "n": n, "bookkeeping_ratio_to_sglang": ratio, "zeroing_ratio_to_sglang": ratio}
+                for c, n, _ in bench_pool.TARGETS]
+        return {"rows": rows + [{"contender": "strict", "n": 64, "bookkeeping_ratio_to_sglang": ratio, "zeroing_ratio_to_sglang": ratio}],
+                "ledger_bytes_per_slot": 30.0}
+
+    assert all(t["met"] for t in bench_pool.targets(result(0.5)))
+    failed = [t for t in bench_pool.targets(result(5.0)) if t["met"] is False]
+    assert len(failed) == len(bench_pool.TARGETS) + 1  # every ratio, not the ledger's size
