@@ -26,7 +26,7 @@ from slotwarden.model.vocabulary import NOBODY, Actor, Event, Slot, State
 
 OWN, BOR, DUE = 4, 2, 1
 KEYS = len(State) * 8
-_KEEP, _CLEAR = int(Source.KEEP), int(Source.CLEAR)  # plain ints: numpy compares them fast
+_KEEP, _CLEAR, _ACTOR = int(Source.KEEP), int(Source.CLEAR), int(Source.ACTOR)  # plain ints: numpy compares them fast
 
 
 class EventTable(NamedTuple):
@@ -109,30 +109,34 @@ class Batch(NamedTuple):
     after: np.ndarray
 
 
-def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id: int) -> Batch:
+def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id) -> Batch:
     """Gather the records of `ids`, compute their keys and next states. Changes nothing;
-    `after == ILLEGAL` marks the slots whose move the lifecycle refuses."""
+    `after == ILLEGAL` marks the slots whose move the lifecycle refuses. `actor_id`: one id
+    for the whole batch, or an array of one per slot (no NOBODY in it)."""
     before = cols.state[ids]
     key = before.astype(np.intp) * 8
     # `relation_of` never makes NOBODY an owner or borrower: an actor id of NOBODY (-1) would
     # otherwise match the NOBODY held by every unowned field
-    if table.reads_owner and actor_id != NOBODY:
+    each = np.ndim(actor_id) > 0  # one actor id per slot (validated: never NOBODY)
+    if table.reads_owner and (each or actor_id != NOBODY):
         key += (cols.owner[ids] == actor_id) * OWN
-    if table.reads_borrower and actor_id != NOBODY:
+    if table.reads_borrower and (each or actor_id != NOBODY):
         key += (cols.borrower[ids] == actor_id) * BOR
     if table.reads_fence:
         key += (cols.fence[ids] <= actor_id) * DUE
     return Batch(ids, key, before, table.next_state[key])
 
 
-def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id: int, target: int, epoch: int) -> None:
-    """Scatter the new records of a batch. Only for a batch with no ILLEGAL move.
+def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id, target: int, epoch: int) -> None:
+    """Scatter the new records of a batch. Only for a batch with no ILLEGAL move. `actor_id`
+    as in `look_up`.
 
     A batch whose slots all share one key (the common case: one request's slots, or slots
     fresh from the free list) writes scalars; a mixed batch selects per slot with `where`."""
     ids, key = batch.ids, batch.key
-    values = np.array((0, actor_id, target, epoch, 0), dtype=np.int64)  # indexed by Source
-    uniform = bool((key == key[0]).all())
+    each = np.ndim(actor_id) > 0  # one actor id per slot
+    values = np.array((0, 0 if each else actor_id, target, epoch, 0), dtype=np.int64)  # indexed by Source
+    uniform = not each and bool((key == key[0]).all())
     for column, source, writes, cleared in (
         (cols.owner, table.owner_from, table.writes_owner, NOBODY),
         (cols.borrower, table.borrower_from, table.writes_borrower, NOBODY),
@@ -147,7 +151,8 @@ def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id
                 column[ids] = values[src]
         else:
             src = source[key]
-            column[ids] = np.where(src == _KEEP, column[ids], values[src])
+            new = np.where(src == _ACTOR, actor_id, values[src]) if each else values[src]
+            column[ids] = np.where(src == _KEEP, column[ids], new)
     cols.state[ids] = batch.after
     cols.last_event[ids] = int(event)
 
@@ -179,22 +184,23 @@ def slot_views(cols: Columns) -> Columns:
     return Columns(*(memoryview(c) for c in cols))
 
 
-def look_up_slots(mv: Columns, table: ListTable, ids: list, actor_id: int) -> tuple[list, list, list]:
-    """`look_up` for a short list of ids over `slot_views`, a slot at a time: (keys, before,
-    after). Changes nothing; ILLEGAL in `after` marks a refused move."""
+def look_up_slots(mv: Columns, table: ListTable, ids: list, actor_ids: list) -> tuple[list, list, list]:
+    """`look_up` for a short list of ids over `slot_views`, a slot at a time, `ids[i]` moved
+    by the actor `actor_ids[i]`: (keys, before, after). Changes nothing; ILLEGAL in `after`
+    marks a refused move."""
     state, nxt = mv.state, table.next_state
-    owner = mv.owner if table.reads_owner and actor_id != NOBODY else None  # as in `look_up`: NOBODY matches no one
-    borrower = mv.borrower if table.reads_borrower and actor_id != NOBODY else None
+    owner = mv.owner if table.reads_owner else None
+    borrower = mv.borrower if table.reads_borrower else None
     fence = mv.fence if table.reads_fence else None
     keys, before, after = [], [], []
-    for s in ids:
+    for s, me in zip(ids, actor_ids):
         b = state[s]
         key = b * 8
-        if owner is not None and owner[s] == actor_id:
+        if owner is not None and owner[s] == me and me != NOBODY:  # as in `look_up`: NOBODY matches no one
             key += OWN
-        if borrower is not None and borrower[s] == actor_id:
+        if borrower is not None and borrower[s] == me and me != NOBODY:
             key += BOR
-        if fence is not None and fence[s] <= actor_id:
+        if fence is not None and fence[s] <= me:
             key += DUE
         keys.append(key)
         before.append(b)
@@ -202,13 +208,13 @@ def look_up_slots(mv: Columns, table: ListTable, ids: list, actor_id: int) -> tu
     return keys, before, after
 
 
-def write_slots(mv: Columns, table: ListTable, ids: list, keys: list, after: list, event: Event, actor_id: int, target: int, epoch: int) -> None:
-    """`write` for a short list of ids over `slot_views`. Only for moves that are all legal."""
+def write_slots(mv: Columns, table: ListTable, ids: list, keys: list, after: list, event: Event, actor_ids: list, target: int, epoch: int) -> None:
+    """`write` for a short list of ids over `slot_views` (`ids[i]` moved by `actor_ids[i]`).
+    Only for moves that are all legal."""
     code = int(event)
-    people = (0, actor_id, target, epoch, NOBODY)  # indexed by Source
-    steps = (0, actor_id, target, epoch, 0)
     owner_from, borrower_from, fence_from = table.owner_from, table.borrower_from, table.fence_from
-    for s, key, a in zip(ids, keys, after):
+    for s, key, a, me in zip(ids, keys, after, actor_ids):
+        people = (0, me, target, epoch, NOBODY)  # indexed by Source
         src = owner_from[key]
         if src != _KEEP:
             mv.owner[s] = people[src]
@@ -217,6 +223,6 @@ def write_slots(mv: Columns, table: ListTable, ids: list, keys: list, after: lis
             mv.borrower[s] = people[src]
         src = fence_from[key]
         if src != _KEEP:
-            mv.fence[s] = steps[src]
+            mv.fence[s] = (0, me, target, epoch, 0)[src]
         mv.state[s] = a
         mv.last_event[s] = code

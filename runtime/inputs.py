@@ -65,6 +65,30 @@ def actor(value, event=None) -> Actor:
     return Actor(kind, ident)
 
 
+def actor_ids(value, n: int, event=None) -> np.ndarray:
+    """One actor id per slot of a batch of `n` (`SlotLedger.apply_each`): a 1-D integer
+    array, list or tuple of int64 ids, none of them NOBODY, as an int64 numpy array."""
+    if isinstance(value, torch.Tensor):
+        value = value.cpu().numpy() if value.dtype not in (torch.bool,) and not value.is_floating_point() else None
+    elif isinstance(value, (list, tuple)):
+        value = None if not _BOOLS.isdisjoint(map(type, value)) else _as_array(value)
+    if not isinstance(value, np.ndarray) or value.ndim != 1 or value.size != n or (value.size and value.dtype.kind not in "iu"):
+        raise BadActor(f"one int64 actor id for each of the {n} slots", argument="actor_ids", value=value, event=event)
+    if value.dtype.kind == "u" and value.size and value.max() > ID_MAX:
+        raise BadActor("an actor id is an int64", argument="actor_ids", value=value, event=event)
+    value = np.array(value, dtype=np.int64)
+    if value.size and (value < 0).any():
+        raise BadActor("actor ids are >= 0 (NOBODY, -1, is no actor)", argument="actor_ids", value=value, event=event)
+    return value
+
+
+def _as_array(value) -> np.ndarray | None:
+    try:
+        return np.asarray(value) if len(value) else np.zeros(0, dtype=np.int64)
+    except (ValueError, TypeError, OverflowError):
+        return None
+
+
 def target(value, event=None, actor=None) -> int:
     """The other party of a lend or park: a request or session id, or NOBODY for none."""
     if type(value) is int and NOBODY <= value <= ID_MAX:

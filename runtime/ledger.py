@@ -36,7 +36,7 @@ from slotwarden.model.table import ILLEGAL, NO_KIND, compile_table
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Group, Slot, State
 
 from . import inputs
-from .recorder import FlightRecorder
+from .recorder import Actors, FlightRecorder
 
 CHECKS = ("strict", "off")
 _FREE = int(State.FREE)
@@ -252,6 +252,34 @@ class SlotLedger:
             )
         return self._apply(ids, event, actor, target, before_write)
 
+    def apply_each(self, ids, event: Event, actor_ids, before_write: Callable[[Batch], None] | None = None) -> np.ndarray:
+        """Fire `event` on every slot of `ids`, each by its own actor: `ids[i]` is moved by the
+        actor of the event's kind with id `actor_ids[i]` (every request that finished this
+        step, in one call). Same contract as `apply`: checked whole first, all or none; a
+        refusal names the first offending slot and its actor. For the events that name no
+        target (rollback, admit, finish, retract, abort, close). Returns the ids."""
+        self._here()
+        event = inputs.event(event)
+        spec = self.lifecycle.event(event)
+        if event in (Event.ALLOC, Event.FENCE) or spec.target is not None:
+            raise BadInput("apply_each fires an event that names no target and no step", argument="event", value=event)
+        kind = spec.actor
+        ids = self._ids(ids, event, None)
+        who = inputs.actor_ids(actor_ids, ids.size, event)
+        if ids.size <= self.small and self._apply_slots(ids, event, Actors(kind, tuple(who.tolist())), NOBODY, before_write):
+            return ids
+        table = self.tables[event]
+        batch = look_up(self.cols, table, ids, who)
+        if self.check == "strict":
+            bad = batch.after == ILLEGAL
+            if bad.any():
+                p = int(np.argmax(bad))
+                self._check_batch(batch, event, Actor(kind, int(who[p])), NOBODY, first=p)
+        if before_write is not None:
+            before_write(batch)
+        self._write(batch, table, event, who, NOBODY, Actors(kind, tuple(who.tolist())))
+        return ids
+
     def launch(self, done: Callable[[], bool] | None = None) -> int:
         """A step is handed to the device; returns its number. `done()` says, without waiting,
         whether the device has finished it (a CUDA event's `query`); None: finished at once.
@@ -402,26 +430,28 @@ class SlotLedger:
         ids = np.array(lst, dtype=np.int64)  # the caller's to keep (and write into)
         if before_write is not None:
             before_write(Batch(ids, np.full(n, key), None, np.array(after, dtype=np.uint8)))
-        write_slots(self._slots, table, lst, [key] * n, after, Event.ALLOC, actor.id, NOBODY, self.launched)
+        write_slots(self._slots, table, lst, [key] * n, after, Event.ALLOC, [actor.id] * n, NOBODY, self.launched)
         self.recorder.record(Event.ALLOC, actor, NOBODY, self.launched, tuple(lst), _FREE, tuple(after))
         self._head = (h + n) % cap
         self._count -= n
         return ids
 
-    def _apply_slots(self, ids: np.ndarray, event: Event, actor: Actor, target: int, before_write) -> bool:
-        """`_apply` a slot at a time, for a batch of real, distinct ids. False (nothing done)
-        if a move is refused: the vectorised path then raises the model's error for it."""
+    def _apply_slots(self, ids: np.ndarray, event: Event, actor: Actor | Actors, target: int, before_write) -> bool:
+        """`_apply` a slot at a time, for a batch of real, distinct ids (`actor`: one for the
+        batch, or `Actors`, one per slot). False (nothing done) if a move is refused: the
+        vectorised path then raises the model's error for it."""
         kind, needs_target = self._actor_ok[event]
         if actor.kind is not kind or (needs_target and target < 0):
             return False
         lst = ids.tolist()
+        who = list(actor.ids) if type(actor) is Actors else [actor.id] * len(lst)
         table = self._lists[event]
-        keys, before, after = look_up_slots(self._slots, table, lst, actor.id)
+        keys, before, after = look_up_slots(self._slots, table, lst, who)
         if ILLEGAL in after:
             return False
         if before_write is not None:
             before_write(Batch(ids, np.array(keys), np.array(before, dtype=np.uint8), np.array(after, dtype=np.uint8)))
-        write_slots(self._slots, table, lst, keys, after, event, actor.id, target, self.launched)
+        write_slots(self._slots, table, lst, keys, after, event, who, target, self.launched)
         if _FREE in after and self.has_free_list and event is not Event.ALLOC:
             self._push_slots([s for s, a in zip(lst, after) if a == _FREE])
         if _RELEASED in after:
@@ -452,7 +482,13 @@ class SlotLedger:
             self._check_batch(batch, event, actor, target)
         if before_write is not None:
             before_write(batch)
-        write(self.cols, table, batch, event, actor.id, target, self.launched)
+        self._write(batch, table, event, actor.id, target, actor)
+        return ids
+
+    def _write(self, batch: Batch, table, event: Event, actor_id, target: int, actor) -> None:
+        """Write a checked batch: the columns, the free list, the releases' fences, the recorder."""
+        ids = batch.ids
+        write(self.cols, table, batch, event, actor_id, target, self.launched)
         freed = ids[batch.after == _FREE] if event is not Event.ALLOC else ids[:0]
         if freed.size and self.has_free_list:
             self._push(freed)
@@ -461,7 +497,6 @@ class SlotLedger:
             self._note_released(ids[released])
         # `ids` may be a view of the caller's tensor (and is returned to it): record a copy
         self.recorder.record(event, actor, target, self.launched, ids.copy(), batch.before, batch.after)
-        return ids
 
     def _check_actor(self, ids, event: Event, actor: Actor, target: int) -> None:
         spec = self.lifecycle.event(event)
@@ -470,10 +505,12 @@ class SlotLedger:
 
             legal_rule(self._record(int(ids[0])), event, actor, target, self.lifecycle, slot_id=int(ids[0]))
 
-    def _check_batch(self, batch: Batch, event: Event, actor: Actor, target: int) -> None:
+    def _check_batch(self, batch: Batch, event: Event, actor: Actor, target: int, first: int | None = None) -> None:
+        """Raise the model's `IllegalMove` for the first refused slot of `batch` (`first`, its
+        position, when the caller found it: `actor` is then that slot's actor)."""
         bad = batch.after == ILLEGAL
         if bad.any():
-            p = int(np.argmax(bad))
+            p = int(np.argmax(bad)) if first is None else first
             slot_id = int(batch.ids[p])
             from slotwarden.model.step import refusal
             from slotwarden.model.declaration import relation_of

@@ -102,6 +102,11 @@ class StatePool:
         """Fire `event` by `actor` on every slot of `ids` (all or none); returns the ids."""
         return torch.from_numpy(self.ledger.apply(event, ids, actor, target))
 
+    def fire_each(self, event: Event, ids, actor_ids) -> torch.Tensor:
+        """Fire `event` on every slot of `ids`, each by its own actor (`SlotLedger.apply_each`:
+        the slots of every request that finished this step, in one call); all or none."""
+        return torch.from_numpy(self.ledger.apply_each(ids, event, actor_ids))
+
     def admit(self, ids, request: Actor):
         return self.fire(Event.ADMIT, ids, request)
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-from slotwarden.model.vocabulary import NOBODY, Actor, Event, State
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
 
 
 class Entry(NamedTuple):
@@ -19,6 +20,21 @@ class Entry(NamedTuple):
     ids: np.ndarray
     before: np.ndarray  # or one state, when every slot of the batch was in it
     after: np.ndarray
+
+
+@dataclass(frozen=True)
+class Actors:
+    """The actors of a batch whose slots each have their own (`SlotLedger.apply_each`): one
+    kind, one id per slot. `actors[p]` is the actor of the batch's p-th slot."""
+
+    kind: ActorKind
+    ids: tuple
+
+    def __getitem__(self, p: int) -> Actor:
+        return Actor(self.kind, self.ids[p])
+
+    def __str__(self) -> str:
+        return f"{len(self.ids)} {self.kind.name.lower()}s"
 
 
 class Moment(NamedTuple):
@@ -64,7 +80,8 @@ class FlightRecorder:
             e = _entry(raw)
             for p in np.flatnonzero(e.ids == slot):
                 before = e.before if np.ndim(e.before) == 0 else e.before[p]  # a scalar: every slot was in it
-                found.append(Moment(e.seq, e.event, e.actor, e.target, State(int(before)), State(int(e.after[p]))))
+                actor = e.actor[int(p)] if type(e.actor) is Actors else e.actor
+                found.append(Moment(e.seq, e.event, actor, e.target, State(int(before)), State(int(e.after[p]))))
             if len(found) >= limit:
                 break
         return found[:limit][::-1]

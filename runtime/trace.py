@@ -16,7 +16,7 @@ import numpy as np
 
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event
 
-from .recorder import FlightRecorder
+from .recorder import Actors, FlightRecorder
 
 FORMAT = 1
 """The version of the format, written in the optional header line."""
@@ -148,9 +148,15 @@ class TracingRecorder(FlightRecorder):
         super().__init__(depth)
         self.writer = writer
 
-    def record(self, event: Event, actor: Actor, target: int, epoch: int, ids, before, after) -> None:
+    def record(self, event: Event, actor, target: int, epoch: int, ids, before, after) -> None:
         super().record(event, actor, target, epoch, ids, before, after)
-        self.writer.write(epoch, event, ids, actor, target)
+        if type(actor) is Actors:  # a batch of many actors: one line for each, its slots in batch order
+            ids = np.asarray(ids, dtype=np.int64)
+            who = np.asarray(actor.ids, dtype=np.int64)
+            for me in dict.fromkeys(actor.ids):
+                self.writer.write(epoch, event, ids[who == me], Actor(actor.kind, me), target)
+        else:
+            self.writer.write(epoch, event, ids, actor, target)
 
 
 def attach(ledger, trace) -> TraceWriter | None:

@@ -1,0 +1,88 @@
+"""`SlotLedger.apply_each`: one call moves many slots, each by its own actor (every request
+that finished this step), on both paths (a slot at a time up to `ledger.small`, vectorised
+above): the same result as one call per actor, all or nothing, and a refusal that names the
+offending slot and its actor."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from slotwarden.model.errors import BadActor, BadInput, IllegalMove
+from slotwarden.model.vocabulary import Actor, Event, State
+from slotwarden.runtime.ledger import SlotLedger
+from slotwarden.runtime.trace import TraceWriter, attach
+
+N = 6  # requests, one slot each
+
+
+def running(small: int) -> SlotLedger:
+    """N requests (ids 10..15), each running on one slot (slot i+1 for request 10+i)."""
+    ledger = SlotLedger(N + 2)
+    ledger.small = small
+    for i in range(N):
+        r = Actor.request(10 + i)
+        ledger.apply(ledger.alloc(1, r), Event.ADMIT, r)
+    return ledger
+
+
+def columns(ledger: SlotLedger):
+    return {k: v.tolist() for k, v in ledger.snapshot().items() if k != "counters"}, ledger.free_list().tolist()
+
+
+class OneActor(SlotLedger):
+    """Broken variant: the whole batch is judged and written as its first slot's actor."""
+
+    def apply_each(self, ids, event, actor_ids, before_write=None):
+        return self.apply(ids, event, Actor.request(int(np.asarray(actor_ids)[0])), before_write=before_write)
+
+
+@pytest.mark.parametrize("small", [0, 3, 16], ids=["vectorised", "mixed", "per-slot"])
+def test_one_call_is_one_call_per_actor(small):
+    ids, who = [2, 5, 1, 6], [11, 14, 10, 15]
+    together, apart = running(small), running(small)
+    assert together.apply_each(ids, Event.FINISH, who).tolist() == ids
+    for s, r in zip(ids, who):
+        apart.apply([s], Event.FINISH, Actor.request(r))
+    assert columns(together) == columns(apart)
+    assert together.record(5).state is State.RELEASED
+    assert "finish by request 14" in together.recorder.explain([5])
+
+
+@pytest.mark.parametrize("small", [0, 16], ids=["vectorised", "per-slot"])
+@pytest.mark.parametrize("cls", [SlotLedger, pytest.param(OneActor, marks=pytest.mark.xfail(strict=True, reason="broken variant"))])
+def test_a_refusal_names_the_slot_and_its_actor_and_changes_nothing(cls, small):
+    ledger = cls(N + 2)
+    ledger.small = small
+    for i in range(N):
+        r = Actor.request(10 + i)
+        ledger.apply(ledger.alloc(1, r), Event.ADMIT, r)
+    before = columns(ledger)
+    with pytest.raises(IllegalMove) as err:
+        ledger.apply_each([1, 2, 3], Event.FINISH, [10, 11, 99])  # slot 3 is request 12's
+    assert err.value.slot_id == 3 and err.value.actor == Actor.request(99)
+    assert columns(ledger) == before
+
+
+def test_bad_actor_ids_and_events_are_refused_first():
+    ledger = running(16)
+    before = columns(ledger)
+    for junk in ([10, 11], [10, -1, 12], [1.5, 2.0, 3.0], [True, 11, 12], "abc", np.zeros((3, 1), dtype=np.int64)):
+        with pytest.raises(BadActor):
+            ledger.apply_each([1, 2, 3], Event.FINISH, junk)
+    for event in (Event.ALLOC, Event.FENCE, Event.PARK, Event.LEND):
+        with pytest.raises(BadInput):
+            ledger.apply_each([1], event, [10])
+    assert columns(ledger) == before
+
+
+def test_a_trace_gets_one_line_per_actor():
+    ledger = running(0)
+    sink = io.StringIO()
+    attach(ledger, TraceWriter(sink))
+    ledger.apply_each([1, 2, 3], Event.FINISH, [10, 11, 12])
+    lines = sink.getvalue().splitlines()
+    assert len(lines) == 3 and all('"event": "finish"' in line for line in lines)
+    assert '"ids": [2]' in lines[1] and '"actor_id": 11' in lines[1]
