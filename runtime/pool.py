@@ -83,10 +83,11 @@ class StatePool:
 
     def on_device(self, ids) -> torch.Tensor:
         """`ids` (a 1-D batch of integers) as int64 on the state's device (an async
-        host-to-device copy on CUDA). Converts only: the ids are not checked against the pool."""
+        host-to-device copy on CUDA, from pinned memory: no sync). Converts only: the ids are
+        not checked against the pool."""
         if isinstance(ids, torch.Tensor) and ids.dtype is torch.int64 and ids.dim() == 1:
-            return ids.to(self.device, non_blocking=True)
-        return torch.from_numpy(inputs.ids(ids, "on_device", None)).to(self.device, non_blocking=True)
+            return to_device(ids, self.device)
+        return to_device(torch.from_numpy(inputs.ids(ids, "on_device", None)), self.device)
 
     # -- lifecycle events --------------------------------------------------------------------
     def alloc(self, n: int, owner: Actor) -> torch.Tensor | None:
@@ -194,3 +195,12 @@ class StatePool:
         if not held.all():
             slot = int(ids[np.argmin(held)])
             raise IllegalCopy(f"a slot that nobody holds cannot be {what}", slot=self.ledger.record(slot), actor=actor, slot_id=slot)
+
+
+def to_device(host: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`host` on `device` without a sync: on CUDA a host tensor is first copied into pinned
+    memory (PyTorch's caching host allocator), so that the copy to the device is truly
+    asynchronous (from pageable memory it would be staged while the host waits)."""
+    if device.type != "cuda" or host.device.type != "cpu":
+        return host.to(device, non_blocking=True)
+    return host.pin_memory().to(device, non_blocking=True)

@@ -45,7 +45,7 @@ from slotwarden.model.vocabulary import Actor, State
 from . import intake
 from .admission import Batch, build_batch
 from .device import SimulatedDevice
-from .pool import StatePool
+from .pool import StatePool, to_device
 from .request import Counters, Phase, Request, Result, Session, SessionState, SessionStatus
 from .faults import guarded as _guarded, handle_problems
 from .scheduler_errors import AuditFailed, NoSessionState, SchedulerBroken, SessionBusy, SessionClosed, StepFailed
@@ -390,7 +390,8 @@ class Scheduler:
             groups: dict = {}
             for req, _ in items:
                 groups.setdefault(req.tail[2], (req.tail[0], []))[1].append(req.tail[1])
-            last = torch.cat([t[torch.tensor(rows, device=t.device)] for t, rows in groups.values()])
+            # the rows go to the device through pinned memory, asynchronously: no sync here
+            last = torch.cat([t[to_device(torch.tensor(rows, dtype=torch.int64), t.device)] for t, rows in groups.values()])
             self._state_written = True
             nxt = self.model.decode(last.to(slots.device), slots, conv, ssm)
         rows = []
