@@ -117,7 +117,7 @@ def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id) -> Batc
     key = before.astype(np.intp) * 8
     # `relation_of` never makes NOBODY an owner or borrower: an actor id of NOBODY (-1) would
     # otherwise match the NOBODY held by every unowned field
-    each = np.ndim(actor_id) > 0  # one actor id per slot (validated: never NOBODY)
+    each = isinstance(actor_id, np.ndarray)  # one actor id per slot (validated: never NOBODY)
     if table.reads_owner and (each or actor_id != NOBODY):
         key += (cols.owner[ids] == actor_id) * OWN
     if table.reads_borrower and (each or actor_id != NOBODY):
@@ -134,7 +134,7 @@ def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id
     A batch whose slots all share one key (the common case: one request's slots, or slots
     fresh from the free list) writes scalars; a mixed batch selects per slot with `where`."""
     ids, key = batch.ids, batch.key
-    each = np.ndim(actor_id) > 0  # one actor id per slot
+    each = isinstance(actor_id, np.ndarray)  # one actor id per slot
     values = np.array((0, 0 if each else actor_id, target, epoch, 0), dtype=np.int64)  # indexed by Source
     uniform = not each and bool((key == key[0]).all())
     for column, source, writes, cleared in (

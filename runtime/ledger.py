@@ -42,7 +42,7 @@ CHECKS = ("strict", "off")
 _FREE = int(State.FREE)
 _RELEASED = int(State.RELEASED)
 _SCRATCH = ("stamp",)
-SMALL = 16
+SMALL = 32
 """Batches of up to this many slots take the per-slot path (Python over the same columns, the
 table read as lists); larger ones the vectorised numpy path. Both give the same result, and
 any batch the per-slot path would refuse is handed whole to the vectorised one, which raises."""
