@@ -398,10 +398,12 @@ class SlotLedger:
         steps = [s for s in self._waiting if s <= step]
         if not steps:
             return np.zeros(0, dtype=np.int64), steps
-        if len(steps) == 1 and len(self._waiting[steps[0]]) == 1:
-            cand = np.array(self._waiting[steps[0]], dtype=np.int64)
-        else:
-            cand = np.unique(np.concatenate([np.array(self._waiting[s], dtype=np.int64) for s in steps]))
+        lists = [self._waiting[s] for s in steps]
+        if sum(map(len, lists)) <= self.small:  # a slot at a time
+            state, fence = self._slots.state, self._slots.fence
+            due = sorted({s for ids in lists for s in ids if state[s] == _RELEASED and fence[s] <= step})
+            return np.array(due, dtype=np.int64), steps
+        cand = np.unique(np.concatenate([np.array(ids, dtype=np.int64) for ids in lists]))
         c = self.cols
         return cand[(c.state[cand] == _RELEASED) & (c.fence[cand] <= step)], steps
 
