@@ -252,7 +252,7 @@ class SlotLedger:
             )
         return self._apply(ids, event, actor, target, before_write)
 
-    def apply_each(self, ids, event: Event, actor_ids, before_write: Callable[[Batch], None] | None = None) -> np.ndarray:
+    def apply_each(self, event: Event, ids, actor_ids, before_write: Callable[[Batch], None] | None = None) -> np.ndarray:
         """Fire `event` on every slot of `ids`, each by its own actor: `ids[i]` is moved by the
         actor of the event's kind with id `actor_ids[i]` (every request that finished this
         step, in one call). Same contract as `apply`: checked whole first, all or none; a

@@ -106,7 +106,7 @@ class StatePool:
     def fire_each(self, event: Event, ids, actor_ids) -> torch.Tensor:
         """Fire `event` on every slot of `ids`, each by its own actor (`SlotLedger.apply_each`:
         the slots of every request that finished this step, in one call); all or none."""
-        return torch.from_numpy(self.ledger.apply_each(ids, event, actor_ids))
+        return torch.from_numpy(self.ledger.apply_each(event, ids, actor_ids))
 
     def admit(self, ids, request: Actor):
         return self.fire(Event.ADMIT, ids, request)

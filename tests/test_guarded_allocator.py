@@ -381,7 +381,7 @@ class LedgerFirst(GuardedAllocator):
         actor = self._actor("free")
         ids = self.ledger._ids(free_index, "free", actor)
         for event, by, group in self._moves(ids, actor):
-            self.ledger.apply(group, event, by)
+            self.ledger.apply(event, group, by)
         self.guard._give_back(ids[self.ledger.cols.state[ids] == int(State.FREE)])
 
 

@@ -24,7 +24,7 @@ def running(small: int) -> SlotLedger:
     ledger.small = small
     for i in range(N):
         r = Actor.request(10 + i)
-        ledger.apply(ledger.alloc(1, r), Event.ADMIT, r)
+        ledger.apply(Event.ADMIT, ledger.alloc(1, r), r)
     return ledger
 
 
@@ -35,17 +35,17 @@ def columns(ledger: SlotLedger):
 class OneActor(SlotLedger):
     """Broken variant: the whole batch is judged and written as its first slot's actor."""
 
-    def apply_each(self, ids, event, actor_ids, before_write=None):
-        return self.apply(ids, event, Actor.request(int(np.asarray(actor_ids)[0])), before_write=before_write)
+    def apply_each(self, event, ids, actor_ids, before_write=None):
+        return self.apply(event, ids, Actor.request(int(np.asarray(actor_ids)[0])), before_write=before_write)
 
 
 @pytest.mark.parametrize("small", [0, 3, 16], ids=["vectorised", "mixed", "per-slot"])
 def test_one_call_is_one_call_per_actor(small):
     ids, who = [2, 5, 1, 6], [11, 14, 10, 15]
     together, apart = running(small), running(small)
-    assert together.apply_each(ids, Event.FINISH, who).tolist() == ids
+    assert together.apply_each(Event.FINISH, ids, who).tolist() == ids
     for s, r in zip(ids, who):
-        apart.apply([s], Event.FINISH, Actor.request(r))
+        apart.apply(Event.FINISH, [s], Actor.request(r))
     assert columns(together) == columns(apart)
     assert together.record(5).state is State.RELEASED
     assert "finish by request 14" in together.recorder.explain([5])
@@ -58,10 +58,10 @@ def test_a_refusal_names_the_slot_and_its_actor_and_changes_nothing(cls, small):
     ledger.small = small
     for i in range(N):
         r = Actor.request(10 + i)
-        ledger.apply(ledger.alloc(1, r), Event.ADMIT, r)
+        ledger.apply(Event.ADMIT, ledger.alloc(1, r), r)
     before = columns(ledger)
     with pytest.raises(IllegalMove) as err:
-        ledger.apply_each([1, 2, 3], Event.FINISH, [10, 11, 99])  # slot 3 is request 12's
+        ledger.apply_each(Event.FINISH, [1, 2, 3], [10, 11, 99])  # slot 3 is request 12's
     assert err.value.slot_id == 3 and err.value.actor == Actor.request(99)
     assert columns(ledger) == before
 
@@ -71,10 +71,10 @@ def test_bad_actor_ids_and_events_are_refused_first():
     before = columns(ledger)
     for junk in ([10, 11], [10, -1, 12], [1.5, 2.0, 3.0], [True, 11, 12], "abc", np.zeros((3, 1), dtype=np.int64)):
         with pytest.raises(BadActor):
-            ledger.apply_each([1, 2, 3], Event.FINISH, junk)
+            ledger.apply_each(Event.FINISH, [1, 2, 3], junk)
     for event in (Event.ALLOC, Event.FENCE, Event.PARK, Event.LEND):
         with pytest.raises(BadInput):
-            ledger.apply_each([1], event, [10])
+            ledger.apply_each(event, [1], [10])
     assert columns(ledger) == before
 
 
@@ -82,7 +82,7 @@ def test_a_trace_gets_one_line_per_actor():
     ledger = running(0)
     sink = io.StringIO()
     attach(ledger, TraceWriter(sink))
-    ledger.apply_each([1, 2, 3], Event.FINISH, [10, 11, 12])
+    ledger.apply_each(Event.FINISH, [1, 2, 3], [10, 11, 12])
     lines = sink.getvalue().splitlines()
     assert len(lines) == 3 and all('"event": "finish"' in line for line in lines)
     assert '"ids": [2]' in lines[1] and '"actor_id": 11' in lines[1]

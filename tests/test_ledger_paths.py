@@ -37,7 +37,7 @@ def call(ledger: SlotLedger, op):
         if op[0] == "alloc":
             got = ledger.alloc(op[1], op[2])
         elif op[0] == "apply":
-            got = ledger.apply(np.array(op[3], dtype=np.int64), op[1], op[2], op[4])
+            got = ledger.apply(op[1], np.array(op[3], dtype=np.int64), op[2], op[4])
         elif op[0] == "launch":
             got = ledger.launch()
         else:
