@@ -9,7 +9,9 @@ For every key the relation is computed by the model's own `relation_of` on a slo
 that realise those bits, and the next state and field sources are read from the model's table:
 nothing about the lifecycle is restated here. The kernel runs on numpy views of the host
 ledger's torch tensors: about ten array operations a batch, whatever its size, no per-slot
-Python loop, and no device sync even when the state lives on a GPU.
+Python loop, and no device sync even when the state lives on a GPU. For short batches, where
+numpy's per-call cost dominates, `look_up_slots`/`write_slots` do the same a slot at a time over
+memoryviews of the same columns, with the same tables as Python lists (`as_lists`).
 """
 
 from __future__ import annotations

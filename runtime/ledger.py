@@ -3,10 +3,17 @@ table compiled from the model.
 
 The ledger lives on the host, in torch CPU tensors worked on through numpy views: checking a
 batch never needs a device sync, whatever device holds the state (see `StatePool`). Every
-operation is a batch of one lifecycle event and is all-or-nothing: the whole batch is checked
-against the table and the owner rule (duplicates included) before anything is written, and on
-a violation the model's typed error names the slot, its state, owner, the event and the actor.
-Every argument passes the one validation layer (`runtime.inputs`) first.
+operation is a batch of one lifecycle event (by one actor, or with `apply_each` one actor per
+slot) and is all-or-nothing: the whole batch is checked against the table and the owner rule
+(duplicates included) before anything is written, and on a violation the model's typed error
+names the slot, its state, owner, the event and the actor. Every argument passes the one
+validation layer (`runtime.inputs`) first.
+
+Two paths over one storage: a batch of up to `small` slots (the common case: one request's
+slot) is checked and written a slot at a time through memoryviews of the same columns, the
+compiled table read as lists; a larger one by the vectorised kernel. A batch the per-slot path
+would refuse goes whole to the vectorised path, which raises: both paths give the same results
+and the same errors. A fence reads the slots released per step, not the whole pool.
 
 Contracts:
 - all or nothing: a call that raises, a typed error for bad input or anything raised by a
