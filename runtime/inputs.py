@@ -100,6 +100,8 @@ def target(value, event=None, actor=None) -> int:
 
 def count(value, actor=None) -> int:
     """How many slots an alloc takes: a positive int."""
+    if type(value) is int and value >= 1:
+        return value
     if is_int(value) and value >= 1:
         return int(value)
     raise BadInput("alloc needs a positive count", argument="count", value=value, event=Event.ALLOC, actor=actor)

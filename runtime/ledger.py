@@ -129,6 +129,7 @@ class SlotLedger:
         self.small = SMALL  # the switch-over batch size (the tests move it to check both paths)
         self._lists = {e: as_lists(t) for e, t in self.tables.items()}
         self._actor_ok = {e: (lifecycle.event(e).actor, lifecycle.event(e).target is not None) for e in Event}
+        self._alloc_kind, self._alloc_next = self._actor_ok[Event.ALLOC][0], self._lists[Event.ALLOC].next_state[_FREE * 8]
         table = compile_table(lifecycle)
         self._owner_kind = np.array(table.owner_kind, dtype=np.uint8)
         self._lent = np.array(table.lent, dtype=bool)
@@ -423,7 +424,7 @@ class SlotLedger:
     def _alloc_slots(self, n: int, actor: Actor, before_write) -> np.ndarray | None:
         """`alloc` a slot at a time; None (nothing done) if a check fails: the vectorised
         path then runs the same checks and raises."""
-        if actor.kind is not self._actor_ok[Event.ALLOC][0]:
+        if actor.kind is not self._alloc_kind:
             return None
         h, cap = self._head, self.capacity
         lst = self._ring_slots[h : h + n].tolist()
@@ -433,14 +434,13 @@ class SlotLedger:
         for s in lst:
             if state[s] != _FREE:  # the free list is the FREE set, or the ledger is corrupt
                 return None
-        table = self._lists[Event.ALLOC]
         key = _FREE * 8
-        after = [table.next_state[key]] * n
+        after = [self._alloc_next] * n
         ids = np.array(lst, dtype=np.int64)  # the caller's to keep (and write into)
         if before_write is not None:
             before_write(Batch(ids, np.full(n, key), None, np.array(after, dtype=np.uint8)))
-        write_slots(self._slots, table, lst, [key] * n, after, Event.ALLOC, [actor.id] * n, NOBODY, self.launched)
-        self.recorder.record(Event.ALLOC, actor, NOBODY, self.launched, tuple(lst), _FREE, tuple(after))
+        write_slots(self._slots, self._lists[Event.ALLOC], lst, [key] * n, after, Event.ALLOC, [actor.id] * n, NOBODY, self.launched)
+        self.recorder.record(Event.ALLOC, actor, NOBODY, self.launched, lst, _FREE, after)  # fresh lists, never changed
         self._head = (h + n) % cap
         self._count -= n
         return ids
@@ -468,7 +468,7 @@ class SlotLedger:
             for s, a in zip(lst, after):
                 if a == _RELEASED:
                     self._waiting.setdefault(fence[s], []).append(s)
-        self.recorder.record(event, actor, target, self.launched, tuple(lst), tuple(before), tuple(after))
+        self.recorder.record(event, actor, target, self.launched, lst, before, after)  # fresh lists, never changed
         return True
 
     def _push_slots(self, freed: list) -> None:

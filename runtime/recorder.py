@@ -54,7 +54,7 @@ class Moment(NamedTuple):
 
 class FlightRecorder:
     """Keeps the last `depth` batches in a bounded ring (one entry a batch, whatever its size:
-    O(1) per batch). Recording is lazy: a batch is kept as handed in (numpy arrays, or tuples
+    O(1) per batch). Recording is lazy: a batch is kept as handed in (numpy arrays, or lists
     of ints from the ledger's per-slot path) and turned into arrays only when read back."""
 
     def __init__(self, depth: int = 512):
@@ -64,7 +64,7 @@ class FlightRecorder:
 
     def record(self, event: Event, actor: Actor, target: int, epoch: int, ids, before, after) -> None:
         """Keep one batch. `ids`, `before` and `after` must not change afterwards (the ledger
-        hands in its own copies or tuples)."""
+        hands in its own copies, or lists it built for the call)."""
         self.seq += 1
         self._ring.append((self.seq, event, actor, target, epoch, ids, before, after))
 
