@@ -66,10 +66,9 @@ class PoolUnderTest(Protocol):
 
 
 class StatePoolUnderTest:
-    def __init__(self, capacity: int, small: int):
+    def __init__(self, capacity: int):
         self.capacity = capacity
         self.pool = StatePool(pool_config(MODEL, capacity))
-        self.pool.ledger.small = small  # batches up to `small` slots take the per-slot path
 
     def alloc(self, n, actor):
         ids = self.pool.alloc(n, actor)
@@ -130,11 +129,10 @@ class TensorFreeList:
 class GuardUnderTest:
     """An engine's own allocator (FIFO like SGLang's) behind `LedgerGuard`."""
 
-    def __init__(self, capacity: int, small: int):
+    def __init__(self, capacity: int):
         self.capacity = capacity
         self.engine = TensorFreeList(capacity)
         self.guard = LedgerGuard(self.engine, capacity)
-        self.guard.ledger.small = small
 
     def alloc(self, n, actor):
         ids = self.guard.alloc(n, actor)
@@ -179,7 +177,10 @@ class PoolMachine(RuleBasedStateMachine):
     # machine makes (0: every batch vectorised; 6: every batch a slot at a time)
     @initialize(capacity=st.integers(1, 5), small=st.integers(0, 6))
     def setup(self, capacity, small):
-        self.impl = self.under_test(capacity, small)
+        self.impl = self.under_test(capacity)
+        for owner in (getattr(self.impl, "pool", None), getattr(self.impl, "guard", None)):
+            if hasattr(owner, "ledger"):
+                owner.ledger.small = small  # batches up to `small` slots take the per-slot path
         self.model = model_pool.new_pool(capacity)
         self.launched = 0
         self.data = hasattr(self.impl, "copy")  # the pool holds state: check data movement too
