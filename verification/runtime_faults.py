@@ -59,6 +59,20 @@ def _skip_owner_check(look_up):
     return skipping
 
 
+def _skip_owner_check_slots(look_up_slots):
+    """`_skip_owner_check` on the ledger's per-slot path (batches of up to `SlotLedger.small`)."""
+    finish = transition.as_lists(transition.compile_events(LIFECYCLE)[Event.FINISH])
+
+    def skipping(mv, table, ids, actor_ids):
+        keys, before, after = look_up_slots(mv, table, ids, actor_ids)
+        if table[:4] != finish[:4]:
+            return keys, before, after
+        keys = [k | transition.OWN for k in keys]
+        return keys, before, [table.next_state[k] for k in keys]
+
+    return skipping
+
+
 def _lent_rollback_entry(compile_events):
     """The compiled table sends a rolled-back lent slot to FREE (the seed's bug, in the table)."""
 
@@ -82,6 +96,19 @@ def _keeps_borrower(write):
         write(cols, table, batch, event, actor_id, target, epoch)
         if event is not Event.LEND:
             cols.borrower[batch.ids] = kept
+
+    return forgetful
+
+
+def _keeps_borrower_slots(write_slots):
+    """`_keeps_borrower` on the ledger's per-slot path (batches of up to `SlotLedger.small`)."""
+
+    def forgetful(mv, table, ids, keys, after, event, actor_ids, target, epoch):
+        kept = [mv.borrower[s] for s in ids]
+        write_slots(mv, table, ids, keys, after, event, actor_ids, target, epoch)
+        if event is not Event.LEND:
+            for s, b in zip(ids, kept):
+                mv.borrower[s] = b
 
     return forgetful
 
@@ -248,7 +275,7 @@ _RETRACT_TURNS = (admission, "pick_victim", _any_victim)
 
 FAULTS = (
     Fault("ledger_skips_owner_check", "the ledger skips the owner check for FINISH",
-          ((ledger_module, "look_up", _skip_owner_check),), ("agreement",)),
+          ((ledger_module, "look_up", _skip_owner_check), (ledger_module, "look_up_slots", _skip_owner_check_slots)), ("agreement",)),
     Fault("retract_lent_by_finish", "a retracted session turn gives its lent slot back by the finish path",
           (_RETRACT_TURNS, (admission, "retract", turn_retraction(by_finish=True))), ("continuity",)),
     Fault("copy_into_foreign_slot", "copy, fork and zero write into a slot someone else holds",
@@ -268,7 +295,7 @@ FAULTS = (
     Fault("table_lent_rollback_frees", "the compiled table frees a rolled-back lent slot",
           ((ledger_module, "compile_events", _lent_rollback_entry),), ("agreement",)),
     Fault("write_keeps_borrower", "the batched scatter never clears the borrower",
-          ((ledger_module, "write", _keeps_borrower),), ("agreement",)),
+          ((ledger_module, "write", _keeps_borrower), (ledger_module, "write_slots", _keeps_borrower_slots)), ("agreement",)),
     Fault("guard_frees_before_fence", "the guard gives a released slot back to the engine before its fence",
           ((LedgerGuard, "fire", _guard_gives_back_released),), ("guard",)),
 )
