@@ -8,8 +8,8 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -82,7 +82,7 @@ def run(args, params: dict, defaults: dict, quick: dict, measure, report, **fixe
     settings = dict(quick if getattr(args, "quick", False) else defaults)
     settings.update(params)
     settings.update(fixed)
-    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    log = lambda s: print(s, file=sys.stderr, flush=True)
     result = measure(getattr(args, "device", None), log=log, **settings)
     print(report(result))
     if getattr(args, "json", None):

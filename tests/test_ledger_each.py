@@ -9,7 +9,6 @@ import io
 
 import numpy as np
 import pytest
-
 from slotwarden.model.errors import BadActor, BadInput, IllegalMove
 from slotwarden.model.vocabulary import Actor, Event, State
 from slotwarden.runtime.ledger import SlotLedger

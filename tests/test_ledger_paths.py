@@ -11,10 +11,9 @@ from contextlib import nullcontext
 
 import numpy as np
 import pytest
+import slotwarden.runtime.ledger as ledger_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import slotwarden.runtime.ledger as ledger_module
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
 from slotwarden.runtime.ledger import SlotLedger

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from slotwarden.demo import build_scheduler
 from slotwarden.runtime.pool import to_device
 from slotwarden.runtime.scheduler import Scheduler
+
+from slotwarden.demo import build_scheduler
 
 pytestmark = pytest.mark.gpu
 
