@@ -3,7 +3,7 @@ columns) agrees with `step()` on every move, with check strict and off."""
 
 import numpy as np
 
-from slotwarden.kernels.transition import BOR
+from slotwarden.kernels.transition import BOR, as_lists
 from slotwarden.model.vocabulary import Event, State
 from slotwarden.runtime.ledger import SlotLedger
 from slotwarden.verification.agreement import judge_runtime, runtime_cases
@@ -11,14 +11,18 @@ from slotwarden.verification.agreement import judge_runtime, runtime_cases
 
 def test_every_move_on_real_ledger_columns_agrees_with_step():
     verdicts = judge_runtime()
-    assert len(verdicts) == len(list(runtime_cases())) > 600
+    assert len(verdicts) == 2 * len(list(runtime_cases())) > 1200
+    assert {v.path for v in verdicts} == {"slot", "vector"}
     assert {v.check for v in verdicts} == {"strict", "off"} and {v.free_list for v in verdicts} == {True, False}
     assert [f"{v.case} [{v.check}]: {v.problem}" for v in verdicts if not v.agrees] == []
     assert sum(v.model is not None for v in verdicts) >= 60  # legal moves are compared, not only refusals
 
 
 class LentRollbackFrees(SlotLedger):
-    """A ledger whose compiled ROLLBACK table sends a lent slot to FREE (one entry changed)."""
+    """A ledger whose compiled ROLLBACK table sends a lent slot to FREE (one entry changed),
+    in the table both paths read (`lists=True`) or in the vectorised kernel's only."""
+
+    lists = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -26,13 +30,25 @@ class LentRollbackFrees(SlotLedger):
         next_state = np.array(rollback.next_state)
         next_state[int(State.LENT) * 8 + BOR] = int(State.FREE)
         self.tables = {**self.tables, Event.ROLLBACK: rollback._replace(next_state=next_state)}
+        if self.lists:
+            self._lists = {e: as_lists(t) for e, t in self.tables.items()}
+
+
+class VectorOnlyLentRollbackFrees(LentRollbackFrees):
+    lists = False
 
 
 def test_a_changed_table_entry_is_caught_strict_and_off():
     bad = [v for v in judge_runtime(make=LentRollbackFrees) if not v.agrees]
     assert {(v.case.slot.state, v.case.event) for v in bad} == {(State.LENT, Event.ROLLBACK)}
     assert {v.check for v in bad} == {"strict", "off"}
+    assert {v.path for v in bad} == {"slot", "vector"}
     assert all("runtime" in v.problem for v in bad)
+
+
+def test_a_fault_in_the_vectorised_path_alone_is_caught():
+    bad = [v for v in judge_runtime(make=VectorOnlyLentRollbackFrees) if not v.agrees]
+    assert {(v.case.slot.state, v.case.event, v.path) for v in bad} == {(State.LENT, Event.ROLLBACK, "vector")}
 
 
 class RefusalThatWrites(SlotLedger):

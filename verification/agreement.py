@@ -140,16 +140,24 @@ class RuntimeVerdict(NamedTuple):
     model: Slot | None  # None: illegal
     runtime: Slot | None  # None: refused (strict) or marked ILLEGAL by the table (off)
     problem: str  # "" when the runtime did what the model says
+    path: str = "slot"  # the ledger's per-slot path ("slot") or its vectorised kernel ("vector")
 
     @property
     def agrees(self) -> bool:
         return not self.problem
 
 
-def _runtime_ledger(case: Case, check: str, free_list: bool, make):
+PATHS = {"slot": None, "vector": 0}
+"""The ledger's two code paths, by the switch-over batch size that sends a one-slot batch down
+each: its default (the per-slot path) and 0 (the vectorised kernel, `look_up`/`write`)."""
+
+
+def _runtime_ledger(case: Case, check: str, free_list: bool, make, path: str = "slot"):
     """A one-slot ledger whose slot 1 holds `case.slot`, `EPOCH` steps launched and finished
     (a release waits for step `EPOCH`; a fence of any step up to it is allowed)."""
     ledger = make(1, check=check, free_list=free_list)
+    if PATHS[path] is not None:
+        ledger.small = PATHS[path]
     for _ in range(EPOCH):
         ledger.launch()
     ledger.fence()
@@ -160,7 +168,7 @@ def _runtime_ledger(case: Case, check: str, free_list: bool, make):
     return ledger
 
 
-def by_runtime(case: Case, check: str, free_list: bool, make=None) -> RuntimeVerdict:
+def by_runtime(case: Case, check: str, free_list: bool, make=None, path: str = "slot") -> RuntimeVerdict:
     """Run `case` through a real `SlotLedger` (`make`, default `SlotLedger`): the pool's
     `alloc` for an ALLOC with a free list, `apply` (the compiled per-event tables and
     `kernels.transition.look_up`/`write`) for everything else. Compare next state, owner,
@@ -168,7 +176,7 @@ def by_runtime(case: Case, check: str, free_list: bool, make=None) -> RuntimeVer
     free list must stay the set of FREE slots."""
     make = make or SlotLedger
     model = _or_none(lambda: step(case.slot, case.event, case.actor, case.target, EPOCH))
-    ledger = _runtime_ledger(case, check, free_list, make)
+    ledger = _runtime_ledger(case, check, free_list, make, path)
     before = ledger.snapshot()
     refused = None
     try:
@@ -177,7 +185,8 @@ def by_runtime(case: Case, check: str, free_list: bool, make=None) -> RuntimeVer
                 got = ledger.alloc(1, case.actor)
                 refused = None if got is not None and got.tolist() == [1] else "alloc handed out no slot 1"
             else:  # the pool allocs by count from its free list: a held slot cannot be named
-                return RuntimeVerdict(case, check, free_list, model, None, "" if model is None else "legal alloc of a held slot")
+                problem = "" if model is None else "legal alloc of a held slot"
+                return RuntimeVerdict(case, check, free_list, model, None, problem, path)
         else:
             ledger.apply(case.event, [1], case.actor, case.target)
     except LifecycleError as exc:
@@ -197,7 +206,7 @@ def by_runtime(case: Case, check: str, free_list: bool, make=None) -> RuntimeVer
         audit = ledger.audit()
         if not audit.free_list_ok:
             problems.append("; ".join(audit.problems))
-    return RuntimeVerdict(case, check, free_list, model, runtime, "; ".join(problems))
+    return RuntimeVerdict(case, check, free_list, model, runtime, "; ".join(problems), path)
 
 
 def _same(a, b) -> bool:
@@ -217,5 +226,9 @@ def runtime_cases(lifecycle: Lifecycle = LIFECYCLE) -> Iterator[tuple[Case, str,
 
 
 def judge_runtime(make=None, lifecycle: Lifecycle = LIFECYCLE) -> list[RuntimeVerdict]:
-    """The runtime's verdict on every case (see `by_runtime`)."""
-    return [by_runtime(case, check, free_list, make) for case, check, free_list in runtime_cases(lifecycle)]
+    """The runtime's verdict on every case (see `by_runtime`), down both of the ledger's paths."""
+    return [
+        by_runtime(case, check, free_list, make, path)
+        for case, check, free_list in runtime_cases(lifecycle)
+        for path in PATHS
+    ]
