@@ -37,8 +37,7 @@ def conv_update(
     k = weight.shape[-1]
     if conv_state.shape[1:] != (dim, k - 1) or weight.shape != (dim, k):
         raise ValueError(
-            f"shape mismatch: x {tuple(x.shape)}, conv_state {tuple(conv_state.shape)}, "
-            f"weight {tuple(weight.shape)}"
+            f"shape mismatch: x {tuple(x.shape)}, conv_state {tuple(conv_state.shape)}, weight {tuple(weight.shape)}"
         )
     if slots.shape != (batch,):
         raise ValueError(f"slots must be [{batch}], got {tuple(slots.shape)}")

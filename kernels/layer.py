@@ -80,9 +80,7 @@ def _init_weights(cfg: TinyMambaConfig) -> _Weights:
     embed = randn(cfg.vocab, cfg.d_model)
     layers = tuple(
         _LayerWeights(
-            in_proj=randn(
-                cfg.d_model, cfg.conv_dim + cfg.heads + 2 * cfg.dstate, scale=1 / math.sqrt(cfg.d_model)
-            ),
+            in_proj=randn(cfg.d_model, cfg.conv_dim + cfg.heads + 2 * cfg.dstate, scale=1 / math.sqrt(cfg.d_model)),
             conv_weight=randn(cfg.conv_dim, cfg.conv_kernel, scale=1 / math.sqrt(cfg.conv_kernel)),
             conv_bias=randn(cfg.conv_dim, scale=0.1),
             dt_bias=rand(cfg.heads, lo=-2.0, hi=0.0),
@@ -148,9 +146,7 @@ class TinyMamba:
         num_slots = conv_state.shape[1] - 1
         expected = self.state_shapes(num_slots)
         if (tuple(conv_state.shape), tuple(ssm_state.shape)) != expected:
-            raise ValueError(
-                f"state shapes {tuple(conv_state.shape)}, {tuple(ssm_state.shape)}; expected {expected}"
-            )
+            raise ValueError(f"state shapes {tuple(conv_state.shape)}, {tuple(ssm_state.shape)}; expected {expected}")
         if conv_state.device != ssm_state.device:
             raise ValueError(f"states on {conv_state.device} and {ssm_state.device}")
 

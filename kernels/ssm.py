@@ -44,9 +44,7 @@ def selective_state_update(
     batch, heads, head_dim = x.shape
     dstate = B.shape[-1]
     if state.shape[1:] != (heads, head_dim, dstate):
-        raise ValueError(
-            f"shape mismatch: state {tuple(state.shape)}, x {tuple(x.shape)}, B {tuple(B.shape)}"
-        )
+        raise ValueError(f"shape mismatch: state {tuple(state.shape)}, x {tuple(x.shape)}, B {tuple(B.shape)}")
     if dt.shape != (batch, heads) or C.shape != (batch, dstate) or B.shape != (batch, dstate):
         raise ValueError(f"dt/B/C shapes {tuple(dt.shape)}, {tuple(B.shape)}, {tuple(C.shape)}")
     if slots.shape != (batch,):

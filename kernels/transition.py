@@ -175,8 +175,13 @@ class ListTable(NamedTuple):
 
 def as_lists(table: EventTable) -> ListTable:
     return ListTable(
-        table.next_state.tolist(), table.owner_from.tolist(), table.borrower_from.tolist(), table.fence_from.tolist(),
-        table.reads_owner, table.reads_borrower, table.reads_fence,
+        table.next_state.tolist(),
+        table.owner_from.tolist(),
+        table.borrower_from.tolist(),
+        table.fence_from.tolist(),
+        table.reads_owner,
+        table.reads_borrower,
+        table.reads_fence,
     )
 
 
@@ -210,7 +215,17 @@ def look_up_slots(mv: Columns, table: ListTable, ids: list, actor_ids: list) -> 
     return keys, before, after
 
 
-def write_slots(mv: Columns, table: ListTable, ids: list, keys: list, after: list, event: Event, actor_ids: list, target: int, epoch: int) -> None:
+def write_slots(
+    mv: Columns,
+    table: ListTable,
+    ids: list,
+    keys: list,
+    after: list,
+    event: Event,
+    actor_ids: list,
+    target: int,
+    epoch: int,
+) -> None:
     """`write` for a short list of ids over `slot_views` (`ids[i]` moved by `actor_ids[i]`).
     Only for moves that are all legal."""
     code = int(event)

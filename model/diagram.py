@@ -46,7 +46,9 @@ class Refused(NamedTuple):
     note: str = "refused"
 
 
-def refused(source: State, event: Event, dest: State, note: str = "refused", lifecycle: Lifecycle = LIFECYCLE) -> Refused:
+def refused(
+    source: State, event: Event, dest: State, note: str = "refused", lifecycle: Lifecycle = LIFECYCLE
+) -> Refused:
     """A `Refused` move, checked: raises ValueError when a rule of `lifecycle` makes that move."""
     if any(r.source is source and r.event is event and r.dest is dest for r in lifecycle.rules):
         raise ValueError(f"{source.name} --{event.name}--> {dest.name} is a declared rule, not a refused move")
@@ -153,10 +155,14 @@ def mermaid_flow(lifecycle: Lifecycle = LIFECYCLE, highlight: Event | State | No
         fill = palette.colour(group)
         lines.append(f"    classDef g{group.name} fill:{fill},color:{palette.ink(fill)},stroke:{palette.LINE}")
     if hot:
-        lines.append(f"    linkStyle {','.join(hot)} stroke:{palette.HIGHLIGHT},stroke-width:3px,color:{palette.HIGHLIGHT}")
+        lines.append(
+            f"    linkStyle {','.join(hot)} stroke:{palette.HIGHLIGHT},stroke-width:3px,color:{palette.HIGHLIGHT}"
+        )
     if refuse:
         ids = ",".join(str(first_refused + i) for i in range(len(refuse)))
-        lines.append(f"    linkStyle {ids} stroke:{palette.REFUSED},stroke-width:2px,stroke-dasharray:6 4,color:{palette.REFUSED}")
+        lines.append(
+            f"    linkStyle {ids} stroke:{palette.REFUSED},stroke-width:2px,stroke-dasharray:6 4,color:{palette.REFUSED}"
+        )
     if isinstance(highlight, State):
         lines.append(f"    style {highlight.name} stroke:{palette.HIGHLIGHT},stroke-width:4px")
     return "\n".join(lines) + "\n"
@@ -166,12 +172,16 @@ def _legend(lifecycle: Lifecycle, highlight, refuse: tuple) -> str:
     """An HTML-like Graphviz label: one row per group's colour, then what is highlighted/refused."""
     rows = ['<TR><TD COLSPAN="2"><B>groups</B></TD></TR>']
     for group in _groups(lifecycle):
-        rows.append(f'<TR><TD BGCOLOR="{palette.colour(group)}" WIDTH="20"> </TD><TD ALIGN="LEFT">{group.name}</TD></TR>')
+        rows.append(
+            f'<TR><TD BGCOLOR="{palette.colour(group)}" WIDTH="20"> </TD><TD ALIGN="LEFT">{group.name}</TD></TR>'
+        )
     if highlight is not None:
         what = highlight.name.lower() if isinstance(highlight, Event) else highlight.name
         rows.append(f'<TR><TD BGCOLOR="{palette.HIGHLIGHT}"> </TD><TD ALIGN="LEFT">highlighted: {what}</TD></TR>')
     if refuse:
-        rows.append(f'<TR><TD BGCOLOR="{palette.REFUSED}"> </TD><TD ALIGN="LEFT">dashed: refused by the lifecycle</TD></TR>')
+        rows.append(
+            f'<TR><TD BGCOLOR="{palette.REFUSED}"> </TD><TD ALIGN="LEFT">dashed: refused by the lifecycle</TD></TR>'
+        )
     body = "".join(rows)
     return f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="4">{body}</TABLE>>'
 
@@ -213,12 +223,16 @@ def dot(lifecycle: Lifecycle = LIFECYCLE, highlight: Event | State | None = None
             f'    {r.source.name} -> {r.dest.name} [label="{r.event.name.lower()}: {r.note}", style=dashed, '
             f'color="{c}", fontcolor="{c}", penwidth=2, constraint=false];'
         )
-    lines.append(f"    legend [shape=plain, style=filled, fillcolor=white, fontsize=10, label={_legend(lifecycle, highlight, refuse)}];")
+    lines.append(
+        f"    legend [shape=plain, style=filled, fillcolor=white, fontsize=10, label={_legend(lifecycle, highlight, refuse)}];"
+    )
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def render(fmt: str, lifecycle: Lifecycle = LIFECYCLE, highlight: Event | State | None = None, refuse: tuple = ()) -> bytes:
+def render(
+    fmt: str, lifecycle: Lifecycle = LIFECYCLE, highlight: Event | State | None = None, refuse: tuple = ()
+) -> bytes:
     """The diagram in `fmt` (one of FORMATS) as bytes; SVG/PNG need pygraphviz. With a
     `highlight` or refused moves, Mermaid output is a flowchart (see `mermaid_flow`)."""
     if fmt == "mermaid":

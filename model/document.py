@@ -127,7 +127,12 @@ def _header(lifecycle: Lifecycle) -> list[str]:
 
 
 def _tables(lifecycle: Lifecycle) -> list[str]:
-    out = ["## States", "", "| state | group | owner | lent | waits for a fence | meaning |", "|---|---|---|---|---|---|"]
+    out = [
+        "## States",
+        "",
+        "| state | group | owner | lent | waits for a fence | meaning |",
+        "|---|---|---|---|---|---|",
+    ]
     for s in lifecycle.states:
         owner = s.owner.name.lower() if s.owner is not None else "-"
         out.append(

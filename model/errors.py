@@ -144,4 +144,6 @@ class IllegalCopy(LifecycleError):
     def __init__(self, reason: str, *, slot_id: int, slot: Slot, actor: Actor):
         self.reason, self.slot_id, self.slot, self.actor = reason, slot_id, slot, actor
         owner = "nobody" if slot.owner == NOBODY else str(slot.owner)
-        super().__init__(f"illegal copy by {actor} with slot {slot_id} (state {slot.state.name}, owner {owner}): {reason}")
+        super().__init__(
+            f"illegal copy by {actor} with slot {slot_id} (state {slot.state.name}, owner {owner}): {reason}"
+        )

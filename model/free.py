@@ -61,7 +61,9 @@ class IllegalFree(IllegalMove):
         lc, slot, kind = self.lifecycle, self.slot, self.actor.kind.name.lower()
         spec = lc.spec(slot.state)
         if toward:
-            why = f"a free here is a {toward[0].event.name.lower()}, and " + refusal(lc, slot, toward[0].event, self.relation)
+            why = f"a free here is a {toward[0].event.name.lower()}, and " + refusal(
+                lc, slot, toward[0].event, self.relation
+            )
         else:
             why = f"no move of a {kind} takes a {slot.state.name} slot toward the free list"
             if spec.group in TOWARD_FREE:

@@ -55,7 +55,11 @@ RULES = (
     Rule(S.LENT, E.ABORT, R.BORROWER, S.PARKED, RETURN, "a lent slot goes back to its session"),
     Rule(S.LENT_RUNNING, E.FINISH, R.BORROWER, S.PARKED, RETURN, "the turn's state stays with the session"),
     Rule(
-        S.LENT_RUNNING, E.RETRACT, R.BORROWER, S.PARKED, RETURN,
+        S.LENT_RUNNING,
+        E.RETRACT,
+        R.BORROWER,
+        S.PARKED,
+        RETURN,
         "a lent slot goes back to its session; for engines that preempt a turn for memory (SGLang 40252): "
         "this scheduler retracts only to free a slot, which a lent turn's retraction never does",
     ),

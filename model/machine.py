@@ -90,7 +90,9 @@ class SlotMachine:
     def _effect(self, rule: Rule):
         def effect(ev) -> None:
             kw = ev.kwargs
-            self.record = apply_effect(self.record, rule.effect, rule.dest, kw["actor"], kw.get("target", NOBODY), kw.get("epoch", 0))
+            self.record = apply_effect(
+                self.record, rule.effect, rule.dest, kw["actor"], kw.get("target", NOBODY), kw.get("epoch", 0)
+            )
 
         return effect
 

@@ -143,7 +143,9 @@ BATCHES = ((1,), (2,), (1, 2), (2, 1))
 """Every batch of slot ids of a pool of two, in every order."""
 
 
-def pool_step(pool: Pool, event: Event, ids: tuple, actor: Actor, target: int, epoch: int, lifecycle: Lifecycle) -> Pool:
+def pool_step(
+    pool: Pool, event: Event, ids: tuple, actor: Actor, target: int, epoch: int, lifecycle: Lifecycle
+) -> Pool:
     """`slotwarden.model.pool.apply`, where a refused batch leaves the pool as it was."""
     try:
         return apply(pool, event, ids, actor, target, epoch, lifecycle)
@@ -157,7 +159,9 @@ def record(state: State, fence: int, lifecycle: Lifecycle) -> Slot:
     return Slot(state, 7 if spec.owner is not None else NOBODY, 8 if spec.lent else NOBODY, fence if spec.fenced else 0)
 
 
-def prove_conserved(state: State, fence: int, other_free: bool, event: Event, actor: Actor, target: int, epoch: int) -> Pool:
+def prove_conserved(
+    state: State, fence: int, other_free: bool, event: Event, actor: Actor, target: int, epoch: int
+) -> Pool:
     """Property 3, one step of a conserved pool of two slots: any event by any actor on slot
     1, in any state, keeps the pool conserved, whether slot 2 is on the free list (FREE) or
     waiting for a fence (RELEASED). The step goes through the declared rules

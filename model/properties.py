@@ -195,13 +195,18 @@ def parks_what_ran(before: Slot, after: Slot, lifecycle: Lifecycle = LIFECYCLE) 
     """A session takes over only a slot of the running batch: the state it keeps between
     turns was computed by a step, never a candidate's state that no step has run
     (SGLang #31765/#31767: a turn that never ran committed to the session)."""
-    if lifecycle.spec(after.state).group is Group.SESSION_OWNED and lifecycle.spec(before.state).group is not Group.SESSION_OWNED:
+    if (
+        lifecycle.spec(after.state).group is Group.SESSION_OWNED
+        and lifecycle.spec(before.state).group is not Group.SESSION_OWNED
+    ):
         return before.state in IN_BATCH
     return True
 
 
 # -- 6. quiescence ---------------------------------------------------------------------------
-def no_orphans(slots: tuple, requests: Iterable[int], sessions: Iterable[int], lifecycle: Lifecycle = LIFECYCLE) -> bool:
+def no_orphans(
+    slots: tuple, requests: Iterable[int], sessions: Iterable[int], lifecycle: Lifecycle = LIFECYCLE
+) -> bool:
     """Every held slot's owner (and borrower) is still alive: nothing leaks past its holder."""
     requests, sessions = set(requests), set(sessions)
     for s in slots:

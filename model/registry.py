@@ -77,82 +77,161 @@ CHECKER, MACHINES, MUTANTS = "exhaustive checker", "Hypothesis machines", "decla
 
 _ALL = (
     Property(
-        "session_kept", 1, "only the owning session's close moves a session-owned slot out of its session",
-        Kind.MOVE, session_kept, ("session_kept",), (CHECKER, MUTANTS),
+        "session_kept",
+        1,
+        "only the owning session's close moves a session-owned slot out of its session",
+        Kind.MOVE,
+        session_kept,
+        ("session_kept",),
+        (CHECKER, MUTANTS),
         lambda b, e, a, t, ep, x, L: session_kept(b, e, a, x, L),
     ),
     Property(
-        "freed_once", 2, "no slot is freed twice; only real slot ids are ever freed",
-        Kind.MOVE, freed_once, ("freed_once",), (CHECKER, MUTANTS),
+        "freed_once",
+        2,
+        "no slot is freed twice; only real slot ids are ever freed",
+        Kind.MOVE,
+        freed_once,
+        ("freed_once",),
+        (CHECKER, MUTANTS),
         lambda b, e, a, t, ep, x, L: freed_once(b, e, x, L),
     ),
     Property(
-        "conserved", 3,
+        "conserved",
+        3,
         "free list + owned + released = capacity, counted from the free list and the records; "
         "the free list is exactly the FREE set, no duplicates",
-        Kind.POOL, conserved, ("conserved",), (CHECKER, MACHINES, MUTANTS),
+        Kind.POOL,
+        conserved,
+        ("conserved",),
+        (CHECKER, MACHINES, MUTANTS),
     ),
     Property(
-        "fence_respected", 4, "a released slot becomes FREE only at the fence of the step it waits for; "
+        "fence_respected",
+        4,
+        "a released slot becomes FREE only at the fence of the step it waits for; "
         "a slot in the running batch is never freed at once",
-        Kind.MOVE, fence_respected, ("fence_respected",), (CHECKER, MUTANTS),
+        Kind.MOVE,
+        fence_respected,
+        ("fence_respected",),
+        (CHECKER, MUTANTS),
         lambda b, e, a, t, ep, x, L: fence_respected(b, a, x),
     ),
     Property(
-        "release_waits", 4, "a slot released while a step is in flight waits for that step's fence",
-        Kind.MOVE, release_waits, ("release_waits",), (MUTANTS,),
+        "release_waits",
+        4,
+        "a slot released while a step is in flight waits for that step's fence",
+        Kind.MOVE,
+        release_waits,
+        ("release_waits",),
+        (MUTANTS,),
         lambda b, e, a, t, ep, x, L: release_waits(b, x, ep, L),
     ),
     Property(
-        "in_flight_not_free", 4, "no slot used by a step in flight is FREE (or freed and taken again)",
-        Kind.WORLD, None, (), (CHECKER,),
+        "in_flight_not_free",
+        4,
+        "no slot used by a step in flight is FREE (or freed and taken again)",
+        Kind.WORLD,
+        None,
+        (),
+        (CHECKER,),
     ),
     Property(
-        "exclusive", 5, "every held slot has exactly one owner (and a borrower exactly when lent); "
+        "exclusive",
+        5,
+        "every held slot has exactly one owner (and a borrower exactly when lent); "
         "a free or released slot names nobody",
-        Kind.SLOT, exclusive, ("exclusive",), (CHECKER, MACHINES, MUTANTS),
+        Kind.SLOT,
+        exclusive,
+        ("exclusive",),
+        (CHECKER, MACHINES, MUTANTS),
     ),
     Property(
-        "handles_follow", 5, "whoever a move takes a slot from keeps no handle: the record names only "
+        "handles_follow",
+        5,
+        "whoever a move takes a slot from keeps no handle: the record names only "
         "the holder it had, the actor that took it or the party it was handed to, of the right kind",
-        Kind.MOVE, handles_follow, ("handles_follow",), (MUTANTS,),
+        Kind.MOVE,
+        handles_follow,
+        ("handles_follow",),
+        (MUTANTS,),
         lambda b, e, a, t, ep, x, L: handles_follow(b, e, a, t, x, L),
     ),
     Property(
-        "handles_match", 5, "every request's and session's handle is exactly what it holds: no stale handle",
-        Kind.WORLD, handles_match, (), (CHECKER, MACHINES),
+        "handles_match",
+        5,
+        "every request's and session's handle is exactly what it holds: no stale handle",
+        Kind.WORLD,
+        handles_match,
+        (),
+        (CHECKER, MACHINES),
     ),
     Property(
-        "no_orphans", 6, "every held slot's owner and borrower is still alive: nothing leaks past its holder",
-        Kind.WORLD, no_orphans, (), (CHECKER,),
+        "no_orphans",
+        6,
+        "every held slot's owner and borrower is still alive: nothing leaks past its holder",
+        Kind.WORLD,
+        no_orphans,
+        (),
+        (CHECKER,),
     ),
     Property(
-        "quiescent", 6, "with every request done, every session closed and after the fence, every slot is FREE",
-        Kind.POOL, quiescent, ("quiescent",), (CHECKER, MACHINES, MUTANTS),
+        "quiescent",
+        6,
+        "with every request done, every session closed and after the fence, every slot is FREE",
+        Kind.POOL,
+        quiescent,
+        ("quiescent",),
+        (CHECKER, MACHINES, MUTANTS),
     ),
     Property(
-        "authority", 8, "only a held slot's owner, or the request it is lent to, moves it; only the owning "
+        "authority",
+        8,
+        "only a held slot's owner, or the request it is lent to, moves it; only the owning "
         "session lends, and only to a request",
-        Kind.MOVE, authority, ("authority",), (MUTANTS,),
+        Kind.MOVE,
+        authority,
+        ("authority",),
+        (MUTANTS,),
         lambda b, e, a, t, ep, x, L: authority(b, e, a, t, x, L),
     ),
     Property(
-        "borrow_safe", 9, "a lent slot leaves its session only after the request it is lent to has given it back",
-        Kind.MOVE, borrow_safe, ("borrow_safe",), (MUTANTS,),
+        "borrow_safe",
+        9,
+        "a lent slot leaves its session only after the request it is lent to has given it back",
+        Kind.MOVE,
+        borrow_safe,
+        ("borrow_safe",),
+        (MUTANTS,),
         lambda b, e, a, t, ep, x, L: borrow_safe(b, a, x, L),
     ),
     Property(
-        "parks_what_ran", 10, "a session takes over only a slot of the running batch: it keeps a state a step computed",
-        Kind.MOVE, parks_what_ran, ("parks_what_ran",), (MUTANTS,),
+        "parks_what_ran",
+        10,
+        "a session takes over only a slot of the running batch: it keeps a state a step computed",
+        Kind.MOVE,
+        parks_what_ran,
+        ("parks_what_ran",),
+        (MUTANTS,),
         lambda b, e, a, t, ep, x, L: parks_what_ran(b, x, L),
     ),
     Property(
-        "legal", 0, "the declared lifecycle allows every move the scheduler makes (IllegalMove / BadSlotId)",
-        Kind.WORLD, None, (), (CHECKER, MUTANTS),
+        "legal",
+        0,
+        "the declared lifecycle allows every move the scheduler makes (IllegalMove / BadSlotId)",
+        Kind.WORLD,
+        None,
+        (),
+        (CHECKER, MUTANTS),
     ),
     Property(
-        "deadlock", 0, "every non-final state has an enabled action",
-        Kind.WORLD, None, (), (CHECKER,),
+        "deadlock",
+        0,
+        "every non-final state has an enabled action",
+        Kind.WORLD,
+        None,
+        (),
+        (CHECKER,),
     ),
 )
 
@@ -175,8 +254,9 @@ def texts(names=None) -> dict:
     return {n: text(n) for n in chosen}
 
 
-def move_faults(before: Slot, event: Event, actor: Actor, target: int, epoch: int, after: Slot,
-                lifecycle: Lifecycle = LIFECYCLE) -> tuple:
+def move_faults(
+    before: Slot, event: Event, actor: Actor, target: int, epoch: int, after: Slot, lifecycle: Lifecycle = LIFECYCLE
+) -> tuple:
     """The names of the MOVE properties one move breaks (and `exclusive` of the record after)."""
     bad = [p.name for p in MOVE_PROPERTIES if not p.on_move(before, event, actor, target, epoch, after, lifecycle)]
     if not exclusive(after, lifecycle):

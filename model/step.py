@@ -33,10 +33,20 @@ def legal_rule(
     """The rule that allows the move, or raise `IllegalMove` saying why there is none."""
     spec = lifecycle.event(event)
     if actor.kind is not spec.actor:
-        raise IllegalMove(lambda: f"only a {spec.actor.name.lower()} may fire it", slot=slot, event=event, actor=actor, slot_id=slot_id)
+        raise IllegalMove(
+            lambda: f"only a {spec.actor.name.lower()} may fire it",
+            slot=slot,
+            event=event,
+            actor=actor,
+            slot_id=slot_id,
+        )
     if spec.target is not None and target < 0:
         raise IllegalMove(
-            lambda: f"it needs the {spec.target.name.lower()} it is for", slot=slot, event=event, actor=actor, slot_id=slot_id
+            lambda: f"it needs the {spec.target.name.lower()} it is for",
+            slot=slot,
+            event=event,
+            actor=actor,
+            slot_id=slot_id,
         )
     relation = relation_of(lifecycle.spec(slot.state), slot, actor)
     rule = lifecycle.rule(slot.state, event, relation)

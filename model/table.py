@@ -43,10 +43,7 @@ def compile_table(lifecycle: Lifecycle = LIFECYCLE) -> Table:
     def column(pick, missing):
         return tuple(
             tuple(
-                tuple(
-                    pick(rule) if (rule := lifecycle.rule(s, e, r)) is not None else missing
-                    for r in Relation
-                )
+                tuple(pick(rule) if (rule := lifecycle.rule(s, e, r)) is not None else missing for r in Relation)
                 for e in Event
             )
             for s in State

@@ -5,4 +5,3 @@ if __name__ != "slotwarden.runtime":  # imported as a bare folder (`import runti
         f"this folder is the package slotwarden.runtime, imported here as {__name__!r}: "
         "use `import slotwarden.runtime` (install the project with `pip install -e .`)"
     )
-

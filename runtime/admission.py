@@ -145,9 +145,7 @@ def pick_victim(sched: "Scheduler", exclude: set) -> Request | None:
     always make progress), not already in the batch being built. Retracting a session turn
     would free no slot: its slot stays with the session."""
     plain = [
-        r
-        for r in sched.running
-        if r.session is None and r.rid not in exclude and len(r.output) > r.outputs_at_admit
+        r for r in sched.running if r.session is None and r.rid not in exclude and len(r.output) > r.outputs_at_admit
     ]
     return max(plain, key=lambda r: (r.remaining(), r.rid), default=None)
 

@@ -33,9 +33,13 @@ class PoolConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"PoolConfig.{name} must be a positive int, not {value!r}")
         if self.conv_kernel < 2:
-            raise ValueError(f"PoolConfig.conv_kernel must be at least 2 (the window keeps kernel - 1 columns), not {self.conv_kernel}")
-        if not isinstance(self.conv_dims, tuple) or not self.conv_dims or any(
-            isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in self.conv_dims
+            raise ValueError(
+                f"PoolConfig.conv_kernel must be at least 2 (the window keeps kernel - 1 columns), not {self.conv_kernel}"
+            )
+        if (
+            not isinstance(self.conv_dims, tuple)
+            or not self.conv_dims
+            or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in self.conv_dims)
         ):
             raise ValueError(f"PoolConfig.conv_dims must be a non-empty tuple of positive ints, not {self.conv_dims!r}")
         for name in ("conv_dtype", "ssm_dtype"):

@@ -85,9 +85,17 @@ class LedgerGuard:
         actor = inputs.actor(actor)
         event = inputs.event(event, actor)
         if event is Event.ALLOC:  # naming ids here would take them while the engine still lists them free
-            raise BadSlotId("alloc through alloc(n, owner): the engine chooses the slots", slot_id=None, event=event, actor=actor)
+            raise BadSlotId(
+                "alloc through alloc(n, owner): the engine chooses the slots", slot_id=None, event=event, actor=actor
+            )
         back = []
-        self.ledger.apply(event, ids, actor, target, before_write=lambda batch: back.append(self._give_back(batch.ids[batch.after == _FREE])))
+        self.ledger.apply(
+            event,
+            ids,
+            actor,
+            target,
+            before_write=lambda batch: back.append(self._give_back(batch.ids[batch.after == _FREE])),
+        )
         return back[0]
 
     def launch(self, done=None) -> int:
@@ -131,7 +139,9 @@ class LedgerGuard:
             if missing.size:
                 problems.append(f"FREE slots missing from the engine's free list: {missing.tolist()[:16]}")
         elif hasattr(self.allocator, "available_size") and self.allocator.available_size() != free_ids.size:
-            problems.append(f"the engine reports {self.allocator.available_size()} free slots, the ledger {free_ids.size}")
+            problems.append(
+                f"the engine reports {self.allocator.available_size()} free slots, the ledger {free_ids.size}"
+            )
         free_ok = audit.free_list_ok and len(problems) == len(audit.problems)
         return audit._replace(free_list_ok=free_ok, problems=tuple(problems))
 

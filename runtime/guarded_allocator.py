@@ -265,7 +265,9 @@ class GuardedAllocator:
             kinds, who = int(actor.kind), actor.id
             relation = np.where((owner_kind == kinds) & (c.owner[ids] == who), int(Relation.OWNER), int(Relation.NONE))
             if actor.kind is ActorKind.REQUEST:
-                relation = np.where(self.ledger._lent[state] & (c.borrower[ids] == who), int(Relation.BORROWER), relation)
+                relation = np.where(
+                    self.ledger._lent[state] & (c.borrower[ids] == who), int(Relation.BORROWER), relation
+                )
         events = self._free_event[kinds, state, relation]
         bad = events == _ILLEGAL
         if bad.any():

@@ -49,7 +49,12 @@ def actor(value, event=None) -> Actor:
     if type(value) is Actor and type(value.kind) is ActorKind and type(value.id) is int and 0 <= value.id <= ID_MAX:
         return value  # the common case, in four comparisons
     if not isinstance(value, Actor):
-        raise BadActor("not an Actor (Actor.request(id), Actor.session(id), Actor.fence(step))", argument="actor", value=value, event=event)
+        raise BadActor(
+            "not an Actor (Actor.request(id), Actor.session(id), Actor.fence(step))",
+            argument="actor",
+            value=value,
+            event=event,
+        )
     kind, ident = value
     if not isinstance(kind, ActorKind):
         if not (is_int(kind) and 0 <= kind < len(ActorKind)):
@@ -72,7 +77,12 @@ def actor_ids(value, n: int, event=None) -> np.ndarray:
         value = value.cpu().numpy() if value.dtype not in (torch.bool,) and not value.is_floating_point() else None
     elif isinstance(value, (list, tuple)):
         value = None if not _BOOLS.isdisjoint(map(type, value)) else _as_array(value)
-    if not isinstance(value, np.ndarray) or value.ndim != 1 or value.size != n or (value.size and value.dtype.kind not in "iu"):
+    if (
+        not isinstance(value, np.ndarray)
+        or value.ndim != 1
+        or value.size != n
+        or (value.size and value.dtype.kind not in "iu")
+    ):
         raise BadActor(f"one int64 actor id for each of the {n} slots", argument="actor_ids", value=value, event=event)
     if value.dtype.kind == "u" and value.size and value.max() > ID_MAX:
         raise BadActor("an actor id is an int64", argument="actor_ids", value=value, event=event)
@@ -95,7 +105,13 @@ def target(value, event=None, actor=None) -> int:
         return value
     if is_int(value) and NOBODY <= value <= ID_MAX:
         return int(value)
-    raise BadInput("a target is an id in 0..2**63-1, or NOBODY (-1) for none", argument="target", value=value, event=event, actor=actor)
+    raise BadInput(
+        "a target is an id in 0..2**63-1, or NOBODY (-1) for none",
+        argument="target",
+        value=value,
+        event=event,
+        actor=actor,
+    )
 
 
 def count(value, actor=None) -> int:
@@ -126,15 +142,23 @@ def done(value) -> Callable[[], bool] | None:
 def capacity(value) -> int:
     if is_int(value) and 1 <= value <= CAPACITY_MAX:
         return int(value)
-    raise BadInput(f"a ledger needs a capacity of at least 1 slot (at most {CAPACITY_MAX})", argument="capacity", value=value)
+    raise BadInput(
+        f"a ledger needs a capacity of at least 1 slot (at most {CAPACITY_MAX})", argument="capacity", value=value
+    )
 
 
 def slot(value, capacity: int, what: str, actor=None) -> int:
     """One slot id, 1..capacity."""
     if is_int(value) and 1 <= value <= capacity:
         return int(value)
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dim() <= 1 and not value.is_floating_point() \
-            and not value.is_complex() and value.dtype is not torch.bool:
+    if (
+        isinstance(value, torch.Tensor)
+        and value.numel() == 1
+        and value.dim() <= 1
+        and not value.is_floating_point()
+        and not value.is_complex()
+        and value.dtype is not torch.bool
+    ):
         return slot(value.item(), capacity, what, actor)  # a device sync when the tensor is on a device
     why = "slot 0 is the pad slot" if is_int(value) and value == 0 else f"one slot id, 1..{capacity}"
     raise BadSlotId(why, slot_id=value, event=what, actor=actor)
@@ -148,7 +172,9 @@ def ids(value, event, actor) -> np.ndarray:
         if value.dtype is torch.bool or value.is_floating_point() or value.is_complex():
             raise BadSlotId(f"slot ids must be integers, not {value.dtype}", slot_id=None, event=event, actor=actor)
         if value.dim() != 1:
-            raise BadSlotId(f"a batch of ids is 1-D, not of shape {tuple(value.shape)}", slot_id=None, event=event, actor=actor)
+            raise BadSlotId(
+                f"a batch of ids is 1-D, not of shape {tuple(value.shape)}", slot_id=None, event=event, actor=actor
+            )
         if value.device.type != "cpu":
             value = value.cpu()  # device sync: only for ids handed over on a device (LedgerGuard)
         try:
@@ -167,7 +193,9 @@ def ids(value, event, actor) -> np.ndarray:
     else:
         raise BadSlotId(
             f"a batch of slot ids is a 1-D tensor, array, list or tuple of ints, not {type(value).__name__}",
-            slot_id=None, event=event, actor=actor,
+            slot_id=None,
+            event=event,
+            actor=actor,
         )
     if arr.ndim != 1:
         raise BadSlotId(f"a batch of ids is 1-D, not of shape {arr.shape}", slot_id=None, event=event, actor=actor)
@@ -197,8 +225,11 @@ def live(values, what: str) -> np.ndarray | None:
         arr = np.asarray(items) if items else np.zeros(0, dtype=np.int64)
     except (ValueError, TypeError, OverflowError):
         arr = np.zeros((0, 0))  # ragged: refused below
-    if arr.ndim != 1 or arr.dtype.kind not in "iu" or not _BOOLS.isdisjoint(map(type, items)) or (
-        arr.size and (arr.max() > ID_MAX or (arr == NOBODY).any())
+    if (
+        arr.ndim != 1
+        or arr.dtype.kind not in "iu"
+        or not _BOOLS.isdisjoint(map(type, items))
+        or (arr.size and (arr.max() > ID_MAX or (arr == NOBODY).any()))
     ):
         raise BadInput("ids are int64s other than NOBODY (-1)", argument=what, value=values)
     return np.sort(arr.astype(np.int64))

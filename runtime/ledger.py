@@ -35,7 +35,17 @@ from typing import Callable, NamedTuple
 import numpy as np
 import torch
 
-from slotwarden.kernels.transition import Batch, Columns, as_lists, compile_events, look_up, look_up_slots, slot_views, write, write_slots
+from slotwarden.kernels.transition import (
+    Batch,
+    Columns,
+    as_lists,
+    compile_events,
+    look_up,
+    look_up_slots,
+    slot_views,
+    write,
+    write_slots,
+)
 from slotwarden.model.declaration import Lifecycle
 from slotwarden.model.errors import BadInput, BadSlotId, FenceError, IllegalMove, WrongThread
 from slotwarden.model.lifecycle import LIFECYCLE
@@ -129,7 +139,10 @@ class SlotLedger:
         self.small = SMALL  # the switch-over batch size (the tests move it to check both paths)
         self._lists = {e: as_lists(t) for e, t in self.tables.items()}
         self._actor_ok = {e: (lifecycle.event(e).actor, lifecycle.event(e).target is not None) for e in Event}
-        self._alloc_kind, self._alloc_next = self._actor_ok[Event.ALLOC][0], self._lists[Event.ALLOC].next_state[_FREE * 8]
+        self._alloc_kind, self._alloc_next = (
+            self._actor_ok[Event.ALLOC][0],
+            self._lists[Event.ALLOC].next_state[_FREE * 8],
+        )
         table = compile_table(lifecycle)
         self._owner_kind = np.array(table.owner_kind, dtype=np.uint8)
         self._lent = np.array(table.lent, dtype=bool)
@@ -217,7 +230,9 @@ class SlotLedger:
         actor = inputs.actor(actor, Event.ALLOC)
         n = inputs.count(n, actor)
         if not self.has_free_list:
-            raise BadSlotId("this ledger keeps no free list: name the ids", slot_id=None, event=Event.ALLOC, actor=actor)
+            raise BadSlotId(
+                "this ledger keeps no free list: name the ids", slot_id=None, event=Event.ALLOC, actor=actor
+            )
         if n > self._count:
             return None
         if n <= self.small:
@@ -229,7 +244,9 @@ class SlotLedger:
             self._check_actor(ids, Event.ALLOC, actor, NOBODY)
             if (self.cols.state[ids] != _FREE).any():  # the free list is the FREE set, or the ledger is corrupt
                 self._check_batch(look_up(self.cols, self._alloc, ids, actor.id), Event.ALLOC, actor, NOBODY)
-        batch = Batch(ids, np.full(ids.size, _FREE * 8), None, np.full(ids.size, self._alloc.next_state[_FREE * 8], np.uint8))
+        batch = Batch(
+            ids, np.full(ids.size, _FREE * 8), None, np.full(ids.size, self._alloc.next_state[_FREE * 8], np.uint8)
+        )
         if before_write is not None:
             before_write(batch)
         write(self.cols, self._alloc, batch, Event.ALLOC, actor.id, NOBODY, self.launched)
@@ -251,7 +268,9 @@ class SlotLedger:
         target = inputs.target(target, event, actor)
         ids = self._ids(ids, event, actor)
         if event is Event.ALLOC and self.has_free_list:
-            raise BadSlotId("alloc takes a count here: the pool chooses the slots", slot_id=None, event=event, actor=actor)
+            raise BadSlotId(
+                "alloc takes a count here: the pool chooses the slots", slot_id=None, event=event, actor=actor
+            )
         if event is Event.FENCE and actor.kind is ActorKind.SCHEDULER and actor.id > self.finished_steps():
             # a fence for a step still on the device would free slots it may use (overlap bug)
             raise FenceError(
@@ -260,7 +279,9 @@ class SlotLedger:
             )
         return self._apply(ids, event, actor, target, before_write)
 
-    def apply_each(self, event: Event, ids, actor_ids, before_write: Callable[[Batch], None] | None = None) -> np.ndarray:
+    def apply_each(
+        self, event: Event, ids, actor_ids, before_write: Callable[[Batch], None] | None = None
+    ) -> np.ndarray:
         """Fire `event` on every slot of `ids`, each by its own actor: `ids[i]` is moved by the
         actor of the event's kind with id `actor_ids[i]` (every request that finished this
         step, in one call). Same contract as `apply`: checked whole first, all or none; a
@@ -274,7 +295,9 @@ class SlotLedger:
         kind = spec.actor
         ids = self._ids(ids, event, None)
         who = inputs.actor_ids(actor_ids, ids.size, event)
-        if ids.size <= self.small and self._apply_slots(ids, event, Actors(kind, tuple(who.tolist())), NOBODY, before_write):
+        if ids.size <= self.small and self._apply_slots(
+            ids, event, Actors(kind, tuple(who.tolist())), NOBODY, before_write
+        ):
             return ids
         table = self.tables[event]
         batch = look_up(self.cols, table, ids, who)
@@ -384,7 +407,14 @@ class SlotLedger:
             leaking[0] = False
         leaking[1:] &= state < len(State)
         leaks = tuple(
-            Leak(int(s), State(int(c.state[s])), int(c.owner[s]), int(c.borrower[s]), _event_or_int(c.last_event[s]), self.recorder.explain([s]))
+            Leak(
+                int(s),
+                State(int(c.state[s])),
+                int(c.owner[s]),
+                int(c.borrower[s]),
+                _event_or_int(c.last_event[s]),
+                self.recorder.explain([s]),
+            )
             for s in np.flatnonzero(leaking)
         )
         return Audit(self.capacity, counts, free_ok, tuple(problems), leaks)
@@ -439,7 +469,17 @@ class SlotLedger:
         ids = np.array(lst, dtype=np.int64)  # the caller's to keep (and write into)
         if before_write is not None:
             before_write(Batch(ids, np.full(n, key), None, np.array(after, dtype=np.uint8)))
-        write_slots(self._slots, self._lists[Event.ALLOC], lst, [key] * n, after, Event.ALLOC, [actor.id] * n, NOBODY, self.launched)
+        write_slots(
+            self._slots,
+            self._lists[Event.ALLOC],
+            lst,
+            [key] * n,
+            after,
+            Event.ALLOC,
+            [actor.id] * n,
+            NOBODY,
+            self.launched,
+        )
         self.recorder.record(Event.ALLOC, actor, NOBODY, self.launched, lst, _FREE, after)  # fresh lists, never changed
         self._head = (h + n) % cap
         self._count -= n
@@ -527,7 +567,9 @@ class SlotLedger:
             rec = self._record(slot_id)
             rel = relation_of(self.lifecycle.spec(rec.state), rec, actor)
             more = int(bad.sum()) - 1
-            reason = refusal(self.lifecycle, rec, event, rel) + (f" (and {more} more slots in this batch)" if more else "")
+            reason = refusal(self.lifecycle, rec, event, rel) + (
+                f" (and {more} more slots in this batch)" if more else ""
+            )
             history = self.recorder.explain([slot_id])
             raise IllegalMove(reason + "\n" + history, slot=rec, event=event, actor=actor, slot_id=slot_id)
 
@@ -548,7 +590,11 @@ class SlotLedger:
         out = (arr - 1).view(np.uint64) >= np.uint64(self.capacity)
         if out.any():
             bad = int(arr[np.argmax(out)])
-            why = "slot 0 is the pad slot, never allocated or freed" if bad == 0 else f"not a slot of a pool of {self.capacity}"
+            why = (
+                "slot 0 is the pad slot, never allocated or freed"
+                if bad == 0
+                else f"not a slot of a pool of {self.capacity}"
+            )
             raise BadSlotId(why, slot_id=bad, event=event, actor=actor)
         n = arr.size
         if n > self.capacity:  # every id is real, so (pigeonhole) one is named twice

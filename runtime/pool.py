@@ -51,7 +51,9 @@ class StatePool:
             copy_slots(self.tensors, pad, pad)
         except (RuntimeError, NotImplementedError, TypeError) as e:
             dtypes = (self.config.conv_dtype, self.config.ssm_dtype, str(self.device))
-            raise BadInput(f"slot state of these dtypes cannot be zeroed or copied here ({e})", argument="config", value=dtypes) from None
+            raise BadInput(
+                f"slot state of these dtypes cannot be zeroed or copied here ({e})", argument="config", value=dtypes
+            ) from None
 
     @property
     def tensors(self) -> list[torch.Tensor]:
@@ -151,7 +153,9 @@ class StatePool:
         src_ids = self.ledger._ids(src, "copy", actor)
         dst_ids = self.ledger._ids(dst, "copy", actor)
         if src_ids.size != dst_ids.size:
-            raise BadSlotId(f"copy of {src_ids.size} slots into {dst_ids.size}", slot_id=None, event="copy", actor=actor)
+            raise BadSlotId(
+                f"copy of {src_ids.size} slots into {dst_ids.size}", slot_id=None, event="copy", actor=actor
+            )
         self._require_held(src_ids, actor, "copied from")
         self._require_mine(dst_ids, actor, "copy into")
         if np.intersect1d(src_ids, dst_ids).size:
@@ -187,14 +191,18 @@ class StatePool:
         mine = np.isin(ids, self.ledger.held_by(actor))
         if not mine.all():
             slot = int(ids[np.argmin(mine)])
-            raise IllegalCopy(f"{what} a slot {actor} does not hold", slot=self.ledger.record(slot), actor=actor, slot_id=slot)
+            raise IllegalCopy(
+                f"{what} a slot {actor} does not hold", slot=self.ledger.record(slot), actor=actor, slot_id=slot
+            )
 
     def _require_held(self, ids: np.ndarray, actor: Actor, what: str) -> None:
         groups = self.ledger._group[self.ledger.cols.state[ids]]
         held = (groups == int(Group.BATCH_OWNED)) | (groups == int(Group.SESSION_OWNED))
         if not held.all():
             slot = int(ids[np.argmin(held)])
-            raise IllegalCopy(f"a slot that nobody holds cannot be {what}", slot=self.ledger.record(slot), actor=actor, slot_id=slot)
+            raise IllegalCopy(
+                f"a slot that nobody holds cannot be {what}", slot=self.ledger.record(slot), actor=actor, slot_id=slot
+            )
 
 
 def to_device(host: torch.Tensor, device: torch.device) -> torch.Tensor:

@@ -91,11 +91,15 @@ class FlightRecorder:
         lines = []
         for s in slots:
             moments = self.history(int(s), limit)
-            lines.append(f"  slot {int(s)}: " + ("; ".join(map(str, moments)) or "no event recorded (older than the recorder)"))
+            lines.append(
+                f"  slot {int(s)}: " + ("; ".join(map(str, moments)) or "no event recorded (older than the recorder)")
+            )
         return "\n".join(lines)
 
 
 def _entry(raw: tuple) -> Entry:
     seq, event, actor, target, epoch, ids, before, after = raw
     before = before if np.ndim(before) == 0 else np.asarray(before, dtype=np.uint8)
-    return Entry(seq, event, actor, target, epoch, np.asarray(ids, dtype=np.int64), before, np.asarray(after, dtype=np.uint8))
+    return Entry(
+        seq, event, actor, target, epoch, np.asarray(ids, dtype=np.int64), before, np.asarray(after, dtype=np.uint8)
+    )

@@ -227,7 +227,9 @@ class Scheduler:
             borrower = self.pool.ledger.record(s.slot).borrower
             raise SessionBusy(f"session {sid}'s slot {s.slot} is {state.name}: lent to its turn, request {borrower}")
         if s.stale:
-            raise NoSessionState(f"session {sid}'s state is stale: its last turn ended mid-way, the next one rebuilds it")
+            raise NoSessionState(
+                f"session {sid}'s state is stale: its last turn ended mid-way, the next one rebuilds it"
+            )
         conv, ssm = self.pool.conv[0][:, s.slot].clone(), self.pool.ssm[:, s.slot].clone()  # copies, no sync
         return SessionState(conv, ssm, tuple(s.transcript))
 
@@ -239,7 +241,9 @@ class Scheduler:
 
     @property
     def idle(self) -> bool:
-        return not self.waiting and not self.running and self.inflight is None and not self.landed and not self.finishing
+        return (
+            not self.waiting and not self.running and self.inflight is None and not self.landed and not self.finishing
+        )
 
     @property
     def broken(self) -> SchedulerBroken | None:
@@ -391,7 +395,9 @@ class Scheduler:
             for req, _ in items:
                 groups.setdefault(req.tail[2], (req.tail[0], []))[1].append(req.tail[1])
             # the rows go to the device through pinned memory, asynchronously: no sync here
-            last = torch.cat([t[to_device(torch.tensor(rows, dtype=torch.int64), t.device)] for t, rows in groups.values()])
+            last = torch.cat(
+                [t[to_device(torch.tensor(rows, dtype=torch.int64), t.device)] for t, rows in groups.values()]
+            )
             self._state_written = True
             nxt = self.model.decode(last.to(slots.device), slots, conv, ssm)
         rows = []

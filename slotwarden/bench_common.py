@@ -82,10 +82,13 @@ def run(args, params: dict, defaults: dict, quick: dict, measure, report, **fixe
     settings = dict(quick if getattr(args, "quick", False) else defaults)
     settings.update(params)
     settings.update(fixed)
-    log = lambda s: print(s, file=sys.stderr, flush=True)
-    result = measure(getattr(args, "device", None), log=log, **settings)
+    result = measure(getattr(args, "device", None), log=_log, **settings)
     print(report(result))
     if getattr(args, "json", None):
         write_json(result, args.json)
         print(f"wrote {args.json}")
     return 0
+
+
+def _log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)

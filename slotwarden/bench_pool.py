@@ -64,7 +64,13 @@ QUICK = dict(repeats=2, loop_s=0.01, budget_s=0.6)  # a smoke run (most of it al
 MAX_REPEATS = 40
 
 # (contender, n, most it may cost as a multiple of SGLang's allocator), bookkeeping alone
-TARGETS = (("strict", 1, 1.0), ("strict", 64, 2.0), ("strict", 1024, 2.0), ("lifecycle", 1, 4.0), ("lifecycle", 64, 4.0))
+TARGETS = (
+    ("strict", 1, 1.0),
+    ("strict", 64, 2.0),
+    ("strict", 1024, 2.0),
+    ("lifecycle", 1, 4.0),
+    ("lifecycle", 64, 4.0),
+)
 
 CONTENDERS = ("sglang", "pylist", "strict", "off", "lifecycle", "guarded")
 LABELS = {
@@ -449,13 +455,29 @@ def targets(result: dict) -> list[dict]:
         row = _row(result, name, n)
         value = row[column] if row else None
         what = f"{LABELS[name]}{' with zeroing' if column.startswith('zeroing') else ''} <= {limit:g}x SGLang at n={n}"
-        out.append({"target": what, "measure": f"{name} / SGLang", "value": value, "limit": limit, "met": None if value is None else value <= limit})
+        out.append(
+            {
+                "target": what,
+                "measure": f"{name} / SGLang",
+                "value": value,
+                "limit": limit,
+                "met": None if value is None else value <= limit,
+            }
+        )
 
     for name, n, limit in TARGETS:
         ratio_target(name, n, "bookkeeping_ratio_to_sglang", limit)
     ratio_target("strict", 64, "zeroing_ratio_to_sglang", 1.10)
     b = result["ledger_bytes_per_slot"]
-    out.append({"target": "ledger <= 32 B/slot", "measure": "bytes of SlotLedger.tensors / capacity", "value": b, "limit": 32.0, "met": b <= 32.0})
+    out.append(
+        {
+            "target": "ledger <= 32 B/slot",
+            "measure": "bytes of SlotLedger.tensors / capacity",
+            "value": b,
+            "limit": 32.0,
+            "met": b <= 32.0,
+        }
+    )
     return out
 
 
@@ -493,7 +515,11 @@ def format_table(result: dict) -> str:
 
 def format_report(result: dict) -> str:
     m, s = result["meta"], result["meta"]["state"]
-    sg = f"sglang {m['sglang']} (MambaSlotAllocator, loaded from its module file)" if m["sglang_loaded"] else "sglang: not installed, column skipped"
+    sg = (
+        f"sglang {m['sglang']} (MambaSlotAllocator, loaded from its module file)"
+        if m["sglang_loaded"]
+        else "sglang: not installed, column skipped"
+    )
     lines = [
         f"slotwarden bench pool  device={m['device']} ({m['device_name']}, {m['cpu_count']} CPUs)  torch {m['torch']}  python {m['python']}",
         sg,
@@ -504,7 +530,11 @@ def format_report(result: dict) -> str:
         f"us per alloc+free round trip: {m['statistic']} of {m['min_repeats']}-{m['max_repeats']} repeats "
         f"(as many as fit in {m['budget_s_per_n']} s per n), each a timeit-style loop of >= {m['loop_target_s']} s "
         "(gc off), contenders interleaved per n; median and every repeat in the JSON"
-        + ("; torch.cuda.synchronize() around every timed loop, so device work is counted" if m["cuda_synchronized"] else ""),
+        + (
+            "; torch.cuda.synchronize() around every timed loop, so device work is counted"
+            if m["cuda_synchronized"]
+            else ""
+        ),
         "",
         format_table(result),
         "",
@@ -528,6 +558,8 @@ def run(args, **params) -> int:
     `params` override `measure`'s arguments (the tests use tiny sizes)."""
     use_sglang = params.pop("use_sglang", True)
     if use_sglang and load_sglang_allocator() is None:
-        print(f"sglang is not installed: the SGLang column is skipped (ratios print n/a). To include it: {INSTALL_HINT}")
+        print(
+            f"sglang is not installed: the SGLang column is skipped (ratios print n/a). To include it: {INSTALL_HINT}"
+        )
         use_sglang = False
     return bench_common.run(args, params, DEFAULT, QUICK, measure, format_report, use_sglang=use_sglang)

@@ -203,7 +203,9 @@ def measure(
             ledger_on = med(r["strict"]["ledger_s"] for r in inst)
             ledger_off = med(r["off"]["ledger_s"] for r in inst)
             ledger_share = med(100.0 * r["strict"]["ledger_s"] / r["strict"]["step_s"] for r in inst)
-            in_ledger = med(100.0 * (r["strict"]["ledger_s"] - r["off"]["ledger_s"]) / r["strict"]["step_s"] for r in inst)
+            in_ledger = med(
+                100.0 * (r["strict"]["ledger_s"] - r["off"]["ledger_s"]) / r["strict"]["step_s"] for r in inst
+            )
             w = runs["strict"]
             rows.append(
                 {
@@ -273,7 +275,16 @@ def targets(rows: list) -> list:
 
 
 def format_table(result: dict) -> str:
-    head = ("workload", "N", "checks on µs/step", "checks off µs/step", "checking share", "ledger share", "checking in ledger", "ledger calls/step")
+    head = (
+        "workload",
+        "N",
+        "checks on µs/step",
+        "checks off µs/step",
+        "checking share",
+        "ledger share",
+        "checking in ledger",
+        "ledger calls/step",
+    )
     body = [
         (
             r["workload"],
@@ -301,7 +312,11 @@ def format_report(result: dict) -> str:
         f"slotwarden bench scheduler  device={m['device']} ({m['device_name']}, {m['cpu_count']} CPUs)  torch {m['torch']}  python {m['python']}",
         "host overhead of Scheduler.step() with the layer stubbed out (constant tokens, no compute); "
         f"median of {m['repeats']} repeats, checks on/off interleaved every {m['chunk']} steps"
-        + (f"; load average at the end {m['load_average'][0]:.1f} on {m['cpu_count']} CPUs" if m.get("load_average") else ""),
+        + (
+            f"; load average at the end {m['load_average'][0]:.1f} on {m['cpu_count']} CPUs"
+            if m.get("load_average")
+            else ""
+        ),
         "checking share = (on - off) / on;  ledger share = time inside the ledger / step (checks on);  "
         "checking in ledger = (ledger on - ledger off) / step (checks on)",
         "",

@@ -11,7 +11,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from slotwarden.cli_args import Parser, UsageError, count, device, output_file, output_folder, positive_int, positive_seconds
+from slotwarden.cli_args import (
+    Parser,
+    UsageError,
+    count,
+    device,
+    output_file,
+    output_folder,
+    positive_int,
+    positive_seconds,
+)
 
 DOCS = Path("docs")
 
@@ -101,7 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
         "filled with its group's colour, a legend, every edge labelled with its event and who may fire it. Mermaid "
         "and DOT need nothing more; SVG and PNG need pygraphviz (pip install 'slotwarden[render]').",
     )
-    p.add_argument("--format", choices=("mermaid", "dot", "svg", "png"), default="mermaid", help="output format (default: mermaid)")
+    p.add_argument(
+        "--format", choices=("mermaid", "dot", "svg", "png"), default="mermaid", help="output format (default: mermaid)"
+    )
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     p.add_argument(
         "--highlight",
@@ -132,12 +143,28 @@ def build_parser() -> argparse.ArgumentParser:
         "check holds and every fault and mutant is caught.",
     )
     level = p.add_mutually_exclusive_group()
-    level.add_argument("--quick", action="store_true", help="a smoke run: small budgets, small bounds, no CrossHair, counterexamples not shrunk")
+    level.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run: small budgets, small bounds, no CrossHair, counterexamples not shrunk",
+    )
     level.add_argument("--thorough", action="store_true", help="ten times the default Hypothesis budgets")
     p.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: a fixed one, reproducible)")
-    p.add_argument("--shard", metavar="I/N", help="run only shard I of N of the jobs (split a campaign over machines); a shard with no job is refused")
-    p.add_argument("--report", metavar="DIR", help="write report.md and report.json (results, diagram, counterexamples) to DIR")
-    p.add_argument("--proof-timeout", type=positive_seconds, default=None, metavar="S", help="CrossHair per-condition timeout in seconds (default: 300)")
+    p.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="run only shard I of N of the jobs (split a campaign over machines); a shard with no job is refused",
+    )
+    p.add_argument(
+        "--report", metavar="DIR", help="write report.md and report.json (results, diagram, counterexamples) to DIR"
+    )
+    p.add_argument(
+        "--proof-timeout",
+        type=positive_seconds,
+        default=None,
+        metavar="S",
+        help="CrossHair per-condition timeout in seconds (default: 300)",
+    )
     p.add_argument("--only", action="append", metavar="PROOF", help="run only this CrossHair proof (repeatable)")
     p.set_defaults(func=_verify)
 
@@ -177,8 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
         "summary. Exits 0 when clean, 1 on any illegal move or leak, 2 when the file is not a trace.",
     )
     p.add_argument("file", metavar="FILE", help="the trace (.jsonl)")
-    p.add_argument("--capacity", type=positive_int, default=None, help="pool size (default: the header's, else the largest id)")
-    p.add_argument("--plot", metavar="FILE.png", help="draw a swimlane per slot around the first finding (needs matplotlib)")
+    p.add_argument(
+        "--capacity", type=positive_int, default=None, help="pool size (default: the header's, else the largest id)"
+    )
+    p.add_argument(
+        "--plot", metavar="FILE.png", help="draw a swimlane per slot around the first finding (needs matplotlib)"
+    )
     p.set_defaults(func=_check_trace)
     return parser
 

@@ -137,7 +137,9 @@ def simulate(
                 bar.update(1)
                 if t % 16 == 0:
                     c = samples[-1]
-                    bar.set_postfix(running=len(sched.running), waiting=len(sched.waiting), free=c[Group.FREE], refresh=False)
+                    bar.set_postfix(
+                        running=len(sched.running), waiting=len(sched.waiting), free=c[Group.FREE], refresh=False
+                    )
         if device.type == "cuda":
             torch.cuda.synchronize(device)
     except (AuditFailed, LifecycleError, Stalled) as exc:
@@ -158,7 +160,10 @@ def simulate(
         "dtype": str(dtype).replace("torch.", ""),
         "slots": slots,
         "overlap": overlap,
-        "config": {k: getattr(sched.config, k) for k in ("max_running", "token_budget", "chunk_size", "retract_after", "session_timeout")},
+        "config": {
+            k: getattr(sched.config, k)
+            for k in ("max_running", "token_budget", "chunk_size", "retract_after", "session_timeout")
+        },
         "workload": {
             "sessions": spec.sessions,
             "requests": spec.requests,
@@ -223,7 +228,7 @@ def format_summary(r: dict) -> str:
         f"aborts                {len(r['aborts'])}: {aborts}",
         f"sessions closed       {r['sessions_closed_by_client']} by their client ({r['deferred_closes']} deferred while a turn ran), "
         f"{r['sessions_closed_by_reaper']} by the reaper",
-        f"finish reasons        " + ", ".join(f"{k} {v}" for k, v in sorted(r["finish_reasons"].items())),
+        "finish reasons        " + ", ".join(f"{k} {v}" for k, v in sorted(r["finish_reasons"].items())),
         r["audit"],
     ]
     return "\n".join(lines)

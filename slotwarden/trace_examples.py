@@ -79,7 +79,14 @@ def clean(out) -> None:
     """A session's three turns and plain requests through the checked pool."""
     cfg = PoolConfig(num_slots=4, layers=1, conv_dims=(4,), conv_kernel=2, heads=1, head_dim=2, state_size=2)
     pool = StatePool(cfg, trace=TraceWriter(out, cfg.num_slots))
-    r1, r2, r3, r4, r6, s5 = (Actor.request(1), Actor.request(2), Actor.request(3), Actor.request(4), Actor.request(6), Actor.session(5))
+    r1, r2, r3, r4, r6, s5 = (
+        Actor.request(1),
+        Actor.request(2),
+        Actor.request(3),
+        Actor.request(4),
+        Actor.request(6),
+        Actor.session(5),
+    )
     turn = pool.alloc(1, r1)  # session 5's first turn
     pool.admit(turn, r1)
     plain = pool.alloc(1, r2)

@@ -89,8 +89,14 @@ def plot(report: Report, path) -> None:
         y = lanes.index(f.slot)
         ax.plot([f.lineno], [y], marker="X", markersize=14, color=REFUSED, markeredgecolor="white", zorder=5)
         ax.annotate(
-            f.error.split(":")[0], (f.lineno, y), xytext=(f.lineno, -0.85), textcoords="data",
-            ha="center", fontsize=8, color=REFUSED, arrowprops=dict(arrowstyle="-", color=REFUSED),
+            f.error.split(":")[0],
+            (f.lineno, y),
+            xytext=(f.lineno, -0.85),
+            textcoords="data",
+            ha="center",
+            fontsize=8,
+            color=REFUSED,
+            arrowprops=dict(arrowstyle="-", color=REFUSED),
         )
     ax.set_yticks(range(len(lanes)), [f"slot {s}" for s in lanes])
     ax.set_ylim(len(lanes) - 0.5, -1.2)
@@ -101,7 +107,11 @@ def plot(report: Report, path) -> None:
     ax.set_title(f"slot states around the {title} (lines {lo}-{hi})", fontsize=10)
     ax.legend(
         handles=[Patch(facecolor=colour(g), edgecolor=LINE, label=g.name) for g in Group],
-        loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=len(Group), fontsize=7, frameon=False,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.18),
+        ncol=len(Group),
+        fontsize=7,
+        frameon=False,
     )
     fig.tight_layout()
     fig.savefig(path, dpi=120)

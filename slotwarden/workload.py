@@ -90,7 +90,11 @@ def make_plan(spec: WorkloadSpec = WorkloadSpec()) -> Plan:
     for _ in range(spec.requests):
         long = rng.random() < spec.long_share
         requests.append(
-            Arrival(rng.randrange(horizon), tokens(spec.long_prompt if long else spec.request_prompt), rng.randint(*spec.request_new_tokens))
+            Arrival(
+                rng.randrange(horizon),
+                tokens(spec.long_prompt if long else spec.request_prompt),
+                rng.randint(*spec.request_new_tokens),
+            )
         )
     requests.sort(key=lambda a: a.step)
     sessions = []
@@ -110,7 +114,9 @@ def make_plan(spec: WorkloadSpec = WorkloadSpec()) -> Plan:
     sessions.sort(key=lambda s: s.step)
     # aborts: planned around the busy middle of the arrivals; each fires at the first step from
     # then on that has a candidate of its kind
-    aborts = tuple(sorted((rng.randrange(horizon // 4, max(horizon // 4 + 1, 3 * horizon // 4)), kind) for kind in spec.aborts))
+    aborts = tuple(
+        sorted((rng.randrange(horizon // 4, max(horizon // 4 + 1, 3 * horizon // 4)), kind) for kind in spec.aborts)
+    )
     return Plan(spec, tuple(requests), tuple(sessions), aborts)
 
 

@@ -35,6 +35,8 @@ def test_the_scheduler_machine_catches_a_submit_without_prompt_checks(monkeypatc
     prompt is recorded or breaks a later call, and the machine finds it."""
     import slotwarden.runtime.intake as intake
 
-    monkeypatch.setattr(intake, "prompt_tokens", lambda prompt, vocab: list(prompt) if hasattr(prompt, "__iter__") else [prompt])
+    monkeypatch.setattr(
+        intake, "prompt_tokens", lambda prompt, vocab: list(prompt) if hasattr(prompt, "__iter__") else [prompt]
+    )
     result = run_machine("no prompt check", SchedulerBadInputMachine, Budget(100, 15), seed=0, shrink=False)
     assert not result.passed

@@ -58,7 +58,9 @@ def test_each_guard_is_what_refuses(name, tmp_path):
     copy = tmp_path / name
     copy.mkdir()
     (copy / "__init__.py").write_text(init.split("if __name__ !=", 1)[0])
-    out = subprocess.run([sys.executable, "-c", f"import {name}; print({name}.__name__)"], cwd=tmp_path, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", f"import {name}; print({name}.__name__)"], cwd=tmp_path, capture_output=True, text=True
+    )
     assert out.returncode == 0 and out.stdout.strip() == name, out.stderr
     (copy / "__init__.py").write_text(init.split("\nfrom ", 1)[0])  # the guard, without the imports after it
     out = subprocess.run([sys.executable, "-c", f"import {name}"], cwd=tmp_path, capture_output=True, text=True)

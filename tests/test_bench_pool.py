@@ -59,7 +59,9 @@ def test_without_sglang_ratios_are_na(tmp_path, capsys, monkeypatch):
     printed = capsys.readouterr().out
     assert "pip install --no-deps sglang==0.5.23" in printed and "n/a" in printed
     result = json.loads(out.read_text())
-    assert all(r["bookkeeping_ratio_to_sglang"] is None and r["zeroing_ratio_to_sglang"] is None for r in result["rows"])
+    assert all(
+        r["bookkeeping_ratio_to_sglang"] is None and r["zeroing_ratio_to_sglang"] is None for r in result["rows"]
+    )
     assert "sglang" not in {r["contender"] for r in result["rows"]}
 
 
@@ -99,10 +101,17 @@ def test_scaled_config_fits_the_budget():
 
 def test_a_target_reads_its_ratio_and_can_fail():
     def result(ratio):
-        rows = [{"contender": c, "n": n, "bookkeeping_ratio_to_sglang": ratio, "zeroing_ratio_to_sglang": ratio}
-                for c, n, _ in bench_pool.TARGETS]
-        return {"rows": rows + [{"contender": "strict", "n": 64, "bookkeeping_ratio_to_sglang": ratio, "zeroing_ratio_to_sglang": ratio}],
-                "ledger_bytes_per_slot": 30.0}
+        rows = [
+            {"contender": c, "n": n, "bookkeeping_ratio_to_sglang": ratio, "zeroing_ratio_to_sglang": ratio}
+            for c, n, _ in bench_pool.TARGETS
+        ]
+        return {
+            "rows": rows
+            + [
+                {"contender": "strict", "n": 64, "bookkeeping_ratio_to_sglang": ratio, "zeroing_ratio_to_sglang": ratio}
+            ],
+            "ledger_bytes_per_slot": 30.0,
+        }
 
     assert all(t["met"] for t in bench_pool.targets(result(0.5)))
     failed = [t for t in bench_pool.targets(result(5.0)) if t["met"] is False]

@@ -34,7 +34,9 @@ def test_one_row_per_workload_and_size(result):
 
 def test_targets_are_reported_at_256_only(result):
     assert result["targets"] == []  # no N=256 row in this run
-    row = dict(result["rows"][0], n=256, on_us=900.0, checking_share=9.0, checking_share_in_ledger=1.0, ledger_share=10.0)
+    row = dict(
+        result["rows"][0], n=256, on_us=900.0, checking_share=9.0, checking_share_in_ledger=1.0, ledger_share=10.0
+    )
     t = bs.targets([row])
     assert [x["met"] for x in t] == [True, True, True]
     t = bs.targets([dict(row, on_us=1500.0, checking_share_in_ledger=6.0, ledger_share=20.0)])

@@ -39,7 +39,9 @@ def test_the_seed_bug_example_fails_naming_slot_move_and_session(capsys):
     rc, out, _ = run_cli(capsys, EXAMPLES / "seed-bug.jsonl")
     assert rc == 1
     first = out.splitlines()[0]
-    assert first.startswith("first illegal move, line 10: illegal free by request 3 on slot 1 (state LENT, owner 5, lent to request 3)")
+    assert first.startswith(
+        "first illegal move, line 10: illegal free by request 3 on slot 1 (state LENT, owner 5, lent to request 3)"
+    )
     assert "belongs to session 5" in first
     assert "line 9 (step 2): lend by session 5 -> 3: PARKED (session 5) -> LENT (session 5, lent to request 3)" in out
     assert "leaks at the end (1 slot not FREE):\n  slot 1: LENT (session 5, lent to request 3)" in out
@@ -77,9 +79,15 @@ def test_the_clean_example_broken_by_one_line_fails(tmp_path, capsys, drop, expe
         ('{"step": 0, "event": "evict", "ids": [1], "actor": "request", "actor_id": 1}', "unknown event 'evict'"),
         ('{"step": 0, "event": "alloc", "ids": [1], "actor": "robot", "actor_id": 1}', "unknown actor kind 'robot'"),
         ('{"step": 0, "event": "alloc", "ids": [1]}', "missing actor, actor_id"),
-        ('{"step": 0, "event": "alloc", "ids": "1", "actor": "request", "actor_id": 1}', "ids must be a list of integers"),
-        ('{"step": -1, "event": "alloc", "ids": [1], "actor": "request", "actor_id": 1}', "step must be an integer >= 0"),
-        ('[1, 2]', "a trace line is a JSON object"),
+        (
+            '{"step": 0, "event": "alloc", "ids": "1", "actor": "request", "actor_id": 1}',
+            "ids must be a list of integers",
+        ),
+        (
+            '{"step": -1, "event": "alloc", "ids": [1], "actor": "request", "actor_id": 1}',
+            "step must be an integer >= 0",
+        ),
+        ("[1, 2]", "a trace line is a JSON object"),
         ('{"slotwarden_trace": 1, "capacity": 4}', "the header may only be the first line"),
     ],
 )

@@ -120,7 +120,15 @@ def test_lent_rollback_trace_is_the_shortest_path_to_a_lent_rollback():
     # admit, launch, complete, finish (park), submit, take (lend), and then the rollback
     v = check(SESSION, LentRollbackFrees()).violation
     assert [line.split(":")[0] for line in v.trace] == [
-        "submit(r0)", "take(r0)", "admit(r0)", "launch", "complete", "finish(r0)", "submit(r1)", "take(r1)", "rollback(r1)",
+        "submit(r0)",
+        "take(r0)",
+        "admit(r0)",
+        "launch",
+        "complete",
+        "finish(r0)",
+        "submit(r1)",
+        "take(r1)",
+        "rollback(r1)",
     ]
     assert "PARK slot 1 by r0 into s100" in v.trace[5] and "LEND slot 1 by s100 to r1" in v.trace[7]
     assert "REFUSED" in v.trace[-1] and "finish is not allowed from PARKED" in v.message

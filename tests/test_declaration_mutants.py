@@ -27,7 +27,10 @@ def added(source, event, by, dest, like):
 
 WRONG = {
     # a session closes its slot while it is lent to a running turn; the fence then frees it under the turn
-    "close while lent": (added(State.LENT_RUNNING, Event.CLOSE, Relation.OWNER, State.RELEASED, (State.PARKED, Event.CLOSE)), "borrow_safe"),
+    "close while lent": (
+        added(State.LENT_RUNNING, Event.CLOSE, Relation.OWNER, State.RELEASED, (State.PARKED, Event.CLOSE)),
+        "borrow_safe",
+    ),
     # any session lends a parked slot it does not own
     "lend by any session": (changed(State.PARKED, Event.LEND, by=Relation.NONE), "authority"),
     # any request finishes a running slot it does not own
@@ -54,8 +57,12 @@ def test_the_stage_fails_when_the_declaration_itself_is_wrong(name):
 
 def test_the_same_wrong_declarations_are_mutants_of_the_stage():
     made = {m.name for m in D.mutants()}
-    for name in ("PARKED --CLOSE [OWNER]: also from LENT_RUNNING", "PARKED --LEND [OWNER]: by NONE",
-                 "RUNNING --FINISH [OWNER]: by NONE", "RUNNING --PARK [OWNER]: owner from KEEP"):
+    for name in (
+        "PARKED --CLOSE [OWNER]: also from LENT_RUNNING",
+        "PARKED --LEND [OWNER]: by NONE",
+        "RUNNING --FINISH [OWNER]: by NONE",
+        "RUNNING --PARK [OWNER]: owner from KEEP",
+    ):
         assert name in made
 
 
@@ -73,7 +80,9 @@ def test_a_dropped_rule_the_scheduler_needs_is_killed_by_the_checker_through_the
 
 
 def test_declared_as_points_the_checker_at_the_mutant_and_back():
-    lent_rollback_frees = declare("lent rollback frees", STATES, EVENTS, changed(State.LENT, Event.ROLLBACK, dest=State.FREE))
+    lent_rollback_frees = declare(
+        "lent rollback frees", STATES, EVENTS, changed(State.LENT, Event.ROLLBACK, dest=State.FREE)
+    )
     with D.declared_as(lent_rollback_frees):
         assert D.checker_check(lent_rollback_frees, (Bounds(slots=1, requests=3, sessions=1),)) != ""
     assert D.checker_check(LIFECYCLE, (Bounds(slots=1, requests=3, sessions=1),)) == ""
@@ -89,8 +98,13 @@ def test_an_unlisted_survivor_and_a_wrongly_listed_mutant_fail_the_stage(monkeyp
 
 
 def test_the_pool_check_flags_a_freed_slot_that_names_its_owner():
-    keep_owner = changed(State.TAKEN, Event.ROLLBACK, effect=next(
-        r for r in RULES if (r.source, r.event) == (State.TAKEN, Event.ROLLBACK)).effect._replace(owner=RETURN.owner))
+    keep_owner = changed(
+        State.TAKEN,
+        Event.ROLLBACK,
+        effect=next(r for r in RULES if (r.source, r.event) == (State.TAKEN, Event.ROLLBACK)).effect._replace(
+            owner=RETURN.owner
+        ),
+    )
     wrong = declare("rollback keeps the owner", STATES, EVENTS, keep_owner)
     assert D.pool_check(wrong, ((State.TAKEN, Event.ROLLBACK),)).startswith("conserved: ROLLBACK")
 
@@ -102,7 +116,9 @@ def test_the_thorough_stage_kills_a_survivor_crosshair_does_not_confirm(monkeypa
 
     def verdict(name, lifecycle, timeout):
         bad = name == "borrow_safe"
-        return C.ProofResult(name, "", "POST_FAIL" if bad else "CONFIRMED", 0.0, "false when calling ..." if bad else "")
+        return C.ProofResult(
+            name, "", "POST_FAIL" if bad else "CONFIRMED", 0.0, "false when calling ..." if bad else ""
+        )
 
     monkeypatch.setattr(C, "prove", verdict)
     assert D.crosshair_check(LIFECYCLE, 1.0) == "borrow_safe: POST_FAIL false when calling ..."

@@ -25,7 +25,16 @@ def test_tiny_demo_exits_0_with_a_clean_audit(capsys, overlap):
     assert main(["demo", *TINY] + (["--overlap"] if overlap else [])) == 0
     out = capsys.readouterr().out
     assert "audit: clean — 6 slots, all FREE" in out
-    for word in ("steps", "tokens generated", "tokens/s", "peak slots in use", "rollbacks", "retractions", "aborts", "by the reaper"):
+    for word in (
+        "steps",
+        "tokens generated",
+        "tokens/s",
+        "peak slots in use",
+        "rollbacks",
+        "retractions",
+        "aborts",
+        "by the reaper",
+    ):
         assert word in out
 
 
@@ -84,7 +93,9 @@ def test_a_tight_pool_finishes_without_a_deadlock(seed):
     """3 slots, 6 sessions: every slot is often parked in a session whose next turn waits behind
     a request that needs a fresh slot. Admission lets those turns pass the starved request (they
     bring their own slot), so the run ends clean; strict FIFO admission stalled here."""
-    r = simulate(WorkloadSpec(sessions=6, requests=14, seed=seed), slots=3, device="cpu", progress=False, max_steps=2000)
+    r = simulate(
+        WorkloadSpec(sessions=6, requests=14, seed=seed), slots=3, device="cpu", progress=False, max_steps=2000
+    )
     assert r["clean"], r["audit"]
     assert r["sessions_closed_by_reaper"] + r["sessions_closed_by_client"] == 6
 
@@ -96,7 +107,14 @@ def test_a_stall_is_reported_not_spun(monkeypatch):
     import slotwarden.runtime.admission as admission
 
     monkeypatch.setattr(admission, "has_own_slot", lambda sched, req: False)
-    r = simulate(WorkloadSpec(sessions=6, requests=14, seed=0), slots=3, device="cpu", progress=False, max_steps=2000, stall_steps=40)
+    r = simulate(
+        WorkloadSpec(sessions=6, requests=14, seed=0),
+        slots=3,
+        device="cpu",
+        progress=False,
+        max_steps=2000,
+        stall_steps=40,
+    )
     assert not r["clean"]
     assert r["audit"].startswith("audit: FAILED — the run stopped: Stalled: no batch for 40 steps"), r["audit"]
     assert "slots {'SESSION_OWNED': 3}" in r["audit"] and "3 sessions hold a slot" in r["audit"], r["audit"]

@@ -24,7 +24,8 @@ from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.vocabulary import Event, Group, State
 
 RENDER = pytest.mark.skipif(
-    importlib.util.find_spec("pygraphviz") is None, reason="rendering needs pygraphviz (pip install 'slotwarden[render]')"
+    importlib.util.find_spec("pygraphviz") is None,
+    reason="rendering needs pygraphviz (pip install 'slotwarden[render]')",
 )
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -42,7 +43,9 @@ def drawn(svg: bytes) -> dict:
     for g in ET.fromstring(svg).iter(f"{SVG}g"):
         if g.get("class") in ("node", "edge", "cluster"):
             title = g.find(f"{SVG}title").text
-            found.setdefault((g.get("class"), title), []).extend("".join(t.itertext()).strip() for t in g.iter(f"{SVG}text"))
+            found.setdefault((g.get("class"), title), []).extend(
+                "".join(t.itertext()).strip() for t in g.iter(f"{SVG}text")
+            )
     return found
 
 
@@ -119,7 +122,9 @@ def boxes(svg: bytes) -> dict:
     """{state: (left, top, right, bottom)} of each node's outline in an SVG, in points of the
     page (graphviz translates the graph by the root group's transform)."""
     root = ET.fromstring(svg)
-    tx, ty = (float(v) for v in re.search(r"translate\(([-\d.]+) ([-\d.]+)\)", root.find(f"{SVG}g").get("transform")).groups())
+    tx, ty = (
+        float(v) for v in re.search(r"translate\(([-\d.]+) ([-\d.]+)\)", root.find(f"{SVG}g").get("transform")).groups()
+    )
     found = {}
     for g in root.iter(f"{SVG}g"):
         if g.get("class") == "node":
@@ -144,7 +149,9 @@ def blank_boxes(svg: bytes, png: bytes) -> list[str]:
     for spec in LIFECYCLE.states:
         left, top, right, bottom = where[spec.state.name]
         dx, dy = (right - left) * 0.1, (bottom - top) * 0.25  # the middle, clear of the outline
-        inside = image[int((top + dy) * scale) : int((bottom - dy) * scale), int((left + dx) * scale) : int((right - dx) * scale)]
+        inside = image[
+            int((top + dy) * scale) : int((bottom - dy) * scale), int((left + dx) * scale) : int((right - dx) * scale)
+        ]
         corner = inside[0, 0]  # the fill, whatever it is
         inked = (np.abs(inside - corner).sum(axis=2) > 150).sum()
         if inked < 20:
@@ -179,7 +186,11 @@ def test_highlight_an_event_colours_every_edge_of_it_and_nothing_else():
 @RENDER
 def test_highlight_a_state():
     text = diagram.dot(highlight=State.LENT)
-    lit = [line.strip() for line in text.splitlines() if palette.HIGHLIGHT in line and not line.strip().startswith("legend")]
+    lit = [
+        line.strip()
+        for line in text.splitlines()
+        if palette.HIGHLIGHT in line and not line.strip().startswith("legend")
+    ]
     assert len(lit) == 1 and lit[0].startswith("LENT [")
     assert "highlighted: LENT" in texts(diagram.render("svg", highlight=State.LENT))
 

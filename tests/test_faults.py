@@ -100,7 +100,9 @@ def test_when_the_engine_cannot_take_a_rollback_back_the_guard_keeps_the_slot_wh
         with pytest.raises(DeviceFault):
             guard.fire(event, ids, R1)
         frozen.check()
-    assert [guard.ledger.record(i) for i in (1, 2)] == [Slot(State.TAKEN, owner=1)] * 2  # not FREE: the engine never got them
+    assert [guard.ledger.record(i) for i in (1, 2)] == [
+        Slot(State.TAKEN, owner=1)
+    ] * 2  # not FREE: the engine never got them
     engine.failing = False
     assert guard.fire(Event.ROLLBACK, ids, R1).tolist() == [1, 2]
     assert sorted(engine.free_slots.tolist()) == [1, 2, 3, 4]

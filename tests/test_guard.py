@@ -106,7 +106,10 @@ def test_double_finish_raises_and_the_free_list_is_untouched():
     ids = running(guard, 1, R1)
     assert guard.fire(Event.FINISH, ids, R1).tolist() == []  # released: not free before the fence
     frozen = Untouched(engine, guard)
-    with pytest.raises(IllegalMove, match=r"illegal finish by request 1 on slot 1 \(state RELEASED, owner nobody\): finish is not allowed from RELEASED"):
+    with pytest.raises(
+        IllegalMove,
+        match=r"illegal finish by request 1 on slot 1 \(state RELEASED, owner nobody\): finish is not allowed from RELEASED",
+    ):
         guard.fire(Event.FINISH, ids, R1)
     frozen.check()
     assert guard.fence().tolist() == [1]
@@ -123,7 +126,10 @@ def test_rollback_after_finish_raises():
     ids = running(guard, 2, R1)
     guard.fire(Event.FINISH, ids, R1)
     frozen = Untouched(engine, guard)
-    with pytest.raises(IllegalMove, match=r"illegal rollback by request 1 on slot 1 \(state RELEASED.*rollback is not allowed from RELEASED"):
+    with pytest.raises(
+        IllegalMove,
+        match=r"illegal rollback by request 1 on slot 1 \(state RELEASED.*rollback is not allowed from RELEASED",
+    ):
         guard.fire(Event.ROLLBACK, ids, R1)
     frozen.check()
 
@@ -142,7 +148,9 @@ def test_the_engine_freeing_a_parked_session_slot_raises(event):  # PR 21404 -> 
     engine, guard = guarded()
     ids = parked(guard)  # request 1's turn parked its state in session 5: request 1 keeps no handle
     frozen = Untouched(engine, guard)
-    with pytest.raises(IllegalMove, match=rf"illegal {event.name.lower()} by request 1 on slot 1 \(state PARKED, owner 5\)"):
+    with pytest.raises(
+        IllegalMove, match=rf"illegal {event.name.lower()} by request 1 on slot 1 \(state PARKED, owner 5\)"
+    ):
         guard.fire(event, ids, R1)
     frozen.check()
 
@@ -152,7 +160,10 @@ def test_a_lent_slot_rolled_back_by_its_borrower_goes_back_to_its_session():
     ids = parked(guard)
     guard.fire(Event.LEND, ids, S5, 2)
     frozen = Untouched(engine, guard)
-    with pytest.raises(IllegalMove, match=r"illegal rollback by request 3 on slot 1 \(state LENT, owner 5, lent to request 2\): only the request it is lent to"):
+    with pytest.raises(
+        IllegalMove,
+        match=r"illegal rollback by request 3 on slot 1 \(state LENT, owner 5, lent to request 2\): only the request it is lent to",
+    ):
         guard.fire(Event.ROLLBACK, ids, R3)
     with pytest.raises(IllegalMove, match="illegal rollback by request 1 on slot 1"):
         guard.fire(Event.ROLLBACK, ids, R1)  # the turn that parked it has no handle left
@@ -170,7 +181,10 @@ def test_rollback_of_a_lent_running_slot_raises_and_finish_returns_it_to_the_ses
     guard.fire(Event.LEND, ids, S5, 2)
     guard.fire(Event.ADMIT, ids, R2)
     frozen = Untouched(engine, guard)
-    with pytest.raises(IllegalMove, match=r"illegal rollback by request 2 on slot 1 \(state LENT_RUNNING, owner 5, lent to request 2\): rollback is not allowed"):
+    with pytest.raises(
+        IllegalMove,
+        match=r"illegal rollback by request 2 on slot 1 \(state LENT_RUNNING, owner 5, lent to request 2\): rollback is not allowed",
+    ):
         guard.fire(Event.ROLLBACK, ids, R2)
     with pytest.raises(IllegalMove, match=r"only a session may fire it"):
         guard.fire(Event.CLOSE, ids, R2)

@@ -23,7 +23,11 @@ SGLANG = load_sglang_allocator()
 
 ENGINES = [
     pytest.param(FreeList, id="in-repo"),
-    pytest.param(SGLANG, id="sglang", marks=pytest.mark.skipif(SGLANG is None, reason="sglang not installed (pip install --no-deps sglang==0.5.23)")),
+    pytest.param(
+        SGLANG,
+        id="sglang",
+        marks=pytest.mark.skipif(SGLANG is None, reason="sglang not installed (pip install --no-deps sglang==0.5.23)"),
+    ),
 ]
 
 R1, R2, R3, R4 = (Actor.request(i) for i in (1, 2, 3, 4))
@@ -298,7 +302,10 @@ def test_the_howto_names_sglangs_real_attributes():
     session_src = (root / "session" / "streaming_session.py").read_text()
     howto = (Path(__file__).resolve().parents[1] / "docs" / "howto.md").read_text()
     assert "class HybridReqToTokenPool" in pool_src and "self.mamba_allocator = MambaSlotAllocator(" in pool_src
-    assert "mid = self.mamba_allocator.alloc(1)" in pool_src and "self.mamba_allocator.free(mamba_index.unsqueeze(0))" in pool_src
+    assert (
+        "mid = self.mamba_allocator.alloc(1)" in pool_src
+        and "self.mamba_allocator.free(mamba_index.unsqueeze(0))" in pool_src
+    )
     assert "def free_mamba_cache(" in pool_src and "class StreamingSession" in session_src
     named = ("take", "try_match_prefix", "try_cache_finished_req", "release_session", "_free_slot_mamba")
     for name in named:
@@ -386,7 +393,9 @@ class LedgerFirst(GuardedAllocator):
 
 
 @pytest.mark.parametrize("admitted", [False, True], ids=["rollback", "finish"])
-@pytest.mark.parametrize("cls", [GuardedAllocator, pytest.param(LedgerFirst, marks=pytest.mark.xfail(strict=True, reason="broken variant"))])
+@pytest.mark.parametrize(
+    "cls", [GuardedAllocator, pytest.param(LedgerFirst, marks=pytest.mark.xfail(strict=True, reason="broken variant"))]
+)
 def test_an_engine_free_that_raises_loses_no_slot(cls, admitted):
     engine = FailingFree(4, "cpu")
     g = cls(engine)

@@ -233,7 +233,9 @@ def test_bad_configs_are_a_typed_error(make):
 
 
 def test_a_state_dtype_the_kernels_cannot_zero_is_refused_at_construction():
-    cfg = PoolConfig(num_slots=4, layers=1, conv_dims=(4,), heads=1, head_dim=2, state_size=2, ssm_dtype=torch.float8_e4m3fn)
+    cfg = PoolConfig(
+        num_slots=4, layers=1, conv_dims=(4,), heads=1, head_dim=2, state_size=2, ssm_dtype=torch.float8_e4m3fn
+    )
     with pytest.raises(BadInput, match="cannot be zeroed or copied"):
         StatePool(cfg)
 

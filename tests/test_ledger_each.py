@@ -51,7 +51,9 @@ def test_one_call_is_one_call_per_actor(small):
 
 
 @pytest.mark.parametrize("small", [0, 16], ids=["vectorised", "per-slot"])
-@pytest.mark.parametrize("cls", [SlotLedger, pytest.param(OneActor, marks=pytest.mark.xfail(strict=True, reason="broken variant"))])
+@pytest.mark.parametrize(
+    "cls", [SlotLedger, pytest.param(OneActor, marks=pytest.mark.xfail(strict=True, reason="broken variant"))]
+)
 def test_a_refusal_names_the_slot_and_its_actor_and_changes_nothing(cls, small):
     ledger = cls(N + 2)
     ledger.small = small

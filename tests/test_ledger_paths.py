@@ -23,8 +23,20 @@ actors = st.builds(Actor, st.sampled_from(list(ActorKind)), st.integers(0, 3))
 ids = st.lists(st.integers(-1, CAP + 1), min_size=0, max_size=CAP + 1)
 ops = st.one_of(
     st.tuples(st.just("alloc"), st.integers(1, CAP), actors),
-    st.tuples(st.just("apply"), st.sampled_from([e for e in Event if e is not Event.ALLOC]), actors, ids, st.sampled_from([NOBODY, 0, 1, 2])),
-    st.tuples(st.just("apply"), st.sampled_from([e for e in Event if e is not Event.ALLOC]), actors, ids, st.sampled_from([NOBODY, 0, 1, 2])),
+    st.tuples(
+        st.just("apply"),
+        st.sampled_from([e for e in Event if e is not Event.ALLOC]),
+        actors,
+        ids,
+        st.sampled_from([NOBODY, 0, 1, 2]),
+    ),
+    st.tuples(
+        st.just("apply"),
+        st.sampled_from([e for e in Event if e is not Event.ALLOC]),
+        actors,
+        ids,
+        st.sampled_from([NOBODY, 0, 1, 2]),
+    ),
     st.tuples(st.just("launch")),
     st.tuples(st.just("fence")),
 )
@@ -53,7 +65,16 @@ def call(ledger: SlotLedger, op):
 def state(ledger: SlotLedger):
     snap = ledger.snapshot()
     recorded = [
-        (e.seq, e.event, e.actor, e.target, e.epoch, e.ids.tolist(), np.broadcast_to(e.before, e.ids.shape).tolist(), e.after.tolist())
+        (
+            e.seq,
+            e.event,
+            e.actor,
+            e.target,
+            e.epoch,
+            e.ids.tolist(),
+            np.broadcast_to(e.before, e.ids.shape).tolist(),
+            e.after.tolist(),
+        )
         for e in ledger.recorder.entries
     ]
     columns = {k: v.tolist() for k, v in snap.items() if k != "counters"}
@@ -73,14 +94,20 @@ def first_difference(program) -> str | None:
     return None
 
 
-
 # ops aimed at what the ledger holds: `None` ids mean every slot the actor holds when the op runs
 requests, sessions = st.builds(Actor.request, st.integers(0, 1)), st.builds(Actor.session, st.integers(0, 1))
 allocs = st.tuples(st.just("alloc"), st.integers(1, 3), requests)
 aimed_ops = st.one_of(
-    allocs, allocs, allocs,
-    st.tuples(st.just("apply"), st.sampled_from([Event.ADMIT, Event.ROLLBACK, Event.FINISH, Event.RETRACT, Event.ABORT]),
-              requests, st.none(), st.just(NOBODY)),
+    allocs,
+    allocs,
+    allocs,
+    st.tuples(
+        st.just("apply"),
+        st.sampled_from([Event.ADMIT, Event.ROLLBACK, Event.FINISH, Event.RETRACT, Event.ABORT]),
+        requests,
+        st.none(),
+        st.just(NOBODY),
+    ),
     st.tuples(st.just("apply"), st.just(Event.PARK), requests, st.none(), st.integers(0, 1)),
     st.tuples(st.just("apply"), st.just(Event.LEND), sessions, st.none(), st.integers(0, 1)),
     st.tuples(st.just("apply"), st.just(Event.CLOSE), sessions, st.none(), st.just(NOBODY)),
@@ -98,9 +125,17 @@ def test_both_paths_agree_on_every_call(blind, aimed):
 
 def test_a_full_lifecycle_round_agrees():
     r, s = Actor.request(1), Actor.session(7)
-    program = [("alloc", 3, r), ("apply", Event.ADMIT, r, [1, 2, 3], NOBODY), ("apply", Event.PARK, r, [1], 7),
-               ("apply", Event.LEND, s, [1], 2), ("apply", Event.FINISH, r, [2, 3], NOBODY), ("launch",), ("fence",),
-               ("apply", Event.FINISH, r, [2], NOBODY), ("apply", Event.ROLLBACK, Actor.request(2), [1], NOBODY)]
+    program = [
+        ("alloc", 3, r),
+        ("apply", Event.ADMIT, r, [1, 2, 3], NOBODY),
+        ("apply", Event.PARK, r, [1], 7),
+        ("apply", Event.LEND, s, [1], 2),
+        ("apply", Event.FINISH, r, [2, 3], NOBODY),
+        ("launch",),
+        ("fence",),
+        ("apply", Event.FINISH, r, [2], NOBODY),
+        ("apply", Event.ROLLBACK, Actor.request(2), [1], NOBODY),
+    ]
     assert first_difference(program) is None
 
 
@@ -110,22 +145,30 @@ def test_a_broken_per_slot_path_is_caught(monkeypatch, broken):
     that never gives freed slots back to the free list, or releases the fence never hears of."""
     real = ledger_module.write_slots
     if broken == "no last event":
+
         def write_slots(mv, table, ids, keys, after, event, actor_id, target, epoch):
             before = [mv.last_event[s] for s in ids]
             real(mv, table, ids, keys, after, event, actor_id, target, epoch)
             for s, b in zip(ids, before):
                 mv.last_event[s] = b
+
         monkeypatch.setattr(ledger_module, "write_slots", write_slots)
     elif broken == "free list kept":
         monkeypatch.setattr(SlotLedger, "_push_slots", lambda self, freed: None)
     else:
         monkeypatch.setattr(SlotLedger, "_note_released", lambda self, ids: None)  # the vectorised path's filing
     r = Actor.request(1)
-    program = [("alloc", 2, r), ("apply", Event.ROLLBACK, r, [1, 2], NOBODY), ("alloc", 2, r),
-               ("apply", Event.ADMIT, r, [3, 4], NOBODY), ("apply", Event.FINISH, r, [3, 4], NOBODY), ("launch",), ("fence",)]
+    program = [
+        ("alloc", 2, r),
+        ("apply", Event.ROLLBACK, r, [1, 2], NOBODY),
+        ("alloc", 2, r),
+        ("apply", Event.ADMIT, r, [3, 4], NOBODY),
+        ("apply", Event.FINISH, r, [3, 4], NOBODY),
+        ("launch",),
+        ("fence",),
+    ]
     with pytest.raises(AssertionError) if broken == "release unfiled" else nullcontext():
         assert first_difference(program) is not None
-
 
 
 def lifecycle_program(rng, length: int = 60) -> list:

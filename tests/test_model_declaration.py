@@ -24,7 +24,11 @@ def test_machine_step_and_table_agree_on_every_combination():
 
 
 def test_every_rule_is_exercised_by_some_case():
-    fired = {(c.slot.state, c.event, c.relation) for c in cases() if c.target != NOBODY or c.event not in (Event.LEND, Event.PARK)}
+    fired = {
+        (c.slot.state, c.event, c.relation)
+        for c in cases()
+        if c.target != NOBODY or c.event not in (Event.LEND, Event.PARK)
+    }
     assert {(r.source, r.event, r.by) for r in RULES} <= fired
 
 

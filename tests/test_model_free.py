@@ -27,7 +27,11 @@ def test_each_holder_frees_by_the_declared_move():
         (Slot(State.FREE), Actor.request(1), "a double free"),
         (Slot(State.RELEASED, fence=3), Actor.request(1), "already RELEASED: a double free"),
         (Slot(State.TAKEN, owner=1), Actor.request(2), "a free here is a rollback, and only its owner may rollback"),
-        (Slot(State.PARKED, owner=5), Actor.request(5), "no move of a request takes a PARKED slot .*belongs to session 5"),
+        (
+            Slot(State.PARKED, owner=5),
+            Actor.request(5),
+            "no move of a request takes a PARKED slot .*belongs to session 5",
+        ),
     ],
 )
 def test_a_free_with_no_declared_move_raises(slot, actor, words):

@@ -75,7 +75,9 @@ def test_pool_fence_frees_only_what_is_due():
     assert quiescent(P.fence(pool, 5).slots)
 
 
-@pytest.mark.parametrize("ids, why", [((0,), "pad slot"), ((-1,), "not a slot"), ((4,), "not a slot"), ((1, 1), "twice"), ((), "empty")])
+@pytest.mark.parametrize(
+    "ids, why", [((0,), "pad slot"), ((-1,), "not a slot"), ((4,), "not a slot"), ((1, 1), "twice"), ((), "empty")]
+)
 def test_pool_refuses_bad_ids(ids, why):
     pool, _ = P.alloc(P.new_pool(3), 1, Actor.request(1))
     with pytest.raises(BadSlotId, match=why):
@@ -177,4 +179,6 @@ def test_the_registry_is_the_one_source_of_words_and_predicates():
     assert SLOT_PROPERTIES == registry.texts()
     # a wrong move is named by the properties it breaks
     lent = Slot(State.LENT, owner=7, borrower=3)
-    assert registry.move_faults(lent, Event.CLOSE, Actor.session(7), NOBODY, 1, Slot(State.RELEASED, fence=1)) == ("borrow_safe",)
+    assert registry.move_faults(lent, Event.CLOSE, Actor.session(7), NOBODY, 1, Slot(State.RELEASED, fence=1)) == (
+        "borrow_safe",
+    )

@@ -26,7 +26,12 @@ EXPECTED = {  # mutant -> (checker property, where the runtime catches it)
     "rejected_turn_clears_live": ("no_orphans", "AuditFailed"),
     "overlength_abort_restores": ("legal", "IllegalCopy"),
 }
-SCRIPTED = {"queued_turn_abort_bricks", "abort_pins_lent_slot", "rejected_turn_clears_live", "overlength_abort_restores"}
+SCRIPTED = {
+    "queued_turn_abort_bricks",
+    "abort_pins_lent_slot",
+    "rejected_turn_clears_live",
+    "overlength_abort_restores",
+}
 """Their paths (an abort of a queued or lent turn at the right moment) are rare in the machine's
 random workloads: scripted scenarios below show the runtime catching each."""
 
@@ -59,7 +64,9 @@ def test_the_runtime_catches_it_under_hypothesis(mutant):
     result = run_machine(mutant.name, machine_for(mutant.cls, **mutant.needs), Budget(300, 25))
     assert not result.passed, f"{mutant.name} escaped {result.examples} examples"
     assert result.error.split(":")[0] in mutant.runtime_catch, result.error  # the expected catch
-    assert "state = " in result.trace and ("state.submit" in result.trace or "state.turn_burst" in result.trace)  # runnable steps
+    assert "state = " in result.trace and (
+        "state.submit" in result.trace or "state.turn_burst" in result.trace
+    )  # runnable steps
 
 
 def test_the_unmutated_scheduler_passes_the_same_campaign():

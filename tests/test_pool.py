@@ -76,8 +76,16 @@ def test_tensors_have_the_configured_shapes_and_dtypes():
 
 
 def test_dtypes_follow_the_config():
-    cfg = PoolConfig(num_slots=2, layers=1, conv_dims=(4,), heads=1, head_dim=2, state_size=2,
-                     conv_dtype=torch.float16, ssm_dtype=torch.bfloat16)
+    cfg = PoolConfig(
+        num_slots=2,
+        layers=1,
+        conv_dims=(4,),
+        heads=1,
+        head_dim=2,
+        state_size=2,
+        conv_dtype=torch.float16,
+        ssm_dtype=torch.bfloat16,
+    )
     pool = StatePool(cfg)
     assert pool.conv[0].dtype is torch.float16 and pool.ssm.dtype is torch.bfloat16
 
@@ -132,7 +140,9 @@ def test_alloc_of_a_bad_count_raises_and_changes_nothing(n):
 def test_alloc_by_a_session_raises_and_changes_nothing():
     pool = populated()
     frozen = Frozen(pool)
-    with pytest.raises(IllegalMove, match=r"illegal alloc by session 5 on slot 7 \(state FREE, owner nobody\): only a request"):
+    with pytest.raises(
+        IllegalMove, match=r"illegal alloc by session 5 on slot 7 \(state FREE, owner nobody\): only a request"
+    ):
         pool.alloc(1, S5)
     assert frozen.unchanged()
 
@@ -154,9 +164,21 @@ def test_copy_copies_state_between_slots_the_actor_holds():
 @pytest.mark.parametrize(
     "src, dst, actor, error, text",
     [
-        ([7], [1], R1, IllegalCopy, r"illegal copy by request 1 with slot 7 \(state FREE, owner nobody\): a slot that nobody holds cannot be copied from"),
+        (
+            [7],
+            [1],
+            R1,
+            IllegalCopy,
+            r"illegal copy by request 1 with slot 7 \(state FREE, owner nobody\): a slot that nobody holds cannot be copied from",
+        ),
         ([6], [1], R1, IllegalCopy, r"slot 6 \(state RELEASED, owner nobody\): a slot that nobody holds"),
-        ([1], [4], R1, IllegalCopy, r"illegal copy by request 1 with slot 4 \(state PARKED, owner 5\): copy into a slot request 1 does not hold"),
+        (
+            [1],
+            [4],
+            R1,
+            IllegalCopy,
+            r"illegal copy by request 1 with slot 4 \(state PARKED, owner 5\): copy into a slot request 1 does not hold",
+        ),
         ([1], [7], R1, IllegalCopy, r"slot 7 \(state FREE, owner nobody\): copy into a slot"),
         ([1], [2], R2, IllegalCopy, r"slot 2 \(state RUNNING, owner 1\): copy into a slot request 2 does not hold"),
         ([1, 2], [3], R1, BadSlotId, r"copy of 2 slots into 1"),
@@ -287,43 +309,121 @@ def test_the_error_message_carries_the_slots_history():
 # -- bad input: typed errors, and nothing changes ----------------------------------------------
 BAD = [
     # (name, call, error type, text the message must hold)
-    ("out of range", lambda p: p.finish([9], R1), BadSlotId, "bad slot id 9 for finish by request 1: not a slot of a pool of 8"),
-    ("far out of range", lambda p: p.finish(torch.tensor([1, 2, 1000]), R1), BadSlotId, "bad slot id 1000 for finish by request 1"),
-    ("pad slot", lambda p: p.finish([0], R1), BadSlotId, "bad slot id 0 for finish by request 1: slot 0 is the pad slot"),
+    (
+        "out of range",
+        lambda p: p.finish([9], R1),
+        BadSlotId,
+        "bad slot id 9 for finish by request 1: not a slot of a pool of 8",
+    ),
+    (
+        "far out of range",
+        lambda p: p.finish(torch.tensor([1, 2, 1000]), R1),
+        BadSlotId,
+        "bad slot id 1000 for finish by request 1",
+    ),
+    (
+        "pad slot",
+        lambda p: p.finish([0], R1),
+        BadSlotId,
+        "bad slot id 0 for finish by request 1: slot 0 is the pad slot",
+    ),
     ("pad slot in a batch", lambda p: p.finish([1, 0, 2], R1), BadSlotId, "bad slot id 0 for finish"),
     ("negative", lambda p: p.finish([-3], R1), BadSlotId, "bad slot id -3 for finish by request 1"),
     ("sentinel", lambda p: p.finish(torch.tensor([1, -1]), R1), BadSlotId, "bad slot id -1 for finish by request 1"),
     ("sentinel rollback", lambda p: p.rollback([-1], R7), BadSlotId, "bad slot id -1 for rollback by request 7"),
-    ("float tensor", lambda p: p.finish(torch.tensor([1.0]), R1), BadSlotId, "slot ids must be integers, not torch.float32"),
+    (
+        "float tensor",
+        lambda p: p.finish(torch.tensor([1.0]), R1),
+        BadSlotId,
+        "slot ids must be integers, not torch.float32",
+    ),
     ("list of floats", lambda p: p.finish([1.0, 2.0], R1), BadSlotId, "slot ids must be integers, not float64"),
-    ("bool tensor", lambda p: p.finish(torch.tensor([True, False]), R1), BadSlotId, "slot ids must be integers, not torch.bool"),
+    (
+        "bool tensor",
+        lambda p: p.finish(torch.tensor([True, False]), R1),
+        BadSlotId,
+        "slot ids must be integers, not torch.bool",
+    ),
     ("bool list", lambda p: p.finish([True], R1), BadSlotId, "must be integers"),
     ("strings", lambda p: p.finish(["1"], R1), BadSlotId, "must be integers"),
     ("empty list", lambda p: p.finish([], R1), BadSlotId, "bad slot id None for finish by request 1: an empty batch"),
     ("empty tensor", lambda p: p.finish(torch.empty(0, dtype=torch.int64), R1), BadSlotId, "an empty batch"),
-    ("duplicates", lambda p: p.finish([1, 2, 1], R1), BadSlotId, "bad slot id 1 for finish by request 1: named twice in one batch"),
+    (
+        "duplicates",
+        lambda p: p.finish([1, 2, 1], R1),
+        BadSlotId,
+        "bad slot id 1 for finish by request 1: named twice in one batch",
+    ),
     ("duplicates beyond capacity", lambda p: p.finish([1] * 20, R1), BadSlotId, "named twice in one batch"),
-    ("session fires finish", lambda p: p.fire(Event.FINISH, [1], S5), IllegalMove,
-     "illegal finish by session 5 on slot 1 (state RUNNING, owner 1): only a request may fire it"),
-    ("request fires close", lambda p: p.fire(Event.CLOSE, [4], Actor.request(5)), IllegalMove,
-     "illegal close by request 5 on slot 4 (state PARKED, owner 5): only a session may fire it"),
-    ("request fires a fence", lambda p: p.fire(Event.FENCE, [6], R1), IllegalMove, "illegal fence by request 1 on slot 6"),
-    ("wrong owner", lambda p: p.finish([1], R2), IllegalMove,
-     "illegal finish by request 2 on slot 1 (state RUNNING, owner 1): only its owner may finish a RUNNING slot"),
-    ("not the borrower", lambda p: p.rollback([5], R2), IllegalMove,
-     "illegal rollback by request 2 on slot 5 (state LENT, owner 6, lent to request 7): only the request it is lent to may rollback"),
-    ("lend without target", lambda p: p.fire(Event.LEND, [4], S5), IllegalMove,
-     "illegal lend by session 5 on slot 4 (state PARKED, owner 5): it needs the request it is for"),
+    (
+        "session fires finish",
+        lambda p: p.fire(Event.FINISH, [1], S5),
+        IllegalMove,
+        "illegal finish by session 5 on slot 1 (state RUNNING, owner 1): only a request may fire it",
+    ),
+    (
+        "request fires close",
+        lambda p: p.fire(Event.CLOSE, [4], Actor.request(5)),
+        IllegalMove,
+        "illegal close by request 5 on slot 4 (state PARKED, owner 5): only a session may fire it",
+    ),
+    (
+        "request fires a fence",
+        lambda p: p.fire(Event.FENCE, [6], R1),
+        IllegalMove,
+        "illegal fence by request 1 on slot 6",
+    ),
+    (
+        "wrong owner",
+        lambda p: p.finish([1], R2),
+        IllegalMove,
+        "illegal finish by request 2 on slot 1 (state RUNNING, owner 1): only its owner may finish a RUNNING slot",
+    ),
+    (
+        "not the borrower",
+        lambda p: p.rollback([5], R2),
+        IllegalMove,
+        "illegal rollback by request 2 on slot 5 (state LENT, owner 6, lent to request 7): only the request it is lent to may rollback",
+    ),
+    (
+        "lend without target",
+        lambda p: p.fire(Event.LEND, [4], S5),
+        IllegalMove,
+        "illegal lend by session 5 on slot 4 (state PARKED, owner 5): it needs the request it is for",
+    ),
     ("lend to the sentinel", lambda p: p.lend([4], S5, -1), IllegalMove, "it needs the request it is for"),
     ("park without target", lambda p: p.fire(Event.PARK, [1], R1), IllegalMove, "it needs the session it is for"),
-    ("lend by another session", lambda p: p.lend([4], S6, 2), IllegalMove, "illegal lend by session 6 on slot 4 (state PARKED, owner 5)"),
-    ("double finish", lambda p: p.finish([6], Actor.request(4)), IllegalMove,
-     "illegal finish by request 4 on slot 6 (state RELEASED, owner nobody): finish is not allowed from RELEASED"),
-    ("finish a free slot", lambda p: p.finish([7], R1), IllegalMove, "slot 7 (state FREE, owner nobody): finish is not allowed from FREE"),
+    (
+        "lend by another session",
+        lambda p: p.lend([4], S6, 2),
+        IllegalMove,
+        "illegal lend by session 6 on slot 4 (state PARKED, owner 5)",
+    ),
+    (
+        "double finish",
+        lambda p: p.finish([6], Actor.request(4)),
+        IllegalMove,
+        "illegal finish by request 4 on slot 6 (state RELEASED, owner nobody): finish is not allowed from RELEASED",
+    ),
+    (
+        "finish a free slot",
+        lambda p: p.finish([7], R1),
+        IllegalMove,
+        "slot 7 (state FREE, owner nobody): finish is not allowed from FREE",
+    ),
     ("rollback a running slot", lambda p: p.rollback([1], R1), IllegalMove, "rollback is not allowed from RUNNING"),
-    ("close with a turn in flight", lambda p: p.close(S6), IllegalMove,
-     "illegal close by session 6 on slot 5 (state LENT, owner 6, lent to request 7): close is not allowed from LENT"),
-    ("one illegal slot in a batch", lambda p: p.finish([1, 2, 7, 3], R1), IllegalMove, "illegal finish by request 1 on slot 7 (state FREE"),
+    (
+        "close with a turn in flight",
+        lambda p: p.close(S6),
+        IllegalMove,
+        "illegal close by session 6 on slot 5 (state LENT, owner 6, lent to request 7): close is not allowed from LENT",
+    ),
+    (
+        "one illegal slot in a batch",
+        lambda p: p.finish([1, 2, 7, 3], R1),
+        IllegalMove,
+        "illegal finish by request 1 on slot 7 (state FREE",
+    ),
     ("alloc named by id", lambda p: p.fire(Event.ALLOC, [7], R1), BadSlotId, "alloc takes a count here"),
     ("early fence event", lambda p: p.fire(Event.FENCE, [6], Actor.fence(1)), LifecycleError, "fence of step 1"),
 ]

@@ -190,7 +190,11 @@ def op_for(draw, model: M.Pool):
     if draw(st.sampled_from(["one record"] * 4 + ["all it holds"])) == "all it holds":
         # what an engine does for a request or a session: one event on every slot it has a claim on
         rec = model.slots[draw(st.sampled_from(held)) - 1]
-        actor = Actor.session(rec.owner) if rec.state in (State.PARKED, State.LENT, State.LENT_RUNNING) else Actor.request(rec.owner)
+        actor = (
+            Actor.session(rec.owner)
+            if rec.state in (State.PARKED, State.LENT, State.LENT_RUNNING)
+            else Actor.request(rec.owner)
+        )
         if rec.borrower != NOBODY and draw(st.booleans()):
             actor = Actor.request(rec.borrower)
         ids = draw(st.permutations(sorted(holdings(model.slots, actor)) or [1]))

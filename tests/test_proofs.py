@@ -63,7 +63,9 @@ WRONG_FOR = {  # proof: a declaration wrong in the way its property forbids
     "conserved": _changed(  # a rolled-back candidate's slot is free yet still names its owner
         State.TAKEN, Event.ROLLBACK, effect=_rule(State.TAKEN, Event.ROLLBACK).effect._replace(owner=RETURN.owner)
     ),
-    "quiescent": tuple(r for r in RULES if (r.source, r.event) != (State.TAKEN, Event.ABORT)),  # a candidate cannot let go
+    "quiescent": tuple(
+        r for r in RULES if (r.source, r.event) != (State.TAKEN, Event.ABORT)
+    ),  # a candidate cannot let go
     "freed_once": _also_from(State.RELEASED, (State.FREE, Event.ALLOC)),  # a released slot taken before its fence
     "exclusive": _changed(  # a taken slot carries the epoch as a fence
         State.FREE, Event.ALLOC, effect=_rule(State.FREE, Event.ALLOC).effect._replace(fence=Source.EPOCH)
@@ -76,4 +78,3 @@ def test_each_proof_fails_on_a_declaration_its_property_forbids(name):
     wrong = declare(f"wrong for {name}", STATES, EVENTS, WRONG_FOR[name])
     result = prove(name, wrong, timeout=TIMEOUT)
     assert result.verdict == "POST_FAIL", result.message
-

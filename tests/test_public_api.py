@@ -93,7 +93,10 @@ def test_events_are_fired_event_first_with_an_int_target():
     pool = StatePool(pool_config(SMALL, 2))
     guard = LedgerGuard(FreeList(2), 2)
     request = Actor.request(1)
-    for fire, ledger, ids in ((pool.fire, pool.ledger, pool.alloc(1, request)), (guard.fire, guard.ledger, guard.alloc(1, request))):
+    for fire, ledger, ids in (
+        (pool.fire, pool.ledger, pool.alloc(1, request)),
+        (guard.fire, guard.ledger, guard.alloc(1, request)),
+    ):
         fire(Event.ADMIT, ids, request)
         before = ledger.snapshot()
         with pytest.raises(LifecycleError, match="target"):

@@ -65,7 +65,9 @@ def test_cheap_shell_lines_run(command):
 def test_a_broken_snippet_fails():
     """The same extraction and run, on a quick start whose snippet no longer matches the code
     (the old argument order of `LedgerGuard.fire`), fails."""
-    broken = TEXT.replace("guard.fire(Event.ROLLBACK, ids, Actor.request(1))", "guard.fire(ids, Event.ROLLBACK, Actor.request(1))")
+    broken = TEXT.replace(
+        "guard.fire(Event.ROLLBACK, ids, Actor.request(1))", "guard.fire(ids, Event.ROLLBACK, Actor.request(1))"
+    )
     assert broken != TEXT
     block = next(b for b in blocks(broken, "python") if "LedgerGuard" in b)
     with pytest.raises(Exception):

@@ -58,7 +58,9 @@ def retracted_turn_scenario():
     turn runs on the lent slot and is retracted (once) to feed B; then A's turn finishes.
     Returns (A's turn, the tokens A's session fed before it, the slot state when it finished,
     whether a session turn was retracted)."""
-    sched = build(MODEL, slots=1, cls=recording(Scheduler), token_budget=2, chunk_size=1, max_running=2, retract_after=1)
+    sched = build(
+        MODEL, slots=1, cls=recording(Scheduler), token_budget=2, chunk_size=1, max_running=2, retract_after=1
+    )
     a = sched.open_session()
     first = sched.requests[sched.submit([1, 2], 2, session=a)]  # kept: ended requests leave the table
     sched.run(50)

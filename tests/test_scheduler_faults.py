@@ -15,7 +15,21 @@ from slotwarden.model.vocabulary import Group
 from slotwarden.runtime.build import build
 from slotwarden.runtime.scheduler import Scheduler, SchedulerBroken, StepFailed
 
-POOL_CALLS = ("alloc", "lend", "admit", "rollback", "zero", "retract", "finish", "park", "abort", "close", "launch", "fence", "on_device")
+POOL_CALLS = (
+    "alloc",
+    "lend",
+    "admit",
+    "rollback",
+    "zero",
+    "retract",
+    "finish",
+    "park",
+    "abort",
+    "close",
+    "launch",
+    "fence",
+    "on_device",
+)
 MODEL = TinyMamba(TinyMambaConfig(layers=1, dtype=torch.float64))  # one layer: cheap, still exact
 CONFIG = dict(token_budget=3, chunk_size=2, max_running=2, retract_after=1)
 TURNS = [([1, 2], 1), ([4], 3), ([6], 1)]  # the second is aborted once it has a token
@@ -122,7 +136,9 @@ def reference():
         outputs = {k: r.output for k, r in results.items()}
         assert logs.setdefault("outputs", outputs) == outputs
         logs[overlap] = injector.log
-    assert {"pool.retract", "pool.zero", "pool.abort", "pool.rollback", "pool.lend", "pool.park", "pool.close"} <= set(logs[False])
+    assert {"pool.retract", "pool.zero", "pool.abort", "pool.rollback", "pool.lend", "pool.park", "pool.close"} <= set(
+        logs[False]
+    )
     _, whole, _ = drive(faulty_scheduler(Injector(), overlap=False), abort=False)
     logs["outputs"][rids[1]] = whole[rids[1]].output  # what the aborted turn would have said: it says a prefix
     return logs
@@ -140,7 +156,11 @@ def fault_points(log):
         chosen = sorted({ats[0], ats[len(ats) // 3], ats[2 * len(ats) // 3], ats[-1]})
         for i, at in enumerate(chosen):
             for j, when in enumerate(("before", "after")):
-                excs = (RuntimeError, KeyboardInterrupt) if len(ats) == 1 else ((RuntimeError, KeyboardInterrupt)[(i + j) % 2],)
+                excs = (
+                    (RuntimeError, KeyboardInterrupt)
+                    if len(ats) == 1
+                    else ((RuntimeError, KeyboardInterrupt)[(i + j) % 2],)
+                )
                 points += [(at, when, exc) for exc in excs]
     return points
 
@@ -149,11 +169,19 @@ def check_outcome(sched, injector, rids, results, seen, reference):
     """The contract, for one injected fault; returns which of its outcomes it was."""
     assert injector.fired and seen, "the fault was injected and raised to the caller"
     first = seen[0]
-    assert isinstance(first, injector.exc) or isinstance(first, StepFailed) and isinstance(first.__cause__, injector.exc), first
+    assert (
+        isinstance(first, injector.exc) or isinstance(first, StepFailed) and isinstance(first.__cause__, injector.exc)
+    ), first
     if sched.broken is not None:
         assert repr(seen[-1].__cause__ or seen[-1]) in str(sched.broken) or "injected" in str(sched.broken)
-        for call in (sched.step, sched.run, sched.open_session, lambda: sched.submit([1], 1),
-                     lambda: sched.abort(0), lambda: sched.close_session(0)):
+        for call in (
+            sched.step,
+            sched.run,
+            sched.open_session,
+            lambda: sched.submit([1], 1),
+            lambda: sched.abort(0),
+            lambda: sched.close_session(0),
+        ):
             with pytest.raises(SchedulerBroken):
                 call()
         for r in results.values():  # what was handed back before the break is still right
@@ -165,13 +193,19 @@ def check_outcome(sched, injector, rids, results, seen, reference):
     # a session turn that failed changed its session's history (reported): its later turns differ
     changed = {r.session for r in results.values() if "failed" in r.reason and r.session is not None}
     for rid, r in sorted(results.items()):
-        if r.session in changed and rid > min(x.rid for x in results.values() if "failed" in x.reason and x.session == r.session):
+        if r.session in changed and rid > min(
+            x.rid for x in results.values() if "failed" in x.reason and x.session == r.session
+        ):
             continue
         if r.reason == "length" and rid != rids[1]:
             assert r.output == reference[rid], f"request {rid}: {r.output} != {reference[rid]} after {injector.fired}"
         else:
-            assert r.reason == "abort" and rid == rids[1] or "failed" in r.reason and injector.fired.startswith("model."), r.reason
-            assert r.output == reference[rid][: len(r.output)], f"request {rid}: {r.output} not a prefix of {reference[rid]}"
+            assert (
+                r.reason == "abort" and rid == rids[1] or "failed" in r.reason and injector.fired.startswith("model.")
+            ), r.reason
+            assert r.output == reference[rid][: len(r.output)], (
+                f"request {rid}: {r.output} not a prefix of {reference[rid]}"
+            )
             failed = failed or "failed" in r.reason
     audit = sched.check_audit()
     assert audit.clean and audit.counts[Group.FREE] == sched.pool.capacity
@@ -217,8 +251,14 @@ def test_a_fault_while_ending_a_failed_step_breaks_it_for_good():
     with pytest.raises(KeyboardInterrupt):
         sched.step()
     assert sched.broken is not None
-    for call in (sched.step, sched.run, sched.open_session, lambda: sched.submit([1], 1),
-                 lambda: sched.abort(first), lambda: sched.close_session(0)):
+    for call in (
+        sched.step,
+        sched.run,
+        sched.open_session,
+        lambda: sched.submit([1], 1),
+        lambda: sched.abort(first),
+        lambda: sched.close_session(0),
+    ):
         with pytest.raises(SchedulerBroken, match=r"KeyboardInterrupt.*ending the requests of failed step 1"):
             call()
     assert isinstance(sched.broken.__cause__, KeyboardInterrupt)

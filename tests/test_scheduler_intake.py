@@ -78,7 +78,9 @@ def test_a_bad_budget_is_refused(busy, budget):
 
 def test_a_refusal_names_the_bad_token_and_where_it_is():
     sched = make_scheduler(slots=1)
-    with pytest.raises(BadRequest, match=rf"prompt token {VOCAB} at position 1 is outside the vocabulary 0..{VOCAB - 1}"):
+    with pytest.raises(
+        BadRequest, match=rf"prompt token {VOCAB} at position 1 is outside the vocabulary 0..{VOCAB - 1}"
+    ):
         sched.submit([1, VOCAB], 1)
 
 

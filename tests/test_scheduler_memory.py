@@ -8,7 +8,6 @@ import tracemalloc
 import weakref
 from collections import deque
 
-import torch
 
 from slotwarden.bench_scheduler import StubModel
 from slotwarden.runtime.build import build

@@ -86,7 +86,11 @@ def test_the_guard_is_single_threaded_too():
     seen = []
 
     def worker():
-        for call in (lambda: guard.alloc(1, Actor.request(2)), lambda: guard.fire(Event.ROLLBACK, [1], Actor.request(1)), guard.fence):
+        for call in (
+            lambda: guard.alloc(1, Actor.request(2)),
+            lambda: guard.fire(Event.ROLLBACK, [1], Actor.request(1)),
+            guard.fence,
+        ):
             try:
                 call()
             except WrongThread:

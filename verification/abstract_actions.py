@@ -387,7 +387,6 @@ def successors(world: World, policy: Policy, overlap: bool) -> Iterator[Outcome]
                 yield out
 
 
-
 ACTIONS = {  # every action by name, for callers that drive the model one action at a time
     "submit": _submit, "take": _take, "admit": _admit, "rollback": _rollback, "finish": _finish,
     "retract": _retract, "abort": _abort, "close": _close,

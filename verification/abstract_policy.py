@@ -116,4 +116,3 @@ class Policy:
         if s.handle is None:
             return ()
         return (Fire(Event.CLOSE, ses_actor(s), (s.handle,)),)
-

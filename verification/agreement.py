@@ -128,8 +128,6 @@ def judge(lifecycle: Lifecycle = LIFECYCLE) -> list[Verdict]:
     return verdicts
 
 
-
-
 # -- the runtime's own code path -----------------------------------------------------------------
 class RuntimeVerdict(NamedTuple):
     """What a real `SlotLedger` did with one case, next to what `step()` says."""
@@ -162,7 +160,12 @@ def _runtime_ledger(case: Case, check: str, free_list: bool, make, path: str = "
         ledger.launch()
     ledger.fence()
     c = ledger.cols
-    c.state[1], c.owner[1], c.borrower[1], c.fence[1] = int(case.slot.state), case.slot.owner, case.slot.borrower, case.slot.fence
+    c.state[1], c.owner[1], c.borrower[1], c.fence[1] = (
+        int(case.slot.state),
+        case.slot.owner,
+        case.slot.borrower,
+        case.slot.fence,
+    )
     if free_list and case.slot.state is not State.FREE:
         ledger._count = 0  # slot 1 left the free list when it left FREE
     return ledger
@@ -195,7 +198,9 @@ def by_runtime(case: Case, check: str, free_list: bool, make=None, path: str = "
     runtime = None if refused or code == ILLEGAL else ledger.record(1)
     problems = []
     if (model is None) != (runtime is None):
-        problems.append(f"model {'refuses' if model is None else 'allows'}, runtime {'refuses (' + refused + ')' if refused else 'allows'}")
+        problems.append(
+            f"model {'refuses' if model is None else 'allows'}, runtime {'refuses (' + refused + ')' if refused else 'allows'}"
+        )
     elif model is not None and model != runtime:
         problems.append(f"model gives {model}, runtime {runtime}")
     if refused:

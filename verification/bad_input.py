@@ -56,14 +56,29 @@ arrays = st.one_of(
     st.lists(small, min_size=1, max_size=2).map(lambda v: np.array([v])),
 )
 junk = st.one_of(
-    st.none(), st.booleans(), small, huge, floats, st.text(max_size=3), st.binary(max_size=2),
+    st.none(),
+    st.booleans(),
+    small,
+    huge,
+    floats,
+    st.text(max_size=3),
+    st.binary(max_size=2),
     st.lists(st.one_of(small, st.booleans(), floats, st.none()), max_size=4),
-    st.lists(small, max_size=3).map(tuple), st.lists(small, max_size=3).map(set),
-    st.just([1, [2, 3]]), st.just({1: 2}), st.builds(object), tensors, arrays,
+    st.lists(small, max_size=3).map(tuple),
+    st.lists(small, max_size=3).map(set),
+    st.just([1, [2, 3]]),
+    st.just({1: 2}),
+    st.builds(object),
+    tensors,
+    arrays,
 )
 good_ids = st.lists(st.integers(1, 4), min_size=1, max_size=3)
 good_actors = st.builds(Actor, st.sampled_from(list(ActorKind)), st.integers(0, 3))
-junk_actors = st.one_of(st.builds(Actor, st.one_of(small, junk), st.integers(0, 3)), st.builds(Actor, st.sampled_from(list(ActorKind)), st.one_of(small, huge, floats, junk)), junk)
+junk_actors = st.one_of(
+    st.builds(Actor, st.one_of(small, junk), st.integers(0, 3)),
+    st.builds(Actor, st.sampled_from(list(ActorKind)), st.one_of(small, huge, floats, junk)),
+    junk,
+)
 # each argument: what a call may legally take (events also as their number), and junk for it
 GOOD = dict(
     event=st.one_of(st.sampled_from(list(Event)), st.integers(0, len(Event) - 1)),
@@ -125,8 +140,14 @@ class BadInputMachine(RuleBasedStateMachine):
     # -- the contract ----------------------------------------------------------------------------
     def snapshot(self):
         led, gled = self.pool.ledger, self.guard.ledger
-        return (led.snapshot(), [t.clone() for t in self.pool.tensors], led.recorder.seq,
-                gled.snapshot(), self.engine.free_slots.clone(), gled.recorder.seq)
+        return (
+            led.snapshot(),
+            [t.clone() for t in self.pool.tensors],
+            led.recorder.seq,
+            gled.snapshot(),
+            self.engine.free_slots.clone(),
+            gled.recorder.seq,
+        )
 
     def call(self, what: str, thunk) -> None:
         before = self.snapshot()
@@ -273,7 +294,9 @@ class BadInputMachine(RuleBasedStateMachine):
 
 
 # -- the scheduler's edge ------------------------------------------------------------------------
-prompts = st.one_of(st.lists(st.integers(0, 63), min_size=1, max_size=4), junk, st.lists(st.integers(-5, 100), max_size=3))
+prompts = st.one_of(
+    st.lists(st.integers(0, 63), min_size=1, max_size=4), junk, st.lists(st.integers(-5, 100), max_size=3)
+)
 token_counts = st.one_of(st.integers(1, 3), junk)
 request_ids = st.one_of(st.integers(-1, 8), junk)
 
@@ -281,7 +304,13 @@ request_ids = st.one_of(st.integers(-1, 8), junk)
 class SchedulerBadInputMachine(RuleBasedStateMachine):
     """Junk at the scheduler's user-facing calls, between legal submits and steps."""
 
-    scheduler_errors: tuple = (LifecycleError, BadRequest, UnknownRequest, UnknownSession, SessionClosed)  # refusals at the door
+    scheduler_errors: tuple = (
+        LifecycleError,
+        BadRequest,
+        UnknownRequest,
+        UnknownSession,
+        SessionClosed,
+    )  # refusals at the door
 
     @initialize(slots=st.integers(1, 3), overlap=st.booleans())
     def setup(self, slots, overlap):
@@ -289,8 +318,14 @@ class SchedulerBadInputMachine(RuleBasedStateMachine):
 
     def snapshot(self):
         s = self.sched
-        return (s.pool.ledger.snapshot(), sorted(s.requests), sorted((k, v.status) for k, v in s.sessions.items()),
-                [r.rid for r in s.waiting], [r.rid for r in s.running], {k: (r.phase, len(r.output)) for k, r in s.requests.items()})
+        return (
+            s.pool.ledger.snapshot(),
+            sorted(s.requests),
+            sorted((k, v.status) for k, v in s.sessions.items()),
+            [r.rid for r in s.waiting],
+            [r.rid for r in s.running],
+            {k: (r.phase, len(r.output)) for k, r in s.requests.items()},
+        )
 
     def call(self, what: str, thunk) -> None:
         before = self.snapshot()
@@ -303,7 +338,9 @@ class SchedulerBadInputMachine(RuleBasedStateMachine):
 
     @rule(prompt=prompts, new=token_counts, session=st.one_of(st.none(), request_ids))
     def submit(self, prompt, new, session):
-        self.call(f"submit({prompt!r}, {new!r}, session={session!r})", lambda: self.sched.submit(prompt, new, session=session))
+        self.call(
+            f"submit({prompt!r}, {new!r}, session={session!r})", lambda: self.sched.submit(prompt, new, session=session)
+        )
 
     @rule(rid=request_ids)
     def abort(self, rid):

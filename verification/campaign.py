@@ -37,7 +37,9 @@ _SHRINK = (Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink)  # no `exp
 _AT_CALL = ("IllegalMove", "BadSlotId", "FenceError", "IllegalCopy")
 
 
-def run_machine(name: str, machine: type, budget: Budget, seed: int | None = None, shrink: bool = True) -> CampaignResult:
+def run_machine(
+    name: str, machine: type, budget: Budget, seed: int | None = None, shrink: bool = True
+) -> CampaignResult:
     """Run `machine` for `budget`; never raises for a failing machine, reports it.
 
     Two passes: the search (no shrinking) gives the time and number of examples to the first

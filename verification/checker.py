@@ -86,9 +86,15 @@ def _deferred_close_runs(world: World, out: Outcome) -> bool:
 
 GOALS = (
     Goal("lent_rolled_back", "a lent slot is rolled back to its session", _lent_rolled_back),
-    Goal("release_waits_for_fence", "a released slot waits for the fence of a step in flight", _release_waits_under_a_step),
+    Goal(
+        "release_waits_for_fence",
+        "a released slot waits for the fence of a step in flight",
+        _release_waits_under_a_step,
+    ),
     Goal("close_deferred", "a session is closed while its turn is in flight: the close is deferred", _close_deferred),
-    Goal("deferred_close_runs", "a deferred close releases the session's slot when its turn ends", _deferred_close_runs),
+    Goal(
+        "deferred_close_runs", "a deferred close releases the session's slot when its turn ends", _deferred_close_runs
+    ),
 )
 
 UNREACHABLE = {  # (source, event, relation) -> why no action of the abstract scheduler fires it
@@ -149,7 +155,9 @@ class Coverage(NamedTuple):
         return text
 
 
-def coverage(results: Iterable[CheckResult], lifecycle: Lifecycle = LIFECYCLE, unreachable: dict = UNREACHABLE) -> Coverage:
+def coverage(
+    results: Iterable[CheckResult], lifecycle: Lifecycle = LIFECYCLE, unreachable: dict = UNREACHABLE
+) -> Coverage:
     """Judge the rules fired and goals reached over `results` (the bounds of one run)."""
     results = list(results)
     fired = frozenset().union(*(r.rules for r in results))
@@ -319,7 +327,9 @@ def _stuck_message(world: World) -> str:
     return f"no action is enabled in {show_world(world)}"
 
 
-def _violation(prop: str, parents: dict, wkey, last: Outcome | None, policy: Policy, bounds: Bounds, keyof) -> Violation:
+def _violation(
+    prop: str, parents: dict, wkey, last: Outcome | None, policy: Policy, bounds: Bounds, keyof
+) -> Violation:
     """The violation `prop` met at the world stored as `wkey` (or by its outcome `last`), with
     its trace: the path of keys back to the initial world, replayed forward from the initial
     world (each step: the first enabled action whose next world has the next key), so every
@@ -331,7 +341,9 @@ def _violation(prop: str, parents: dict, wkey, last: Outcome | None, policy: Pol
     path.reverse()
     world, lines = initial(bounds), []
     for nkey in path[1:]:
-        out = next(o for o in successors(world, policy, bounds.overlap) if o.world is not None and keyof(o.world) == nkey)
+        out = next(
+            o for o in successors(world, policy, bounds.overlap) if o.world is not None and keyof(o.world) == nkey
+        )
         lines.append(describe(out))
         world = out.world
     if last is None:

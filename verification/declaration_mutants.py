@@ -87,7 +87,11 @@ def mutants(rules: tuple = RULES) -> Iterator[Mutant]:
 
 # -- the finite domain -------------------------------------------------------------------------
 IDS = (0, 1)
-ACTORS = tuple(Actor.request(i) for i in IDS) + tuple(Actor.session(i) for i in IDS) + tuple(Actor.fence(i) for i in (0, 1, 2))
+ACTORS = (
+    tuple(Actor.request(i) for i in IDS)
+    + tuple(Actor.session(i) for i in IDS)
+    + tuple(Actor.fence(i) for i in (0, 1, 2))
+)
 TARGETS = (NOBODY,) + IDS
 EPOCHS = (0, 1, 2)
 POOL_ACTORS = tuple(k(i) for k in (Actor.request, Actor.session) for i in (7, 8)) + ACTORS[-3:]
@@ -371,14 +375,18 @@ def detail(r: StageResult) -> dict:
 
 def matrix_lines(detail: dict) -> list:
     """The kill matrix as a markdown table: one row per declared rule, one column per check."""
-    lines = ["| rule | mutants | " + " | ".join(KILLERS) + " | equivalent | survived, unlisted |",
-             "|---|" + "---:|" * (len(KILLERS) + 3)]
+    lines = [
+        "| rule | mutants | " + " | ".join(KILLERS) + " | equivalent | survived, unlisted |",
+        "|---|" + "---:|" * (len(KILLERS) + 3),
+    ]
     for rule in RULES:
         mine = [k for k in detail["kills"] if k["mutant"].startswith(_label(rule) + ":")]
         cells = [sum(k["killed_by"] == by for k in mine) for by in KILLERS]
         equivalent = sum(not k["killed_by"] and k["mutant"] in detail["equivalent"] for k in mine)
         unlisted = sum(not k["killed_by"] and k["mutant"] not in detail["equivalent"] for k in mine)
-        lines.append(f"| {_label(rule)} | {len(mine)} | " + " | ".join(map(str, cells)) + f" | {equivalent} | {unlisted} |")
+        lines.append(
+            f"| {_label(rule)} | {len(mine)} | " + " | ".join(map(str, cells)) + f" | {equivalent} | {unlisted} |"
+        )
     return lines
 
 
@@ -399,11 +407,17 @@ def _show_pool(p: Pool) -> str:
 
 def main() -> int:
     """`python -m slotwarden.verification.declaration_mutants`: the kill matrix."""
-    r = run_stage(on_kill=lambda k: print(f"{k.killed_by or 'SURVIVED':<9} {k.seconds:6.2f} s  {k.mutant}  {k.detail[:110]}", flush=True))
+    r = run_stage(
+        on_kill=lambda k: print(
+            f"{k.killed_by or 'SURVIVED':<9} {k.seconds:6.2f} s  {k.mutant}  {k.detail[:110]}", flush=True
+        )
+    )
     by: dict = {}
     for k in r.kills:
         by[k.killed_by or "survived"] = by.get(k.killed_by or "survived", 0) + 1
-    print(f"{len(r.kills)} mutants in {r.seconds:.1f} s: {by}; unlisted survivors {len(r.unlisted)}, wrongly listed {len(r.wrongly_listed)}")
+    print(
+        f"{len(r.kills)} mutants in {r.seconds:.1f} s: {by}; unlisted survivors {len(r.unlisted)}, wrongly listed {len(r.wrongly_listed)}"
+    )
     if r.baseline:
         print("the declaration as written fails:", r.baseline)
     return 0 if r.ok else 1

@@ -217,7 +217,9 @@ class _Pair:
             if mine is None or (mine.state, mine.owner, mine.borrower) != (rec.state, owner, borrower):
                 raise Divergence(f"slot {i}: the runtime has {rec}, the model's slot {j} is {mine}")
         if held != sum(s.state is not State.FREE for s in model):
-            raise Divergence(f"the runtime holds {held} slots, the model {sum(s.state is not State.FREE for s in model)}")
+            raise Divergence(
+                f"the runtime holds {held} slots, the model {sum(s.state is not State.FREE for s in model)}"
+            )
 
     def _owner(self, rec) -> int:
         if rec.owner == NOBODY:
@@ -256,7 +258,9 @@ def _initial_world(ops: tuple, slots: int) -> World:
     return World(new_pool(slots), tuple(requests), model_sessions, 0, 0, ())
 
 
-def run_workload(ops: tuple, cfg: dict, scheduler_cls: type = Scheduler, policy: Policy | None = None, model=None) -> _Pair:
+def run_workload(
+    ops: tuple, cfg: dict, scheduler_cls: type = Scheduler, policy: Policy | None = None, model=None
+) -> _Pair:
     """Run `ops` on the runtime and the model side by side; raise `Divergence` at the first
     disagreement (its message names the operation)."""
     from .stateful import MODEL
@@ -273,7 +277,9 @@ def run_workload(ops: tuple, cfg: dict, scheduler_cls: type = Scheduler, policy:
             pair.submit_started_turns()
             pair.agree()
         except Divergence as d:
-            raise Divergence(f"after {n + 1} operations ({', '.join(map(_op, ops[: n + 1]))}) with {cfg}: {d}") from None
+            raise Divergence(
+                f"after {n + 1} operations ({', '.join(map(_op, ops[: n + 1]))}) with {cfg}: {d}"
+            ) from None
     return pair
 
 
@@ -337,7 +343,13 @@ def check_differential(workloads: int = 200, length: int = 30, seed: int = 0, sc
         except Divergence as d:
             return Report(w + 1, operations, moves, f"workload {w} (seed {seed}): {d}", events)
         except Exception as e:  # the runtime itself refused: as much a failure of the stage
-            return Report(w + 1, operations, moves, f"workload {w} (seed {seed}): the runtime raised {e!r} on {ops} with {cfg}", events)
+            return Report(
+                w + 1,
+                operations,
+                moves,
+                f"workload {w} (seed {seed}): the runtime raised {e!r} on {ops} with {cfg}",
+                events,
+            )
         operations += len(ops)
         moves += pair.followed
         for name, n in pair.events.items():

@@ -51,9 +51,33 @@ from slotwarden.verification.stateful import GuardMachine, PoolMachine, machine_
 from slotwarden.runtime.scheduler import Scheduler
 
 LEVELS = {  # examples per machine, steps per example, mutant examples, checker bounds
-    "quick": dict(differential=40, pool=Budget(40, 25), scheduler=Budget(25, 20), mutant=Budget(300, 25), bounds=TEST_BOUNDS, proofs=False, shrink=False),
-    "default": dict(differential=300, pool=Budget(200, 30), scheduler=Budget(100, 25), mutant=Budget(500, 30), bounds=DEFAULT_BOUNDS, proofs=True, shrink=True),
-    "thorough": dict(differential=2000, pool=Budget(2000, 40), scheduler=Budget(1000, 40), mutant=Budget(2000, 40), bounds=THOROUGH_BOUNDS, proofs=True, shrink=True),
+    "quick": dict(
+        differential=40,
+        pool=Budget(40, 25),
+        scheduler=Budget(25, 20),
+        mutant=Budget(300, 25),
+        bounds=TEST_BOUNDS,
+        proofs=False,
+        shrink=False,
+    ),
+    "default": dict(
+        differential=300,
+        pool=Budget(200, 30),
+        scheduler=Budget(100, 25),
+        mutant=Budget(500, 30),
+        bounds=DEFAULT_BOUNDS,
+        proofs=True,
+        shrink=True,
+    ),
+    "thorough": dict(
+        differential=2000,
+        pool=Budget(2000, 40),
+        scheduler=Budget(1000, 40),
+        mutant=Budget(2000, 40),
+        bounds=THOROUGH_BOUNDS,
+        proofs=True,
+        shrink=True,
+    ),
 }
 
 RUNTIME_LEVELS = {  # the continuity machine; the machines that hunt a seeded runtime fault (they
@@ -78,14 +102,23 @@ def _agreement(_) -> Row:
     verdicts = judge()
     bad = [v for v in verdicts if not v.agrees]
     legal = sum(v.step is not None for v in verdicts)
-    text = f"{len(verdicts) - len(bad)}/{len(verdicts)} (state, event, actor, relation) combinations agree ({legal} legal)"
+    text = (
+        f"{len(verdicts) - len(bad)}/{len(verdicts)} (state, event, actor, relation) combinations agree ({legal} legal)"
+    )
     detail = {"combinations": len(verdicts), "legal": legal, "disagreements": [str(v) for v in bad[:20]]}
     return Row("declaration", "machine = step() = table", not bad, time.perf_counter() - start, text, detail)
 
 
 def _declaration_mutants(crosshair_timeout: float | None) -> Row:
     r = declaration_mutants.run_stage(crosshair_timeout=crosshair_timeout)
-    return Row("mutations", "declaration mutants", r.ok, r.seconds, declaration_mutants.summary(r), declaration_mutants.detail(r))
+    return Row(
+        "mutations",
+        "declaration mutants",
+        r.ok,
+        r.seconds,
+        declaration_mutants.summary(r),
+        declaration_mutants.detail(r),
+    )
 
 
 def _runtime_agreement(_) -> Row:
@@ -115,7 +148,11 @@ def fault_stages(runtime_level: dict, level: dict, seed) -> dict:
 
     def agreement() -> str:
         bad = [v for v in judge_runtime() if not v.agrees]
-        return "" if not bad else f"{len(bad)} moves disagree, e.g. {bad[0].case.slot.state.name} {bad[0].case.event.name} by {bad[0].case.actor}: {bad[0].problem}"
+        return (
+            ""
+            if not bad
+            else f"{len(bad)} moves disagree, e.g. {bad[0].case.slot.state.name} {bad[0].case.event.name} by {bad[0].case.actor}: {bad[0].problem}"
+        )
 
     hunt_budget = runtime_level["hunt"]
     return {
@@ -136,15 +173,31 @@ def _fault(fault, stages: dict) -> Row:
 def _proof(name: str, timeout: float) -> Row:
     r = prove(name, timeout=timeout)
     text = f"{r.verdict}  {r.property}"
-    return Row("proofs", name, r.confirmed, r.seconds, text, {"verdict": r.verdict, "message": r.message, "property": r.property})
+    return Row(
+        "proofs",
+        name,
+        r.confirmed,
+        r.seconds,
+        text,
+        {"verdict": r.verdict, "message": r.message, "property": r.property},
+    )
 
 
 def _checker(bounds) -> Row:
     r = _CHECKED[bounds] = check(bounds)
     v = r.violation
-    text = f"{r.states} states, {r.transitions} transitions, depth {r.max_depth}" + (f"; VIOLATION {v.property}" if v else "")
-    detail = {"bounds": bounds._asdict(), "states": r.states, "transitions": r.transitions, "depth": r.max_depth,
-              "violation": None if v is None else {"property": v.property, "message": v.message, "trace": list(map(str, v.trace))}}
+    text = f"{r.states} states, {r.transitions} transitions, depth {r.max_depth}" + (
+        f"; VIOLATION {v.property}" if v else ""
+    )
+    detail = {
+        "bounds": bounds._asdict(),
+        "states": r.states,
+        "transitions": r.transitions,
+        "depth": r.max_depth,
+        "violation": None
+        if v is None
+        else {"property": v.property, "message": v.message, "trace": list(map(str, v.trace))},
+    }
     return Row("exhaustive", str(bounds), v is None and r.complete, r.seconds, text, detail)
 
 
@@ -157,9 +210,20 @@ def _coverage(bounds_list) -> Row:
     start = time.perf_counter()
     results = [_CHECKED.get(b) or check(b) for b in bounds_list]
     cover = coverage(results)
-    detail = {"missed_rules": list(cover.missed_rules), "stale_unreachable": list(cover.stale_unreachable),
-              "missed_goals": list(cover.missed_goals), "unreachable": {_rule_text(k): why for k, why in UNREACHABLE.items()}}
-    return Row("exhaustive", "rule coverage and goals", cover.ok, time.perf_counter() - start, str(cover), detail | {"states": 0})
+    detail = {
+        "missed_rules": list(cover.missed_rules),
+        "stale_unreachable": list(cover.stale_unreachable),
+        "missed_goals": list(cover.missed_goals),
+        "unreachable": {_rule_text(k): why for k, why in UNREACHABLE.items()},
+    }
+    return Row(
+        "exhaustive",
+        "rule coverage and goals",
+        cover.ok,
+        time.perf_counter() - start,
+        str(cover),
+        detail | {"states": 0},
+    )
 
 
 def _rule_text(k) -> str:
@@ -170,8 +234,21 @@ def _differential(workloads: int, seed) -> Row:
     start = time.perf_counter()
     r = check_differential(workloads, 40, seed=0 if seed is None else seed)
     text = f"{r.workloads} workloads, {r.operations} operations, {r.moves} slot moves followed"
-    text += f"; DIVERGED: {r.divergence}" if r.divergence else f"; never made: {', '.join(r.unexercised)}" if r.unexercised else ""
-    return Row("differential", "model = runtime scheduler", r.ok, time.perf_counter() - start, text, r._asdict() | {"unexercised": list(r.unexercised)})
+    text += (
+        f"; DIVERGED: {r.divergence}"
+        if r.divergence
+        else f"; never made: {', '.join(r.unexercised)}"
+        if r.unexercised
+        else ""
+    )
+    return Row(
+        "differential",
+        "model = runtime scheduler",
+        r.ok,
+        time.perf_counter() - start,
+        text,
+        r._asdict() | {"unexercised": list(r.unexercised)},
+    )
 
 
 def _machine(name: str, machine: type, budget: Budget, seed) -> Row:
@@ -187,9 +264,21 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
     prop = c.violation.property if c.violation else None
     caught_checker, caught_hypothesis = mutant.caught_for_the_right_reason(prop, h.error)
     where = {"call": "raised at the call", "audit": "idle audit", "invariant": "invariant"}.get(h.caught_by, "-")
-    c_text = "MISSED" if prop is None else prop if caught_checker else f"WRONG REASON {prop} (want {'/'.join(mutant.checker_catch)})"
+    c_text = (
+        "MISSED"
+        if prop is None
+        else prop
+        if caught_checker
+        else f"WRONG REASON {prop} (want {'/'.join(mutant.checker_catch)})"
+    )
     kind = h.error.split(":")[0]
-    h_text = "MISSED" if h.passed else kind if caught_hypothesis else f"WRONG REASON {kind} (want {'/'.join(mutant.runtime_catch)})"
+    h_text = (
+        "MISSED"
+        if h.passed
+        else kind
+        if caught_hypothesis
+        else f"WRONG REASON {kind} (want {'/'.join(mutant.runtime_catch)})"
+    )
     text = (
         f"checker: {c_text} (trace {len(c.violation.trace) if c.violation else '-'})"
         f"; hypothesis: {h_text} after {h.examples} examples, {where}"
@@ -199,8 +288,12 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
         "rule": mutant.rule,
         "expected": {"checker": list(mutant.checker_catch), "runtime": list(mutant.runtime_catch)},
         "right_reason": {"checker": caught_checker, "hypothesis": caught_hypothesis},
-        "checker": {"property": c.violation.property if c.violation else None, "states": c.states,
-                    "trace": list(map(str, c.violation.trace)) if c.violation else [], "seconds": c.seconds},
+        "checker": {
+            "property": c.violation.property if c.violation else None,
+            "states": c.states,
+            "trace": list(map(str, c.violation.trace)) if c.violation else [],
+            "seconds": c.seconds,
+        },
         "hypothesis": h._asdict(),
     }
     return Row("mutants", mutant.name, caught_checker and caught_hypothesis, time.perf_counter() - start, text, detail)
@@ -230,7 +323,10 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
     out += [("faults", f.name, lambda f=f: _fault(f, stages)) for f in FAULTS]
     out += [("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"])) for m in MUTANTS]
     junk = [("pool, ledger, guard", BadInputMachine), ("scheduler", SchedulerBadInputMachine)]
-    out += [("bad input", n, lambda n=n, m=m: _machine(n, m, level["scheduler"], seed)._replace(stage="bad input")) for n, m in junk]
+    out += [
+        ("bad input", n, lambda n=n, m=m: _machine(n, m, level["scheduler"], seed)._replace(stage="bad input"))
+        for n, m in junk
+    ]
     return out
 
 
@@ -254,8 +350,13 @@ def run_verify(args) -> int:
     every = jobs(level, timeout, args.seed, args.only)
     todo = [j for i, j in enumerate(every) if i % shards == shard]
     if not todo:
-        raise UsageError(f"--shard {args.shard}: shard {shard + 1} of {shards} has no job (the {level_name} run has {len(every)}): use N <= {len(every)}")
-    print(f"slotwarden verify: {level_name} run, shard {shard + 1}/{shards}, {len(todo)} jobs, seed {args.seed}", flush=True)
+        raise UsageError(
+            f"--shard {args.shard}: shard {shard + 1} of {shards} has no job (the {level_name} run has {len(every)}): use N <= {len(every)}"
+        )
+    print(
+        f"slotwarden verify: {level_name} run, shard {shard + 1}/{shards}, {len(todo)} jobs, seed {args.seed}",
+        flush=True,
+    )
     if level_name == "quick":
         print("quick run skips: " + "; ".join(skipped_by_quick()), flush=True)
     start = time.perf_counter()
@@ -264,7 +365,10 @@ def run_verify(args) -> int:
     def show(row: Row) -> None:
         rows.append(row)
         mark = "ok  " if row.ok else "FAIL"
-        print(f"  [{len(rows):>2}/{len(todo)}] {mark} {row.stage:<11} {row.name:<34} {row.seconds:7.1f} s  {row.summary}", flush=True)
+        print(
+            f"  [{len(rows):>2}/{len(todo)}] {mark} {row.stage:<11} {row.name:<34} {row.seconds:7.1f} s  {row.summary}",
+            flush=True,
+        )
 
     proof_jobs = [j for j in todo if j[0] == "proofs"]
     if proof_jobs:
@@ -302,7 +406,9 @@ def skipped_by_quick() -> list[str]:
     """What `--quick` leaves out of the default run, read from the two levels."""
     quick, default = LEVELS["quick"], LEVELS["default"]
     out = [f"the {len(model_proofs.PROOFS)} CrossHair proofs"]
-    out.append(f"{len(default['bounds']) - len(quick['bounds'])} of the exhaustive bounds (runs {len(quick['bounds'])} small ones)")
+    out.append(
+        f"{len(default['bounds']) - len(quick['bounds'])} of the exhaustive bounds (runs {len(quick['bounds'])} small ones)"
+    )
     for key in ("pool", "scheduler", "mutant"):
         q, d = quick[key], default[key]
         out.append(f"{key} machines at {q.examples}x{q.steps} examples x steps instead of {d.examples}x{d.steps}")
@@ -325,7 +431,18 @@ def _parse_shard(text: str | None) -> tuple[int, int]:
 
 def _summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
     lines = ["", "== summary", "| stage | checks | passed | seconds |", "|---|---:|---:|---:|"]
-    for stage in ("declaration", "mutations", "proofs", "exhaustive", "differential", "hypothesis", "continuity", "faults", "mutants", "bad input"):
+    for stage in (
+        "declaration",
+        "mutations",
+        "proofs",
+        "exhaustive",
+        "differential",
+        "hypothesis",
+        "continuity",
+        "faults",
+        "mutants",
+        "bad input",
+    ):
         mine = [r for r in rows if r.stage == stage]
         if mine:
             lines.append(f"| {stage} | {len(mine)} | {sum(r.ok for r in mine)} | {sum(r.seconds for r in mine):.1f} |")
@@ -339,10 +456,19 @@ def _summary(rows: list[Row], total: float, level_name: str, level: dict) -> str
             lines += declaration_mutants.matrix_lines(r.detail)
     mutants = [r for r in rows if r.stage == "mutants"]
     if mutants:
-        lines += ["", "== mutant matrix", "| mutant | bug (SGLang PR) | expected catch | checker: property, trace | Hypothesis: examples, seconds, caught at |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "== mutant matrix",
+            "| mutant | bug (SGLang PR) | expected catch | checker: property, trace | Hypothesis: examples, seconds, caught at |",
+            "|---|---|---|---|---|",
+        ]
         for r in mutants:
             c, h = r.detail["checker"], r.detail["hypothesis"]
-            where = {"call": "the call (" + h["error"].split(":")[0] + ")", "audit": "idle audit (AuditFailed)", "invariant": "invariant"}.get(h["caught_by"], "MISSED")
+            where = {
+                "call": "the call (" + h["error"].split(":")[0] + ")",
+                "audit": "idle audit (AuditFailed)",
+                "invariant": "invariant",
+            }.get(h["caught_by"], "MISSED")
             want, right = r.detail["expected"], r.detail["right_reason"]
             got = c["property"] or "MISSED"
             where = where if right["hypothesis"] or h["passed"] else "WRONG REASON " + where
@@ -363,16 +489,20 @@ def _write_report(folder: Path, rows: list[Row], total: float, level_name: str, 
     (folder / "report.json").write_text(json.dumps(data, indent=2, default=str))
     md = [f"# slotwarden verify: {verdict(ok, level_name)}", "", "```mermaid", mermaid().rstrip(), "```", ""]
     md += ["## Properties", "", "| property | kind | in words | proofs | checks |", "|---|---|---|---|---|"]
-    md += [f"| {p.name} | {p.kind.value} | {registry.text(p.name)} | {', '.join(p.proofs) or '-'} | {', '.join(p.checks)} |"
-           for p in registry.PROPERTIES.values()]
+    md += [
+        f"| {p.name} | {p.kind.value} | {registry.text(p.name)} | {', '.join(p.proofs) or '-'} | {', '.join(p.checks)} |"
+        for p in registry.PROPERTIES.values()
+    ]
     md += ["", "## Results", "", "| stage | check | ok | seconds | result |", "|---|---|---|---:|---|"]
     md += [f"| {r.stage} | {r.name} | {'yes' if r.ok else 'NO'} | {r.seconds:.1f} | {r.summary} |" for r in rows]
     for r in rows:
         if r.stage == "mutations":
             md += ["", "## Declaration mutants", "", *declaration_mutants.matrix_lines(r.detail), ""]
             md += ["| mutant | killed by | witness |", "|---|---|---|"]
-            md += [f"| {k['mutant']} | {k['killed_by'] or 'equivalent'} | {k['detail'] or r.detail['equivalent'].get(k['mutant'], '')} |"
-                   for k in r.detail["kills"]]
+            md += [
+                f"| {k['mutant']} | {k['killed_by'] or 'equivalent'} | {k['detail'] or r.detail['equivalent'].get(k['mutant'], '')} |"
+                for k in r.detail["kills"]
+            ]
     md += ["", "## Counterexamples", ""]
     for r in rows:
         trace = r.detail.get("trace") or (r.detail.get("hypothesis") or {}).get("trace")

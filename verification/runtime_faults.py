@@ -192,7 +192,10 @@ def _any_victim(pick_victim):
         turns = [
             r
             for r in sched.running
-            if r.session is not None and r.rid not in exclude and r.rid not in done and len(r.output) > r.outputs_at_admit
+            if r.session is not None
+            and r.rid not in exclude
+            and r.rid not in done
+            and len(r.output) > r.outputs_at_admit
         ]
         victim = max(turns, key=lambda r: (r.remaining(), r.rid), default=None)
         if victim is None:
@@ -274,30 +277,78 @@ def _all(patches):
 _RETRACT_TURNS = (admission, "pick_victim", _any_victim)
 
 FAULTS = (
-    Fault("ledger_skips_owner_check", "the ledger skips the owner check for FINISH",
-          ((ledger_module, "look_up", _skip_owner_check), (ledger_module, "look_up_slots", _skip_owner_check_slots)), ("agreement",)),
-    Fault("retract_lent_by_finish", "a retracted session turn gives its lent slot back by the finish path",
-          (_RETRACT_TURNS, (admission, "retract", turn_retraction(by_finish=True))), ("continuity",)),
-    Fault("copy_into_foreign_slot", "copy, fork and zero write into a slot someone else holds",
-          ((StatePool, "_require_mine", _copy_anywhere),), ("pool",)),
-    Fault("no_duplicate_check", "the duplicate-id check within a batch is removed",
-          ((SlotLedger, "_ids", _no_duplicate_check),), ("pool",)),
-    Fault("lend_zeroes_state", "LEND zeroes the lent slot, so a session loses its state between turns",
-          ((StatePool, "lend", _lend_zeroes),), ("continuity",)),
-    Fault("retract_turn_not_stale", "a session turn retracted by the legal RETRACT without marking the session stale",
-          (_RETRACT_TURNS, (admission, "retract", turn_retraction(mark_stale=False))), ("continuity",)),
-    Fault("free_ring_before_fence", "the free ring takes a released slot before its step's fence",
-          ((SlotLedger, "_apply", _early_push),), ("scheduler", "pool")),
-    Fault("alloc_not_zeroed", "alloc hands out a slot that still holds its last owner's state",
-          ((StatePool, "alloc", _alloc_not_zeroed),), ("pool",)),
-    Fault("decode_wrong_row", "decode reads and writes the state of another slot's row",
-          ((TinyMamba, "decode", _wrong_row),), ("continuity",)),
-    Fault("table_lent_rollback_frees", "the compiled table frees a rolled-back lent slot",
-          ((ledger_module, "compile_events", _lent_rollback_entry),), ("agreement",)),
-    Fault("write_keeps_borrower", "the batched scatter never clears the borrower",
-          ((ledger_module, "write", _keeps_borrower), (ledger_module, "write_slots", _keeps_borrower_slots)), ("agreement",)),
-    Fault("guard_frees_before_fence", "the guard gives a released slot back to the engine before its fence",
-          ((LedgerGuard, "fire", _guard_gives_back_released),), ("guard",)),
+    Fault(
+        "ledger_skips_owner_check",
+        "the ledger skips the owner check for FINISH",
+        ((ledger_module, "look_up", _skip_owner_check), (ledger_module, "look_up_slots", _skip_owner_check_slots)),
+        ("agreement",),
+    ),
+    Fault(
+        "retract_lent_by_finish",
+        "a retracted session turn gives its lent slot back by the finish path",
+        (_RETRACT_TURNS, (admission, "retract", turn_retraction(by_finish=True))),
+        ("continuity",),
+    ),
+    Fault(
+        "copy_into_foreign_slot",
+        "copy, fork and zero write into a slot someone else holds",
+        ((StatePool, "_require_mine", _copy_anywhere),),
+        ("pool",),
+    ),
+    Fault(
+        "no_duplicate_check",
+        "the duplicate-id check within a batch is removed",
+        ((SlotLedger, "_ids", _no_duplicate_check),),
+        ("pool",),
+    ),
+    Fault(
+        "lend_zeroes_state",
+        "LEND zeroes the lent slot, so a session loses its state between turns",
+        ((StatePool, "lend", _lend_zeroes),),
+        ("continuity",),
+    ),
+    Fault(
+        "retract_turn_not_stale",
+        "a session turn retracted by the legal RETRACT without marking the session stale",
+        (_RETRACT_TURNS, (admission, "retract", turn_retraction(mark_stale=False))),
+        ("continuity",),
+    ),
+    Fault(
+        "free_ring_before_fence",
+        "the free ring takes a released slot before its step's fence",
+        ((SlotLedger, "_apply", _early_push),),
+        ("scheduler", "pool"),
+    ),
+    Fault(
+        "alloc_not_zeroed",
+        "alloc hands out a slot that still holds its last owner's state",
+        ((StatePool, "alloc", _alloc_not_zeroed),),
+        ("pool",),
+    ),
+    Fault(
+        "decode_wrong_row",
+        "decode reads and writes the state of another slot's row",
+        ((TinyMamba, "decode", _wrong_row),),
+        ("continuity",),
+    ),
+    Fault(
+        "table_lent_rollback_frees",
+        "the compiled table frees a rolled-back lent slot",
+        ((ledger_module, "compile_events", _lent_rollback_entry),),
+        ("agreement",),
+    ),
+    Fault(
+        "write_keeps_borrower",
+        "the batched scatter never clears the borrower",
+        ((ledger_module, "write", _keeps_borrower), (ledger_module, "write_slots", _keeps_borrower_slots)),
+        ("agreement",),
+    ),
+    Fault(
+        "guard_frees_before_fence",
+        "the guard gives a released slot back to the engine before its fence",
+        ((LedgerGuard, "fire", _guard_gives_back_released),),
+        ("guard",),
+    ),
 )
 
 

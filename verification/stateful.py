@@ -20,7 +20,16 @@ from typing import Protocol
 
 import torch
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, precondition, rule
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    initialize,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+)
 
 from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
 from slotwarden.model import pool as model_pool
@@ -201,7 +210,9 @@ class PoolMachine(RuleBasedStateMachine):
                 return None
             raise AssertionError(f"the model refuses ({exc}) but the implementation accepted") from None
         result = impl_move()
-        self.model = expected if not isinstance(expected, tuple) or isinstance(expected, model_pool.Pool) else expected[0]
+        self.model = (
+            expected if not isinstance(expected, tuple) or isinstance(expected, model_pool.Pool) else expected[0]
+        )
         return result
 
     @rule(target=taken, n=st.integers(1, 3), rid=RIDS)
@@ -294,9 +305,20 @@ class PoolMachine(RuleBasedStateMachine):
             return
         slot = data.draw(st.sampled_from(held), label="slot")
         record = self.model.slots[slot - 1]
-        actors = [Actor(k, who) for k in (ActorKind.REQUEST, ActorKind.SESSION) for who in (record.owner, record.borrower) if who != NOBODY]
-        moves = [(e, a, t) for a in actors for e in Event if e not in (Event.ALLOC, Event.FENCE) for t in (NOBODY, 5, 1005)
-                 if _legal(record, e, a, t)]
+        actors = [
+            Actor(k, who)
+            for k in (ActorKind.REQUEST, ActorKind.SESSION)
+            for who in (record.owner, record.borrower)
+            if who != NOBODY
+        ]
+        moves = [
+            (e, a, t)
+            for a in actors
+            for e in Event
+            if e not in (Event.ALLOC, Event.FENCE)
+            for t in (NOBODY, 5, 1005)
+            if _legal(record, e, a, t)
+        ]
         if not moves:
             return
         event, actor, target = data.draw(st.sampled_from(moves), label="move")
@@ -320,7 +342,9 @@ class PoolMachine(RuleBasedStateMachine):
         """Mostly the slot's holder, sometimes anybody (a copy into someone else's slot)."""
         if self._is_held(slot) and data.draw(st.integers(0, 3), label="holder?"):
             return self._holder(slot)
-        return Actor(data.draw(st.sampled_from([ActorKind.REQUEST, ActorKind.SESSION])), data.draw(st.one_of(RIDS, SIDS)))
+        return Actor(
+            data.draw(st.sampled_from([ActorKind.REQUEST, ActorKind.SESSION])), data.draw(st.one_of(RIDS, SIDS))
+        )
 
     def _some_slot(self, data) -> int:
         held = self._held()
@@ -356,14 +380,22 @@ class PoolMachine(RuleBasedStateMachine):
         src, dst = self._some_slot(data), self._some_slot(data)
         actor = self._some_actor(data, dst)
         allowed = src != dst and self._is_held(src) and self._holds(actor, dst)
-        self._data_move(allowed, lambda: self.impl.copy((src,), (dst,), actor), lambda _: self.shadow.__setitem__(dst, self.shadow[src]))
+        self._data_move(
+            allowed,
+            lambda: self.impl.copy((src,), (dst,), actor),
+            lambda _: self.shadow.__setitem__(dst, self.shadow[src]),
+        )
 
     @precondition(lambda self: getattr(self, "data", False))
     @rule(data=st.data())
     def zero(self, data):
         slot = self._some_slot(data)
         actor = self._some_actor(data, slot)
-        self._data_move(self._holds(actor, slot), lambda: self.impl.zero((slot,), actor), lambda _: self.shadow.__setitem__(slot, 0.0))
+        self._data_move(
+            self._holds(actor, slot),
+            lambda: self.impl.zero((slot,), actor),
+            lambda _: self.shadow.__setitem__(slot, 0.0),
+        )
 
     @precondition(lambda self: getattr(self, "data", False))
     @rule(data=st.data())
@@ -411,7 +443,9 @@ class PoolMachine(RuleBasedStateMachine):
             values = self.impl.values()
             for slot in self._held():
                 want, got = self.shadow.get(slot), values[slot - 1]
-                assert got == want, f"slot {slot} ({self.model.slots[slot - 1].state.name}) holds {got}, expected {want}"
+                assert got == want, (
+                    f"slot {slot} ({self.model.slots[slot - 1].state.name}) holds {got}, expected {want}"
+                )
 
 
 def _legal(record, event, actor, target) -> bool:
@@ -549,7 +583,9 @@ class SchedulerMachine(RuleBasedStateMachine):
         assert all(exclusive(r) for r in records)
         for r in sched.requests.values():
             held = ledger.held_by(Actor.request(r.rid)).tolist()
-            assert held == ([r.slot] if r.phase is Phase.RUNNING else []), f"request {r.rid} handle {r.slot}, pool {held}"
+            assert held == ([r.slot] if r.phase is Phase.RUNNING else []), (
+                f"request {r.rid} handle {r.slot}, pool {held}"
+            )
         for s in sched.sessions.values():
             held = ledger.held_by(Actor.session(s.sid)).tolist()
             assert held == ([s.slot] if s.slot is not None else []), f"session {s.sid} handle {s.slot}, pool {held}"
@@ -590,10 +626,16 @@ class SchedulerMachine(RuleBasedStateMachine):
                 break  # stuck: requests wait for slots nobody gives back; the audit says why
         self.sched.check_audit()
         assert self.sched.idle, f"requests {[r.rid for r in self.sched.waiting]} wait for slots that never come free"
-        assert all(r.state is State.FREE for r in (self.sched.pool.ledger.record(i) for i in range(1, self.sched.pool.capacity + 1)))
+        assert all(
+            r.state is State.FREE
+            for r in (self.sched.pool.ledger.record(i) for i in range(1, self.sched.pool.capacity + 1))
+        )
 
 
 def machine_for(scheduler_cls: type, **settings) -> type:
     """`SchedulerMachine` driving `scheduler_cls` (a mutant), with `settings` fixed."""
-    return type(f"{scheduler_cls.__name__}Machine", (SchedulerMachine,), {"scheduler_cls": scheduler_cls, "settings_override": settings})
-
+    return type(
+        f"{scheduler_cls.__name__}Machine",
+        (SchedulerMachine,),
+        {"scheduler_cls": scheduler_cls, "settings_override": settings},
+    )

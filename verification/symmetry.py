@@ -129,7 +129,11 @@ def _pack(world: World, names: dict | None) -> bytes:
             r.ran,
         )
     for s in sessions:
-        out += (s.status, _NONE if s.handle is None else s.handle + 2, _NONE if s.turn is None else get(s.turn, s.turn) + 1)
+        out += (
+            s.status,
+            _NONE if s.handle is None else s.handle + 2,
+            _NONE if s.turn is None else get(s.turn, s.turn) + 1,
+        )
         out += [get(i, i) for i in s.turns]
         out.append(255)
     try:
