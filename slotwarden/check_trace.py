@@ -18,7 +18,12 @@ from slotwarden.model.free import free_rule
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.pool import Pool, apply, check_ids, new_pool
 from slotwarden.model.vocabulary import NOBODY, Event, Slot, State
+from slotwarden.runtime.inputs import actor as checked_actor
 from slotwarden.runtime.trace import FREE, Header, TraceFormatError, TraceLine, parse
+
+MAX_CAPACITY = 2**24
+"""The largest pool the checker replays (it builds every slot): a larger header capacity, or
+without a header a larger slot id, makes the file not a trace the checker reads."""
 
 HISTORY = 8
 """How many of a slot's moves the report shows before a finding."""
@@ -70,16 +75,33 @@ class Report(NamedTuple):
 
 
 def read(path: Path) -> tuple[int | None, list[tuple[int, TraceLine]]]:
-    """The header's capacity (None without one) and the numbered lines; raises TraceFormatError."""
-    capacity, lines = None, []
-    with open(path, encoding="utf-8") as f:
-        for lineno, text in enumerate(f, 1):
+    """The header's capacity (None without one) and the numbered lines; raises TraceFormatError
+    for a line that is not UTF-8 or not a trace line, a pool larger than `MAX_CAPACITY`, or a file
+    with no event line."""
+    capacity, lines, lineno = None, [], 0
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise TraceFormatError(lineno, f"not UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1})")
             item = parse(text, lineno)
             if isinstance(item, Header):
-                capacity = item.capacity
+                capacity = _fits(item.capacity, lineno, "capacity")
             elif item is not None:
+                if capacity is None and item.ids:
+                    _fits(max(item.ids), lineno, "slot id", " (and no header gives a smaller one)")
                 lines.append((lineno, item))
+    if not lines:
+        raise TraceFormatError(max(lineno, 1), "no events (a trace has at least one event line)")
     return capacity, lines
+
+
+def _fits(n: int, lineno: int, what: str, more: str = "") -> int:
+    if n > MAX_CAPACITY:
+        why = f"{what} {n} is above {MAX_CAPACITY} (2**24), the largest pool the checker replays{more}"
+        raise TraceFormatError(lineno, why)
+    return n
 
 
 def check(lines: Iterable[tuple[int, TraceLine]], capacity: int | None = None) -> Report:
@@ -91,6 +113,10 @@ def check(lines: Iterable[tuple[int, TraceLine]], capacity: int | None = None) -
     moves: list[Move] = []
     findings: list[Finding] = []
     for lineno, line in lines:
+        if not line.ids:
+            ev = line.event if isinstance(line.event, str) else line.event.name.lower()
+            findings.append(Finding(lineno, line, None, f"{ev} by {line.actor} names no slot (an empty batch)", ()))
+            continue
         try:
             after = replay(pool, line)
         except (LifecycleError, ValueError) as exc:
@@ -114,7 +140,9 @@ def check(lines: Iterable[tuple[int, TraceLine]], capacity: int | None = None) -
 
 def replay(pool: Pool, line: TraceLine) -> Pool:
     """The pool after `line`, or raise the model's error (nothing changes). A raw `free` makes
-    on each slot the move the declaration gives a free by that actor (see `model/free.py`)."""
+    on each slot the move the declaration gives a free by that actor (see `model/free.py`).
+    An actor the runtime refuses (NOBODY, an id outside int64) is refused here too (`BadActor`)."""
+    checked_actor(line.actor, line.event if line.event != FREE else None)
     if line.event != FREE:
         return apply(pool, line.event, line.ids, line.actor, line.target, line.step)
     if not line.ids:
@@ -182,6 +210,13 @@ def run(args) -> int:
     except OSError as exc:
         print(f"slotwarden check-trace: cannot read {path}: {exc.strerror}", file=sys.stderr)
         return 2
+    if args.capacity and header_capacity and args.capacity != header_capacity:
+        why = f"the header gives capacity {header_capacity}, --capacity {args.capacity} (it is for header-less files)"
+        print(f"slotwarden check-trace: {path}:1: {why}", file=sys.stderr)
+        return 2
+    if args.capacity and args.capacity > MAX_CAPACITY:
+        print(f"slotwarden check-trace: --capacity {args.capacity} is above {MAX_CAPACITY} (2**24)", file=sys.stderr)
+        return 2
     capacity = args.capacity or header_capacity
     report = check(lines, capacity)
     print(render(report, str(path)))
@@ -197,4 +232,4 @@ def run(args) -> int:
     return 0 if report.clean else 1
 
 
-__all__ = ["Report", "Finding", "Leak", "Move", "check", "read", "replay", "render", "run"]
+__all__ = ["MAX_CAPACITY", "Report", "Finding", "Leak", "Move", "check", "read", "replay", "render", "run"]

@@ -205,7 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", metavar="FILE", help="the trace (.jsonl)")
     p.add_argument(
-        "--capacity", type=positive_int, default=None, help="pool size (default: the header's, else the largest id)"
+        "--capacity",
+        type=positive_int,
+        default=None,
+        help="pool size of a header-less file (default: the largest id); refused if it disagrees with a header",
     )
     p.add_argument(
         "--plot", metavar="FILE.png", help="draw a swimlane per slot around the first finding (needs matplotlib)"

@@ -224,3 +224,76 @@ def test_an_early_fence_is_a_finding():
     report = check_trace.check(lines, capacity=1)
     assert [f.lineno for f in report.findings] == [4] and "waits for the fence of step 2" in report.findings[0].error
     assert not report.leaks
+
+
+# -- files that are not traces, actors the runtime refuses, the documented example ---------------
+ALLOC = '{"step": 0, "event": "alloc", "ids": [%s], "actor": "request", "actor_id": %s}'
+
+
+@pytest.mark.parametrize(
+    "data, where, why",
+    [
+        (ALLOC % (10**23, 1) + "\n", 1, "slot id 100000000000000000000000 is above 16777216"),
+        ('{"slotwarden_trace": 1, "capacity": 100000000000}\n' + ALLOC % (1, 1) + "\n", 1, "capacity 100000000000"),
+        (b'{"slotwarden_trace": 1, "capacity": 4}\n\xff\xfe{}\n', 2, "not UTF-8 (byte 0xff at column 1)"),
+        ("", 1, "no events"),
+        ('{"slotwarden_trace": 1, "capacity": 4}\n\n', 2, "no events"),
+    ],
+    ids=["huge id, no header", "huge capacity", "not UTF-8", "empty", "header only"],
+)
+def test_a_file_that_is_not_a_trace_is_one_line_exit_2(tmp_path, capsys, data, where, why):
+    """Each of these was a traceback (OverflowError, MemoryError, UnicodeDecodeError) or, for an
+    empty file, a clean exit 0."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    rc, out, err = run_cli(capsys, path)
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and f"t.jsonl:{where}: {why}" in err
+
+
+def test_a_huge_id_with_a_header_is_a_finding(tmp_path, capsys):
+    (tmp_path / "t.jsonl").write_text('{"slotwarden_trace": 1, "capacity": 4}\n' + ALLOC % (10**23, 1) + "\n")
+    rc, out, _ = run_cli(capsys, tmp_path / "t.jsonl")
+    assert rc == 1 and "not a slot of a pool of 4" in out
+
+
+@pytest.mark.parametrize("who, why", [(NOBODY, "NOBODY"), (2**63, "int64"), (-(2**63) - 1, "int64")])
+def test_an_actor_the_runtime_refuses_is_an_illegal_move(who, why):
+    """NOBODY (-1) and ids outside int64 are refused by `runtime.inputs.actor`; the old checker
+    replayed them as legal allocs."""
+    report = check_trace.check([(1, TraceLine(0, Event.ALLOC, (1,), Actor.request(who)))], capacity=1)
+    assert [f.lineno for f in report.findings] == [1] and why in report.findings[0].error
+    assert not report.moves
+
+
+def test_negative_actors_other_than_nobody_are_actors():
+    """`GuardedAllocator` names unattributed calls request -2: the check must not refuse them."""
+    r = Actor.request(-2)
+    report = check_trace.check([(1, TraceLine(0, Event.ALLOC, (1,), r)), (2, TraceLine(0, Event.ROLLBACK, (1,), r))], 1)
+    assert report.clean
+
+
+def test_an_empty_batch_is_a_finding_that_names_no_slot():
+    report = check_trace.check([(3, TraceLine(0, FREE, (), Actor.request(1)))], capacity=1)
+    (f,) = report.findings
+    assert f.lineno == 3 and f.slot is None and "-1" not in f.error and "free by" in f.error and "empty" in f.error
+
+
+@pytest.mark.parametrize("cap, rc", [(4, 0), (5, 2)])
+def test_capacity_that_disagrees_with_the_header_is_refused(tmp_path, capsys, cap, rc):
+    text = '{"slotwarden_trace": 1, "capacity": 4}\n' + ALLOC % (1, 1) + "\n"
+    text += '{"step": 0, "event": "rollback", "ids": [1], "actor": "request", "actor_id": 1}\n'
+    (tmp_path / "t.jsonl").write_text(text)
+    got, out, err = run_cli(capsys, tmp_path / "t.jsonl", "--capacity", cap)
+    assert got == rc
+    if rc == 2:
+        assert out == "" and err.count("\n") == 1 and "t.jsonl:1: the header gives capacity 4, --capacity 5" in err
+
+
+def test_the_format_example_in_the_docs_replays_clean(tmp_path, capsys):
+    doc = (ROOT / "docs" / "traces.md").read_text()
+    example = doc.split("## The format", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    assert example.count("\n") >= 5
+    (tmp_path / "t.jsonl").write_text(example)
+    rc, out, _ = run_cli(capsys, tmp_path / "t.jsonl")
+    assert rc == 0 and out.rstrip().endswith("clean"), out
