@@ -97,22 +97,38 @@ class BadActor(BadInput):
 class BadSlotId(BadInput):
     """A slot id that is not a real slot (the pad slot, a sentinel, out of range), one named
     twice in a batch, or a batch that is not a batch of ids (empty, not integers, not 1-D, on
-    the wrong device). Raised before anything changes."""
+    the wrong device). Raised before anything changes.
 
-    def __init__(self, reason: str, *, slot_id, event: Event, actor: Actor):
-        self.slot_id = slot_id
-        super().__init__(reason, argument="slot id", value=slot_id, event=event, actor=actor)
+    `slot_id` is the one bad id when there is one; `batch` the whole argument when what is wrong
+    is the batch itself (its type, shape or dtype), so the text names the value that was given."""
+
+    def __init__(self, reason: str, *, slot_id, event: Event, actor: Actor, batch=None):
+        self.slot_id, self.batch = slot_id, batch
+        whole = slot_id is None and batch is not None
+        super().__init__(
+            reason,
+            argument="slot ids" if whole else "slot id",
+            value=batch if whole else slot_id,
+            event=event,
+            actor=actor,
+        )
 
     def _describe(self) -> str:
         by = "" if self.actor is None else f" by {_show(self.actor)}"
-        return f"bad slot id {_show(self.slot_id)} for {_show_event(self.event)}{by}: {self.reason}"
+        if self.argument == "slot ids":
+            what = f"slot ids {_show(self.value)} ({type(self.value).__name__})"
+        elif self.slot_id is None:  # a refusal of the batch, given no value to name
+            what = "batch of slot ids"
+        else:
+            what = f"slot id {_show(self.slot_id)}"
+        return f"bad {what} for {_show_event(self.event)}{by}: {self.reason}"
 
     def __reduce__(self):
-        return (_rebuild_bad_id, (self.reason, self.slot_id, self.event, self.actor))
+        return (_rebuild_bad_id, (self.reason, self.slot_id, self.event, self.actor, self.batch))
 
 
-def _rebuild_bad_id(reason, slot_id, event, actor):
-    return BadSlotId(reason, slot_id=slot_id, event=event, actor=actor)
+def _rebuild_bad_id(reason, slot_id, event, actor, batch=None):
+    return BadSlotId(reason, slot_id=slot_id, event=event, actor=actor, batch=batch)
 
 
 class WrongThread(LifecycleError):

@@ -47,6 +47,15 @@ class LedgerGuard:
     def __init__(self, allocator: SlotAllocator, capacity: int, *, check: str = "strict", trace=None):
         if not (callable(getattr(allocator, "alloc", None)) and callable(getattr(allocator, "free", None))):
             raise BadInput("an allocator with alloc(n) and free(ids)", argument="allocator", value=allocator)
+        capacity = inputs.capacity(capacity)
+        if callable(getattr(allocator, "available_size", None)):
+            free = allocator.available_size()  # every slot starts free in the ledger: so must it in the engine
+            if free != capacity:
+                raise BadInput(
+                    f"the allocator has {free} slots free, the ledger would start with {capacity}",
+                    argument="capacity",
+                    value=capacity,
+                )
         self.allocator = allocator
         self.ledger = SlotLedger(capacity, check=check, free_list=False)
         attach_trace(self.ledger, trace)  # a slot-event trace (runtime/trace.py); None: off, nothing added

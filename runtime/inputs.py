@@ -158,6 +158,7 @@ def slot(value, capacity: int, what: str, actor=None) -> int:
         and not value.is_floating_point()
         and not value.is_complex()
         and value.dtype is not torch.bool
+        and value.device.type != "meta"
     ):
         return slot(value.item(), capacity, what, actor)  # a device sync when the tensor is on a device
     why = "slot 0 is the pad slot" if is_int(value) and value == 0 else f"one slot id, 1..{capacity}"
@@ -168,44 +169,66 @@ def ids(value, event, actor) -> np.ndarray:
     """A batch of slot ids as a 1-D integer numpy array (a view of `value` where it can be;
     empty batches come back empty). Only the type is checked here; range and duplicates are
     the ledger's (`SlotLedger._ids`)."""
+    batch = value  # named in every refusal
     if isinstance(value, torch.Tensor):
         if value.dtype is torch.bool or value.is_floating_point() or value.is_complex():
-            raise BadSlotId(f"slot ids must be integers, not {value.dtype}", slot_id=None, event=event, actor=actor)
+            raise BadSlotId(
+                f"slot ids must be integers, not {value.dtype}", slot_id=None, event=event, actor=actor, batch=batch
+            )
         if value.dim() != 1:
             raise BadSlotId(
-                f"a batch of ids is 1-D, not of shape {tuple(value.shape)}", slot_id=None, event=event, actor=actor
+                f"a batch of ids is 1-D, not of shape {tuple(value.shape)}",
+                slot_id=None,
+                event=event,
+                actor=actor,
+                batch=batch,
+            )
+        if value.device.type == "meta":
+            raise BadSlotId(
+                "ids on the meta device have no values", slot_id=None, event=event, actor=actor, batch=batch
             )
         if value.device.type != "cpu":
             value = value.cpu()  # device sync: only for ids handed over on a device (LedgerGuard)
         try:
             arr = value.numpy()
         except (RuntimeError, TypeError) as e:  # dtypes numpy lacks
-            raise BadSlotId(f"slot ids of dtype {value.dtype}: {e}", slot_id=None, event=event, actor=actor) from None
+            raise BadSlotId(
+                f"slot ids of dtype {value.dtype}: {e}", slot_id=None, event=event, actor=actor, batch=batch
+            ) from None
+    elif isinstance(value, np.ma.MaskedArray):
+        raise BadSlotId(
+            "a masked array: a masked id names no slot", slot_id=None, event=event, actor=actor, batch=batch
+        )
     elif isinstance(value, np.ndarray):
         arr = value
     elif isinstance(value, (list, tuple, range)):
         if not _BOOLS.isdisjoint(map(type, value)):
-            raise BadSlotId("slot ids must be integers, not bool", slot_id=None, event=event, actor=actor)
+            raise BadSlotId("slot ids must be integers, not bool", slot_id=None, event=event, actor=actor, batch=batch)
         try:
             arr = np.asarray(value)
         except (ValueError, TypeError, OverflowError) as e:  # ragged, or not numbers at all
-            raise BadSlotId(f"not a batch of slot ids ({e})", slot_id=None, event=event, actor=actor) from None
+            raise BadSlotId(
+                f"not a batch of slot ids ({e})", slot_id=None, event=event, actor=actor, batch=batch
+            ) from None
     else:
         raise BadSlotId(
             f"a batch of slot ids is a 1-D tensor, array, list or tuple of ints, not {type(value).__name__}",
             slot_id=None,
             event=event,
             actor=actor,
+            batch=batch,
         )
     if arr.ndim != 1:
-        raise BadSlotId(f"a batch of ids is 1-D, not of shape {arr.shape}", slot_id=None, event=event, actor=actor)
+        raise BadSlotId(
+            f"a batch of ids is 1-D, not of shape {arr.shape}", slot_id=None, event=event, actor=actor, batch=batch
+        )
     if arr.size == 0:  # before the dtype: `[]` reads as float64, but it is an empty batch
         return np.zeros(0, dtype=np.int64)
     dtype = arr.dtype
     if dtype is _INT64 and arr.strides[0] == 8:  # the common case: nothing to convert
         return arr
     if dtype.kind not in "iu":
-        raise BadSlotId(f"slot ids must be integers, not {dtype}", slot_id=None, event=event, actor=actor)
+        raise BadSlotId(f"slot ids must be integers, not {dtype}", slot_id=None, event=event, actor=actor, batch=batch)
     if dtype.kind == "u" and dtype.itemsize == 8 and (arr > ID_MAX).any():
         raise BadSlotId("not a slot id", slot_id=int(arr[np.argmax(arr > ID_MAX)]), event=event, actor=actor)
     # int64 with positive unit strides, so the ids handed back can become a tensor (`torch.from_numpy`

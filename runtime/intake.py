@@ -3,6 +3,8 @@ naming the bad value, before anything is recorded."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 
@@ -15,10 +17,14 @@ def is_int(value) -> bool:
 
 
 def prompt_tokens(prompt, vocab: int | None) -> list[int]:
-    """`prompt` as a list of ints in 0..vocab-1 (any iterable of ints, or a 1-D integer tensor
+    """`prompt` as a list of ints in 0..vocab-1 (a sequence of ints, or a 1-D integer tensor
     or array); raises `BadRequest` naming the first bad token and its position."""
-    if isinstance(prompt, (str, bytes)) or not hasattr(prompt, "__iter__"):
-        raise BadRequest(f"a prompt is a sequence of token ids, not {type(prompt).__name__} {prompt!r:.60}")
+    if isinstance(prompt, (str, bytes)) or not isinstance(prompt, (Sequence, torch.Tensor, np.ndarray)):
+        # a set or a dict has no order to feed; an iterator could not be read twice
+        raise BadRequest(
+            f"a prompt is an ordered sequence of token ids (a list, tuple, range, 1-D tensor or array), "
+            f"not {type(prompt).__name__} {prompt!r:.60}"
+        )
     if isinstance(prompt, (torch.Tensor, np.ndarray)):
         if prompt.ndim != 1:
             raise BadRequest(f"a prompt tensor must be 1-D, not of shape {tuple(prompt.shape)}")
@@ -39,19 +45,24 @@ def prompt_tokens(prompt, vocab: int | None) -> list[int]:
     return [int(t) for t in tokens]
 
 
+MAX_NEW_TOKENS = 2**31 - 1  # far past any real generation: a larger budget is a mistake, refused
+
+
 def new_token_budget(n) -> int:
-    if not is_int(n) or n < 1:
-        raise BadRequest(f"max_new_tokens must be a positive int, not {n!r}")
+    if not is_int(n) or not 1 <= n <= MAX_NEW_TOKENS:
+        raise BadRequest(f"max_new_tokens must be an int in 1..{MAX_NEW_TOKENS}, not {n!r:.60}")
     return int(n)
 
 
 def request_id(rid, issued: int) -> int:
     if not is_int(rid) or not 0 <= rid < issued:
-        raise UnknownRequest(f"no request {rid!r}: ids handed out so far are 0..{issued - 1}")
+        issued_so_far = f"ids handed out so far are 0..{issued - 1}" if issued else "no request has been submitted yet"
+        raise UnknownRequest(f"no request {rid!r:.60}: {issued_so_far}")
     return int(rid)
 
 
 def session_id(sid, issued: int) -> int:
     if not is_int(sid) or not 0 <= sid < issued:
-        raise UnknownSession(f"no session {sid!r}: ids handed out so far are 0..{issued - 1}")
+        issued_so_far = f"ids handed out so far are 0..{issued - 1}" if issued else "no session has been opened yet"
+        raise UnknownSession(f"no session {sid!r:.60}: {issued_so_far}")
     return int(sid)

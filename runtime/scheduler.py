@@ -48,7 +48,15 @@ from .device import SimulatedDevice
 from .pool import StatePool, to_device
 from .request import Counters, Phase, Request, Result, Session, SessionState, SessionStatus
 from .faults import guarded as _guarded, handle_problems
-from .scheduler_errors import AuditFailed, NoSessionState, SchedulerBroken, SessionBusy, SessionClosed, StepFailed
+from .scheduler_errors import (
+    AuditFailed,
+    BadConfig,
+    NoSessionState,
+    SchedulerBroken,
+    SessionBusy,
+    SessionClosed,
+    StepFailed,
+)
 from .shapes import check_fits
 
 __all__ = [
@@ -73,6 +81,23 @@ class SchedulerConfig:
     retract_after: int | None = 3  # a head of queue starved this many steps retracts a running request
     session_timeout: int | None = None  # steps an idle session lives before the reaper closes it
     audit_when_idle: bool = True
+
+    def __post_init__(self):
+        for name in ("max_running", "token_budget", "chunk_size"):
+            _check_field(self, name, lambda v: v >= 1, "a positive int")
+        for name in ("retract_after", "session_timeout"):
+            _check_field(self, name, lambda v: v >= 0, "an int >= 0, or None", optional=True)
+        for name in ("overlap", "audit_when_idle"):
+            if type(getattr(self, name)) is not bool:
+                raise BadConfig(name, getattr(self, name), "True or False")
+
+
+def _check_field(config, name: str, ok, want: str, optional: bool = False) -> None:
+    value = getattr(config, name)
+    if optional and value is None:
+        return
+    if not (intake.is_int(value) and ok(value)):
+        raise BadConfig(name, value, want)
 
 
 _COUNTED_AS = {"length": "finished", "abort": "aborts", "session closed": "dropped"}  # else "step N failed: ..."

@@ -12,6 +12,15 @@ class BadRequest(SchedulerError, ValueError):
     empty prompt, a budget that is not a positive int); nothing was recorded."""
 
 
+class BadConfig(SchedulerError, ValueError):
+    """A `SchedulerConfig` field of the wrong type or out of range; raised when the config is
+    made, so no scheduler is ever built on it. Names the field and the bad value."""
+
+    def __init__(self, field: str, value, want: str):
+        self.field, self.value = field, value
+        super().__init__(f"bad SchedulerConfig.{field} {value!r:.60}: {want}")
+
+
 class UnknownRequest(SchedulerError, LookupError):
     """A request id the scheduler never handed out (or not an int id); nothing changed."""
 

@@ -346,7 +346,12 @@ BAD = [
     ),
     ("bool list", lambda p: p.finish([True], R1), BadSlotId, "must be integers"),
     ("strings", lambda p: p.finish(["1"], R1), BadSlotId, "must be integers"),
-    ("empty list", lambda p: p.finish([], R1), BadSlotId, "bad slot id None for finish by request 1: an empty batch"),
+    (
+        "empty list",
+        lambda p: p.finish([], R1),
+        BadSlotId,
+        "bad batch of slot ids for finish by request 1: an empty batch",
+    ),
     ("empty tensor", lambda p: p.finish(torch.empty(0, dtype=torch.int64), R1), BadSlotId, "an empty batch"),
     (
         "duplicates",
