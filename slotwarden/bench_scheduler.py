@@ -40,6 +40,7 @@ import torch
 from slotwarden import bench_common
 from slotwarden.bench_common import device_of, machine, sync_for, write_json  # noqa: F401 (write_json: the module's API)
 from slotwarden.demo import build_scheduler
+from slotwarden.runtime.intake import MAX_NEW_TOKENS
 from slotwarden.runtime.scheduler import Scheduler
 
 NS = (16, 256, 1024)
@@ -85,7 +86,7 @@ class Workload:
 
     def _submit(self) -> None:
         if self.kind == "decode":
-            self.sched.submit([1], 1 << 40)
+            self.sched.submit([1], MAX_NEW_TOKENS)  # decodes for as long as the benchmark runs
         else:
             self.sched.submit([1] * self.rng.randint(*PROMPT), self.rng.randint(*NEW_TOKENS))
 
