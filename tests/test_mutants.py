@@ -61,7 +61,7 @@ def test_the_checker_catches_it(mutant):
 
 @pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.name not in SCRIPTED], ids=lambda m: m.name)
 def test_the_runtime_catches_it_under_hypothesis(mutant):
-    result = run_machine(mutant.name, machine_for(mutant.cls, **mutant.needs), Budget(300, 25))
+    result = run_machine(mutant.name, machine_for(mutant.cls, **mutant.needs), Budget(500, 30), seed=0)
     assert not result.passed, f"{mutant.name} escaped {result.examples} examples"
     assert result.error.split(":")[0] in mutant.runtime_catch, result.error  # the expected catch
     assert "state = " in result.trace and (
