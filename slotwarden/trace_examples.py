@@ -20,37 +20,11 @@ import torch
 
 from slotwarden.model.vocabulary import NOBODY, Actor, Event
 from slotwarden.runtime.config import PoolConfig
+from slotwarden.runtime.free_list import FreeList  # noqa: F401  (the tests import it from here too)
 from slotwarden.runtime.pool import StatePool
 from slotwarden.runtime.trace import FREE, TraceWriter
 
 EXAMPLES = Path("examples")
-
-
-class FreeList:
-    """An engine's slot allocator of SGLang's `MambaSlotAllocator` shape, with no checks: a
-    tensor free list of slots 1..size (0 is the pad slot), sliced by alloc, extended by free."""
-
-    def __init__(self, size: int, device: str = "cpu"):
-        self.size, self.device = size, device
-        self.clear()
-
-    def available_size(self) -> int:
-        return len(self.free_slots)
-
-    def alloc(self, need_size: int):
-        if need_size > len(self.free_slots):
-            return None
-        select_index = self.free_slots[:need_size]
-        self.free_slots = self.free_slots[need_size:]
-        return select_index
-
-    def free(self, free_index: torch.Tensor) -> None:
-        if free_index.numel() == 0:
-            return
-        self.free_slots = torch.cat((self.free_slots, free_index))
-
-    def clear(self) -> None:
-        self.free_slots = torch.arange(1, self.size + 1, dtype=torch.int64, device=self.device)
 
 
 class LoggedEngine:

@@ -8,29 +8,8 @@ import torch
 
 from slotwarden.model.errors import BadInput, BadSlotId, FenceError, IllegalMove
 from slotwarden.model.vocabulary import Actor, Event, Slot, State
+from slotwarden.runtime.free_list import FreeList as TensorFreeList
 from slotwarden.runtime.guard import LedgerGuard
-
-
-class TensorFreeList:
-    """The shape of SGLang's MambaSlotAllocator: a tensor free list, no ownership, no checks."""
-
-    def __init__(self, size: int):
-        self.free_slots = torch.arange(1, size + 1, dtype=torch.int64)  # slot 0 is the pad slot
-
-    def available_size(self) -> int:
-        return len(self.free_slots)
-
-    def alloc(self, need_size: int):
-        if need_size > len(self.free_slots):
-            return None
-        select_index = self.free_slots[:need_size]
-        self.free_slots = self.free_slots[need_size:]
-        return select_index
-
-    def free(self, free_index: torch.Tensor) -> None:
-        if free_index.numel() == 0:
-            return
-        self.free_slots = torch.cat((self.free_slots, free_index))
 
 
 R1, R2, R3 = Actor.request(1), Actor.request(2), Actor.request(3)

@@ -40,6 +40,7 @@ from slotwarden.model.step import step as model_step
 from slotwarden.model.properties import conserved, exclusive
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, State
 from slotwarden.runtime.build import build
+from slotwarden.runtime.free_list import FreeList as TensorFreeList
 from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.runtime.pool import StatePool
 from slotwarden.runtime.request import Phase, SessionStatus
@@ -117,22 +118,6 @@ class StatePoolUnderTest:
         rows = torch.cat([t.transpose(0, 1).reshape(t.shape[1], -1) for t in self.pool.tensors], dim=1)[1:]
         uniform = (rows == rows[:, :1]).all(dim=1)
         return tuple(torch.where(uniform, rows[:, 0], torch.nan).tolist())
-
-
-class TensorFreeList:
-    """A plain device-tensor free list of SGLang's `MambaSlotAllocator` shape, no checks."""
-
-    def __init__(self, size: int):
-        self.free_slots = torch.arange(1, size + 1, dtype=torch.int64)
-
-    def alloc(self, need_size: int):
-        if need_size > len(self.free_slots):
-            return None
-        out, self.free_slots = self.free_slots[:need_size], self.free_slots[need_size:]
-        return out
-
-    def free(self, free_index):
-        self.free_slots = torch.cat((self.free_slots, free_index))
 
 
 class GuardUnderTest:
