@@ -159,7 +159,7 @@ def borrow_safe(before: Slot, actor: Actor, after: Slot, lifecycle: Lifecycle = 
     back to the session."""
     if not lifecycle.spec(before.state).lent:
         return True
-    if lifecycle.spec(after.state).group is not Group.SESSION_OWNED or after.owner != before.owner:
+    if group(after, lifecycle) is not Group.SESSION_OWNED or after.owner != before.owner:
         return False
     if after.borrower == before.borrower:
         return True
@@ -195,10 +195,7 @@ def parks_what_ran(before: Slot, after: Slot, lifecycle: Lifecycle = LIFECYCLE) 
     """A session takes over only a slot of the running batch: the state it keeps between
     turns was computed by a step, never a candidate's state that no step has run
     (SGLang #31765/#31767: a turn that never ran committed to the session)."""
-    if (
-        lifecycle.spec(after.state).group is Group.SESSION_OWNED
-        and lifecycle.spec(before.state).group is not Group.SESSION_OWNED
-    ):
+    if group(after, lifecycle) is Group.SESSION_OWNED and group(before, lifecycle) is not Group.SESSION_OWNED:
         return before.state in IN_BATCH
     return True
 

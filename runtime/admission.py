@@ -135,7 +135,7 @@ def _adopt(sched: "Scheduler", req: Request) -> State | None:
         req.slot, req.lent = None, False
         return None
     state = sched.pool.state_of(held[:1])[0]
-    req.slot, req.lent = held[0], state in (State.LENT, State.LENT_RUNNING)
+    req.slot, req.lent = held[0], sched.pool.ledger.lifecycle.spec(state).lent
     return state
 
 

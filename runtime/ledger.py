@@ -295,9 +295,8 @@ class SlotLedger:
         kind = spec.actor
         ids = self._ids(ids, event, None)
         who = inputs.actor_ids(actor_ids, ids.size, event)
-        if ids.size <= self.small and self._apply_slots(
-            ids, event, Actors(kind, tuple(who.tolist())), NOBODY, before_write
-        ):
+        actors = Actors(kind, tuple(who.tolist()))
+        if ids.size <= self.small and self._apply_slots(ids, event, actors, NOBODY, before_write):
             return ids
         table = self.tables[event]
         batch = look_up(self.cols, table, ids, who)
@@ -308,7 +307,7 @@ class SlotLedger:
                 self._check_batch(batch, event, Actor(kind, int(who[p])), NOBODY, first=p)
         if before_write is not None:
             before_write(batch)
-        self._write(batch, table, event, who, NOBODY, Actors(kind, tuple(who.tolist())))
+        self._write(batch, table, event, who, NOBODY, actors)
         return ids
 
     def launch(self, done: Callable[[], bool] | None = None) -> int:

@@ -40,7 +40,7 @@ from typing import NamedTuple
 import torch
 
 from slotwarden.kernels.layer import TinyMamba
-from slotwarden.model.vocabulary import Actor, State
+from slotwarden.model.vocabulary import Actor
 
 from . import intake
 from .admission import Batch, build_batch
@@ -248,7 +248,7 @@ class Scheduler:
         if s.slot is None:
             raise NoSessionState(f"session {sid} has no state yet: none of its turns has finished")
         state = self.pool.state_of([s.slot])[0]
-        if state in (State.LENT, State.LENT_RUNNING):
+        if self.pool.ledger.lifecycle.spec(state).lent:
             borrower = self.pool.ledger.record(s.slot).borrower
             raise SessionBusy(f"session {sid}'s slot {s.slot} is {state.name}: lent to its turn, request {borrower}")
         if s.stale:

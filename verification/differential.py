@@ -25,6 +25,7 @@ import random
 from typing import NamedTuple
 
 from slotwarden.model.pool import new_pool
+from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
 from slotwarden.runtime.build import build
 from slotwarden.runtime.request import Phase
@@ -224,7 +225,7 @@ class _Pair:
     def _owner(self, rec) -> int:
         if rec.owner == NOBODY:
             return NOBODY
-        kind = ActorKind.SESSION if rec.state in (State.PARKED, State.LENT, State.LENT_RUNNING) else ActorKind.REQUEST
+        kind = LIFECYCLE.spec(rec.state).owner
         return self.actor(Actor(kind, rec.owner)).id
 
 

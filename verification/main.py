@@ -40,7 +40,15 @@ from slotwarden.model import registry
 from slotwarden.verification.agreement import judge, judge_runtime
 from slotwarden.verification.bad_input import BadInputMachine, SchedulerBadInputMachine
 from slotwarden.verification.campaign import Budget, run_machine
-from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS, UNREACHABLE, check, coverage
+from slotwarden.verification.checker import (
+    _show_rule,
+    DEFAULT_BOUNDS,
+    TEST_BOUNDS,
+    THOROUGH_BOUNDS,
+    UNREACHABLE,
+    check,
+    coverage,
+)
 from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT, prove
 from slotwarden.verification import declaration_mutants
 from slotwarden.verification.differential import check_differential
@@ -214,7 +222,7 @@ def _coverage(bounds_list) -> Row:
         "missed_rules": list(cover.missed_rules),
         "stale_unreachable": list(cover.stale_unreachable),
         "missed_goals": list(cover.missed_goals),
-        "unreachable": {_rule_text(k): why for k, why in UNREACHABLE.items()},
+        "unreachable": {_show_rule(k): why for k, why in UNREACHABLE.items()},
     }
     return Row(
         "exhaustive",
@@ -224,10 +232,6 @@ def _coverage(bounds_list) -> Row:
         str(cover),
         detail | {"states": 0},
     )
-
-
-def _rule_text(k) -> str:
-    return f"{k[0].name} --{k[1].name} [{k[2].name}]"
 
 
 def _differential(workloads: int, seed) -> Row:
