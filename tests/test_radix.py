@@ -2,6 +2,9 @@
 corrupted trees, and the shipped stateful machine against the tree and against deliberately
 broken trees, each of which it must catch."""
 
+import inspect
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import settings
@@ -130,6 +133,22 @@ def test_evictable_takes_slot_leaves_first_then_least_recently_used():
     assert t.evictable(1) == [other] and t.evictable(0) == []
     t.match([5])
     assert t.evictable(2) == [leaf, other]
+    t.lock(leaf, 0)  # a lock below does not pin the node above: its slot is its own
+    assert t.evictable(3) == [other, top]
+
+
+def test_a_chain_deeper_than_the_recursion_limit():
+    t = RadixTree()
+    for depth in range(1, 401):
+        cached(t, [0] * depth, depth)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + 100)  # nothing may recurse down the chain
+    try:
+        t.check()
+        assert t.evictable(1) == [t.match([0] * 400).node] and t.match([0] * 500).length == 400
+        assert len(t.prefix(t.match([0] * 400).node)) == 400
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def test_locks_are_counted_per_request_and_bounded():
