@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import heapq
 
-from .radix_errors import BadSlot, CacheError, LockRefused, UnknownNode, WrongNodeState
+from .radix_errors import BadCount, BadSlot, LockRefused, TreeBroken, UnknownNode, WrongNodeState
 from .radix_node import Inserted, Match, Node, NodeInfo, Sizes, check_node, check_rid, common, describe, tokens_of
 
 ROOT = 0
@@ -47,6 +47,10 @@ class RadixTree:
     def __init__(self, max_readers: int | None = None):
         """`max_readers`: the bound of a node's lock count (the model's bound of a cached
         slot's readers); None for no bound."""
+        if max_readers is not None and (
+            isinstance(max_readers, bool) or not isinstance(max_readers, int) or max_readers < 1
+        ):
+            raise BadCount("RadixTree", f"max_readers must be None or an int >= 1, not {max_readers!r:.40}")
         self.max_readers = max_readers
         self.root = Node(ROOT, (), None, 0)
         self._nodes: dict[int, Node] = {ROOT: self.root}
@@ -80,7 +84,7 @@ class RadixTree:
         kind. A node with slots below it is the shared start of longer cached prompts, so it
         goes last; it can still go (its slot is its own), so locks below never pin it."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise CacheError("evictable", f"n must be a non-negative int, not {n!r:.40}")
+            raise BadCount("evictable", f"n must be a non-negative int, not {n!r:.40}")
         below = self._slot_below()
         cands = [x for x in self._nodes.values() if x.published and x.locks == 0]
         best = heapq.nsmallest(n, cands, key=lambda x: (below[x.id], x.last_access, x.id))
@@ -187,23 +191,23 @@ class RadixTree:
 
     # -- integrity ---------------------------------------------------------------------------
     def check(self) -> None:
-        """Raises `CacheError` naming the first node that breaks an invariant of the tree."""
+        """Raises `TreeBroken` naming the first node that breaks an invariant of the tree."""
         seen, stack = {}, [self.root]
         if self.root.edge or self.root.parent is not None or self.root.slot is not None or self.root.published:
-            raise CacheError("check", f"the root must be empty, not {describe(self.root)}", node=ROOT)
+            raise TreeBroken("check", f"the root must be empty, not {describe(self.root)}", node=ROOT)
         while stack:
             x = stack.pop()
             if x.id in seen or self._nodes.get(x.id) is not x:
-                raise CacheError("check", f"{describe(x)} is reached twice or not registered", node=x.id)
+                raise TreeBroken("check", f"{describe(x)} is reached twice or not registered", node=x.id)
             seen[x.id] = x
             check_node(x, self.max_readers, self._clock)
             stack.extend(x.children.values())
         if len(seen) != len(self._nodes):
             lost = sorted(set(self._nodes) - set(seen))
-            raise CacheError("check", f"nodes {lost} are registered but not in the tree", node=lost[0])
+            raise TreeBroken("check", f"nodes {lost} are registered but not in the tree", node=lost[0])
         held = {x.slot: x.id for x in seen.values() if x.slot is not None}
         if held != self._by_slot or len(held) != sum(x.slot is not None for x in seen.values()):
-            raise CacheError("check", f"the slot index {self._by_slot} disagrees with the nodes' slots {held}")
+            raise TreeBroken("check", f"the slot index {self._by_slot} disagrees with the nodes' slots {held}")
 
     # -- inside ------------------------------------------------------------------------------
     def _node(self, call: str, node) -> Node:

@@ -27,6 +27,10 @@ class BadRequestId(CacheError, ValueError):
     """A request id that is not a non-negative int."""
 
 
+class BadCount(CacheError, ValueError):
+    """A count that is not a non-negative int: `evictable`'s n, or a lock bound below 1."""
+
+
 class UnknownNode(CacheError, LookupError):
     """A node id the tree never handed out, or whose node has since been evicted or pruned."""
 
@@ -40,3 +44,8 @@ class WrongNodeState(CacheError, ValueError):
 class LockRefused(CacheError, ValueError):
     """A lock by a request that already holds one on the node, a lock at the bound of the
     lock count, or an unlock by a request that holds no lock on the node (SGLang #27147)."""
+
+
+class TreeBroken(CacheError, RuntimeError):
+    """`check()` found the tree breaking one of its own invariants (a bug in the tree, or
+    something that edited its nodes from outside)."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from numbers import Integral
 from typing import NamedTuple
 
-from .radix_errors import BadRequestId, BadTokens, CacheError
+from .radix_errors import BadRequestId, BadTokens, TreeBroken
 
 
 @dataclass(eq=False, slots=True)
@@ -63,7 +63,7 @@ class Sizes(NamedTuple):
 
 def check_node(x: Node, max_readers: int | None, clock: int) -> None:
     def bad(what: str):
-        raise CacheError("check", f"{describe(x)}: {what}", node=x.id)
+        raise TreeBroken("check", f"{describe(x)}: {what}", node=x.id)
 
     if x.parent is not None:
         if x.end != x.parent.end + len(x.edge):

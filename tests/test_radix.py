@@ -11,11 +11,13 @@ from hypothesis import settings
 
 from slotwarden.runtime.radix import ROOT, RadixTree
 from slotwarden.runtime.radix_errors import (
+    BadCount,
     BadRequestId,
     BadSlot,
     BadTokens,
     CacheError,
     LockRefused,
+    TreeBroken,
     UnknownNode,
     WrongNodeState,
 )
@@ -188,7 +190,7 @@ BAD_CALLS = {
     "unknown node": (UnknownNode, lambda t, n: t.evict(99)),
     "bool node": (UnknownNode, lambda t, n: t.lock(True, 0)),
     "bad rid": (BadRequestId, lambda t, n: t.lock(n, -1)),
-    "bad n": (CacheError, lambda t, n: t.evictable(-1)),
+    "bad n": (BadCount, lambda t, n: t.evictable(-1)),
     "publish twice": (WrongNodeState, lambda t, n: t.publish(n)),
     "unlock unheld": (LockRefused, lambda t, n: t.unlock(n, 5)),
 }
@@ -203,7 +205,8 @@ def test_bad_calls_raise_typed_errors_and_change_nothing(case):
     before = shape(t)
     with pytest.raises(error) as err:
         call(t, node)
-    assert shape(t) == before and str(err.value).startswith(f"{err.value.call} refused: ")
+    assert isinstance(err.value, CacheError) and str(err.value).startswith(f"{err.value.call} refused: ")
+    assert shape(t) == before
 
 
 def test_the_held_slot_error_names_its_node():
@@ -212,6 +215,12 @@ def test_the_held_slot_error_names_its_node():
     with pytest.raises(BadSlot, match=f"slot 6 is already held by node {node}") as err:
         t.insert([2], 6)
     assert err.value.node == node and err.value.slot == 6
+
+
+@pytest.mark.parametrize("bound", [0, -1, True, 2.0])
+def test_a_bad_lock_bound_is_refused(bound):
+    with pytest.raises(BadCount, match="max_readers"):
+        RadixTree(max_readers=bound)
 
 
 def test_numpy_tokens_are_taken_as_ints():
@@ -276,7 +285,7 @@ def test_check_catches_each_corruption(case):
     t.lock(ids["a"], 1)
     t.check()
     corrupt(t, ids)
-    with pytest.raises(CacheError, match=message):
+    with pytest.raises(TreeBroken, match=message):
         t.check()
 
 
