@@ -60,8 +60,8 @@ RULES = (
         R.BORROWER,
         S.PARKED,
         RETURN,
-        "a lent slot goes back to its session; for engines that preempt a turn for memory (SGLang 40252): "
-        "this scheduler retracts only to free a slot, which a lent turn's retraction never does",
+        "a lent slot goes back to its session; the turn's partial state is no checkpoint (SGLang 40252): "
+        "the scheduler retracts a lent turn to free a seat in the running batch",
     ),
     Rule(S.LENT_RUNNING, E.ABORT, R.BORROWER, S.PARKED, RETURN, "a lent slot goes back to its session"),
     Rule(S.PARKED, E.CLOSE, R.OWNER, S.RELEASED, RELEASE, "the session releases exactly what it owns"),

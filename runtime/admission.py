@@ -6,8 +6,15 @@ block each other behind a starved request. A candidate takes its slot first (a f
 only then is checked against the token budget and the running limit; one that does not fit
 is rolled back: exactly what it took goes back where it came from (a fresh slot to the free
 list, a lent slot to its session). With no prefill work, the batch decodes one token for every
-running request that still has budget. A head of queue starved of slots for `retract_after`
-steps retracts the running plain request with the most tokens left (it is recomputed later).
+running request that still has budget.
+
+Retraction: a head of queue starved for `retract_after` steps, of a slot or of a seat in the
+running batch (`max_running`), retracts one running request, which waits again and is
+recomputed later (`pick_victim` says which). Starved of a slot, only a request that holds its
+own slot can help (a session turn's lent slot stays with its session); starved of a seat, any
+running request frees one, a session turn on its lent slot included. Its slot goes back by the
+model's RETRACT (a lent one to its session, which is marked stale: the turn advanced its state
+in place), and the turn is recomputed from the transcript, keeping the tokens it made.
 
 Faults: each move is one pool call followed by the scheduler's record of it. If the call
 raises, the pool's word is taken (`_adopt`): a move the pool made before the fault struck is
@@ -44,19 +51,18 @@ def build_batch(sched: "Scheduler") -> tuple[Batch, list]:
     retracted: list = []
     blocked = False  # a request found no free slot: only turns whose session has one may pass it
     for req in list(sched.waiting):
-        if budget <= 0 or len(sched.running) >= cfg.max_running:
+        if budget <= 0:
             break
         if blocked and not has_own_slot(sched, req):
             continue
+        if len(sched.running) >= cfg.max_running:
+            if not blocked:  # the head of queue waits for a seat (a free slot too, if it lacks one)
+                needs_slot = req.slot is None and not has_own_slot(sched, req) and not sched.pool.available()
+                _starved(sched, req, items, retracted, needs_slot)
+            break
         if not take_slot(sched, req):
             blocked = True
-            req.waited += 1
-            if cfg.retract_after is not None and req.waited >= cfg.retract_after:
-                victim = pick_victim(sched, exclude={r.rid for r, _ in items})
-                if victim is not None:
-                    retract(sched, victim)
-                    retracted.append(victim)
-                    req.waited = 0
+            _starved(sched, req, items, retracted, needs_slot=True)
             continue
         n = min(cfg.chunk_size, len(req.input), cfg.token_budget)  # always fits an empty step
         if n > budget:  # does not fit this step: give back what it took, try again next step
@@ -139,34 +145,62 @@ def _adopt(sched: "Scheduler", req: Request) -> State | None:
     return state
 
 
-def pick_victim(sched: "Scheduler", exclude: set) -> Request | None:
-    """The running plain request with the most tokens left among those that have kept at
-    least one new token since they were admitted (so two requests retracting each other
-    always make progress), not already in the batch being built. Retracting a session turn
-    would free no slot: its slot stays with the session."""
-    plain = [
-        r for r in sched.running if r.session is None and r.rid not in exclude and len(r.output) > r.outputs_at_admit
+def _starved(sched: "Scheduler", req: Request, items: list, retracted: list, needs_slot: bool) -> None:
+    """`req`, the head of queue, waited one more step; starved for `retract_after` steps, it
+    retracts a victim that gives it what it lacks (if any is running)."""
+    req.waited += 1
+    after = sched.config.retract_after
+    if after is None or req.waited < after:
+        return
+    victim = pick_victim(sched, exclude={r.rid for r, _ in items}, frees_slot=needs_slot)
+    if victim is not None:
+        retract(sched, victim)
+        retracted.append(victim)
+        req.waited = 0
+
+
+def pick_victim(sched: "Scheduler", exclude: set, frees_slot: bool = True) -> Request | None:
+    """The running request with the most tokens left among those that have kept at least one
+    new token since they were admitted (so two requests retracting each other always make
+    progress: each retraction follows a token its victim keeps) and still have tokens to make
+    (one with none left is about to finish), not already in the batch being built.
+    `frees_slot`: only one whose retraction frees a slot, i.e. not a session turn on its
+    session's lent slot (that slot stays with the session)."""
+    able = [
+        r
+        for r in sched.running
+        if r.rid not in exclude
+        and len(r.output) > r.outputs_at_admit
+        and r.remaining() > 0
+        and not (frees_slot and r.lent)
     ]
-    return max(plain, key=lambda r: (r.remaining(), r.rid), default=None)
+    return max(able, key=lambda r: (r.remaining(), r.rid), default=None)
 
 
 def retract(sched: "Scheduler", req: Request) -> None:
-    """Preempt `req`: its slot is released (free at the fence of the step in flight) and it
-    waits again, to recompute its prompt and what it has generated so far."""
+    """Preempt `req`: its slot goes back by RETRACT (a request's own slot is released, free at
+    the fence of the step in flight; a lent one returns to its session) and it waits again, to
+    recompute its input and what it has generated so far."""
+    lent = req.lent
     try:
-        sched.pool.retract([req.slot], Actor.request(req.rid))
+        sched.release_retracted(req)
     except BaseException:
-        if _adopt(sched, req) is None:  # the pool released it before the fault: record that
-            _requeue(sched, req)
+        if _adopt(sched, req) is None:  # the pool gave the slot back before the fault: record that
+            _requeue(sched, req, lent)
         raise
-    _requeue(sched, req)
+    _requeue(sched, req, lent)
 
 
-def _requeue(sched: "Scheduler", req: Request) -> None:
+def _requeue(sched: "Scheduler", req: Request, lent: bool) -> None:
     sched._tally["retractions"] += 1
     sched.running.remove(req)
     req.generation += 1
     req.phase, req.slot, req.lent, req.tail = Phase.WAITING, None, False, None
     req.input = req.prompt + req.output
+    if req.session is not None:  # what its session's state lacks, then the turn so far
+        s = sched.sessions[req.session]
+        sched.turn_retracted(s, req, lent)
+        req.refeeds = s.stale or s.slot is None
+        req.input = (s.transcript if req.refeeds else []) + s.pending + req.input
     req.fed, req.pending_outputs = 0, 0
     sched.waiting.append(req)

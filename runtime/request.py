@@ -18,9 +18,10 @@ class Phase(Enum):
 @dataclass(eq=False)
 class Request:
     """One generation request. `input` is everything it must feed before generating (for a
-    session turn: the session's pending token and the turn's prompt; after a retraction: the
-    prompt and what it had generated). `slot` is the one handle it keeps, and only while it
-    holds the slot; `lent` says the slot is its session's."""
+    session turn: the session's pending token and the turn's prompt, after the whole transcript
+    if the session's state must be rebuilt; after a retraction, what it had generated too).
+    `slot` is the one handle it keeps, and only while it holds the slot; `lent` says the slot
+    is its session's."""
 
     rid: int
     prompt: list
@@ -36,7 +37,7 @@ class Request:
     pending_outputs: int = 0  # outputs of launched steps not yet processed (overlap)
     tail: tuple | None = None  # (tokens tensor of a launched step, row, step): its last token, a device future
     finish_reason: str | None = None
-    waited: int = 0  # steps spent waiting for a slot
+    waited: int = 0  # steps spent at the head of the queue waiting for a slot or a seat
     outputs_at_admit: int = 0  # len(output) when last admitted: retraction waits for progress past it
     generation: int = 0  # bumped when it leaves the running batch: outputs of steps launched before are void
 
@@ -110,4 +111,4 @@ class Counters(NamedTuple):
     failures: int  # requests ended because their step's forward pass raised ("step N failed: ...")
     dropped: int  # queued session turns dropped by the session's close
     rollbacks: int  # candidates that took a slot, did not fit the step and gave it back
-    retractions: int  # running requests preempted to free a slot (each recomputes later)
+    retractions: int  # running requests preempted to free a slot or a seat (each recomputes later)

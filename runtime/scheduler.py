@@ -26,9 +26,12 @@ resumes exactly, or a failed forward pass ended its requests, or it refuses ever
 
 Mid-turn abort decision: a session turn aborted (or retracted, or failed) after it started
 feeding has advanced the session's state in place. Its slot goes back to the session (the
-lifecycle says so), the turn's tokens are dropped from the transcript, and the session is
-marked *stale*: its next turn zeroes the slot and feeds the whole transcript again before its
-own prompt. So no slot is ever owned twice, and a half-updated state is never continued.
+lifecycle says so) and the session is marked *stale*: the turn's partial state is never taken
+as the session's checkpoint. An aborted or failed turn's tokens are dropped from the
+transcript, and the next turn zeroes the slot and feeds the whole transcript again before its
+own prompt; a retracted turn waits again and does the same before its prompt and the tokens it
+had made (see `admission.py`). So no slot is ever owned twice, and a half-updated state is
+never continued.
 """
 
 from __future__ import annotations
@@ -367,6 +370,19 @@ class Scheduler:
         """A running request is cancelled: its slot goes back where it came from."""
         self.pool.abort([req.slot], Actor.request(req.rid))
 
+    def release_retracted(self, req: Request) -> None:
+        """A running request is preempted, to be recomputed: its slot goes back where it came
+        from (its own is released, a lent one returns to its session)."""
+        self.pool.retract([req.slot], Actor.request(req.rid))
+
+    def turn_retracted(self, s: Session, req: Request, lent: bool) -> None:
+        """Session `s`'s turn `req` was retracted. A turn that ran on the lent slot advanced the
+        session's state in place: that partial state is no checkpoint of the session, which is
+        marked stale (the turn's recomputation zeroes the slot and feeds the transcript again).
+        The transcript is untouched: only a finished turn adds to it."""
+        if lent:
+            s.stale = True
+
     def release_session(self, s: Session) -> None:
         """A session closes: exactly the slot it owns is released."""
         self.pool.close(Actor.session(s.sid))
@@ -482,7 +498,7 @@ class Scheduler:
             s = self.sessions[req.session]
             if not req.lent:
                 s.slot = req.slot  # parked: the session's now
-            s.transcript = (req.input if req.refeeds else s.transcript + req.input) + req.output[:-1]
+            s.transcript = s.transcript + s.pending + req.prompt + req.output[:-1]  # what the turn fed and made
             s.pending = req.output[-1:]
             s.stale = False
         self._leave(req, "length")

@@ -74,7 +74,7 @@ def _stall_report(sched: Scheduler, steps: int) -> str:
     counts = {g.name: n for g, n in sched.pool.ledger.counts().items() if n}
     return (
         f"no batch for {steps} steps while {len(sched.waiting)} requests wait: the head, request {head.rid}"
-        f"{f' (session {head.session})' if head.session is not None else ''}, starved of a slot for {head.waited} steps; "
+        f"{f' (session {head.session})' if head.session is not None else ''}, starved of a slot or a seat for {head.waited} steps; "
         f"{len(sched.running)} running; slots {counts}; {len(holders)} sessions hold a slot, {queued} of them with "
         "a turn pending"
     )

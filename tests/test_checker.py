@@ -22,10 +22,10 @@ from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, CheckRe
 # -- the correct scheduler ---------------------------------------------------------------------
 
 PINNED = {  # reachable worlds, stateright style: any change to the model or the scheduler shows here
-    Bounds(slots=1, requests=2, sessions=1, overlap=False): (57, 164),
-    Bounds(slots=2, requests=3, sessions=1, overlap=False): (574, 2058),
-    Bounds(slots=2, requests=3, sessions=1, overlap=True): (2726, 13128),
-    Bounds(slots=1, requests=4, sessions=2, overlap=False): (960, 3885),
+    Bounds(slots=1, requests=2, sessions=1, overlap=False): (57, 172),
+    Bounds(slots=2, requests=3, sessions=1, overlap=False): (574, 2198),
+    Bounds(slots=2, requests=3, sessions=1, overlap=True): (2936, 15468),
+    Bounds(slots=1, requests=4, sessions=2, overlap=False): (960, 4105),
 }
 
 
@@ -171,7 +171,13 @@ def test_the_test_bounds_fire_every_reachable_rule_and_reach_every_goal():
     cover = coverage(check(b) for b in TEST_BOUNDS)
     assert cover.ok, str(cover)
     assert cover.fired == cover.declared - len(UNREACHABLE) and all(UNREACHABLE.values())
-    assert {g.name for g in GOALS} >= {"lent_rolled_back", "release_waits_for_fence", "close_deferred"}
+    assert {g.name for g in GOALS} >= {
+        "lent_rolled_back",
+        "lent_retracted",
+        "release_waits_for_fence",
+        "close_deferred",
+    }
+    assert not UNREACHABLE  # every declared rule is fired by some action, a lent turn's RETRACT included
 
 
 class NeverRollsBack(Policy):
@@ -190,11 +196,26 @@ def test_coverage_fails_when_a_rule_is_made_unreachable():
     assert cover.missed_goals == ("lent_rolled_back",) and "never fired" in str(cover)
 
 
+class RetractsOnlyPlainRequests(Policy):
+    """A scheduler that never retracts a session turn: the lent turn's RETRACT is never fired."""
+
+    def can_retract(self, world, r):
+        return r.session is None
+
+
+def test_coverage_fails_when_no_session_turn_is_retracted():
+    results = [check(b, RetractsOnlyPlainRequests()) for b in TEST_BOUNDS]
+    assert all(r.ok for r in results)
+    cover = coverage(results)
+    assert cover.missed_rules == ("LENT_RUNNING --RETRACT [BORROWER]",) and cover.missed_goals == ("lent_retracted",)
+    assert not cover.ok
+
+
 def test_coverage_fails_when_a_rule_listed_unreachable_fires():
     wrong = {(State.LENT, Event.ROLLBACK, Relation.BORROWER): "claimed unreachable, but it fires"}
     cover = coverage([check(b) for b in TEST_BOUNDS], unreachable=wrong)
     assert cover.stale_unreachable == ("LENT --ROLLBACK [BORROWER]",)
-    assert cover.missed_rules == ("LENT_RUNNING --RETRACT [BORROWER]",) and not cover.ok
+    assert not cover.missed_rules and not cover.ok
 
 
 def test_goals_need_their_bounds():
@@ -252,24 +273,24 @@ FIVE = Bounds(slots=1, requests=5, sessions=2, overlap=False, turns=1)  # s100 =
 
 def test_renaming_sessions_and_plain_requests_divides_the_space():
     reduced, full = check(FIVE), check(FIVE, symmetry=False)
-    assert (reduced.states, reduced.transitions, full.states) == (505, 2335, 2580)
+    assert (reduced.states, reduced.transitions, full.states) == (505, 2415, 2580)
     assert reduced.ok and full.ok and reduced.rules == full.rules
 
 
 DEFAULT_COUNTS = {  # (states, transitions) of the default run, pinned; the cheap ones are re-checked below
-    "slots=1 requests=3 sessions=1 overlap=off": (148, 463),
-    "slots=2 requests=3 sessions=1 overlap=off": (574, 2058),
-    "slots=3 requests=3 sessions=1 overlap=off": (1680, 5985),
-    "slots=1 requests=3 sessions=1 overlap=on": (272, 1171),
-    "slots=2 requests=3 sessions=1 overlap=on": (2726, 13128),
-    "slots=3 requests=3 sessions=1 overlap=on": (18267, 88416),
-    "slots=1 requests=4 sessions=2 overlap=off": (960, 3885),
-    "slots=2 requests=4 sessions=2 overlap=off": (5358, 23654),
-    "slots=3 requests=4 sessions=2 overlap=off": (22134, 103083),
-    "slots=1 requests=4 sessions=2 overlap=on": (1700, 9689),
-    "slots=2 requests=4 sessions=2 overlap=on": (22916, 143736),
-    "slots=3 requests=4 sessions=1 overlap=on": (61338, 379764),
-    "slots=4 requests=5 sessions=2 overlap=off turns=1": (82728, 497922),
+    "slots=1 requests=3 sessions=1 overlap=off": (148, 491),
+    "slots=2 requests=3 sessions=1 overlap=off": (574, 2198),
+    "slots=3 requests=3 sessions=1 overlap=off": (1680, 6405),
+    "slots=1 requests=3 sessions=1 overlap=on": (272, 1267),
+    "slots=2 requests=3 sessions=1 overlap=on": (2936, 15468),
+    "slots=3 requests=3 sessions=1 overlap=on": (21606, 116184),
+    "slots=1 requests=4 sessions=2 overlap=off": (960, 4105),
+    "slots=2 requests=4 sessions=2 overlap=off": (5358, 25546),
+    "slots=3 requests=4 sessions=2 overlap=off": (22134, 112323),
+    "slots=1 requests=4 sessions=2 overlap=on": (1700, 10409),
+    "slots=2 requests=4 sessions=2 overlap=on": (24042, 166236),
+    "slots=3 requests=4 sessions=1 overlap=on": (64938, 429960),
+    "slots=4 requests=5 sessions=2 overlap=off turns=1": (82728, 525426),
 }
 
 
@@ -284,7 +305,7 @@ def test_default_bounds_are_pinned():
 def test_every_mutant_gets_the_same_verdict_with_and_without_the_reduction():
     from slotwarden.verification.mutants import MUTANTS as CATALOGUE
 
-    for m in CATALOGUE:  # two sessions of two turns each: the sessions can be renamed
+    for m in [m for m in CATALOGUE if m.policy is not None]:  # two sessions of two turns each: renamable
         bounds = m.bounds._replace(requests=5, sessions=2)
         a, b = check(bounds, m.policy()).violation, check(bounds, m.policy(), symmetry=False).violation
         assert a is not None and (a.property, len(a.trace)) == (b.property, len(b.trace)), m.name

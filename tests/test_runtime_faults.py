@@ -4,13 +4,12 @@ import pytest
 
 import torch
 
-from slotwarden.runtime import admission
 from slotwarden.runtime.build import build
 from slotwarden.runtime.scheduler import Scheduler
 from slotwarden.verification.continuity import continuation, recording, replay
 from slotwarden.verification.stateful import MODEL
 from slotwarden.verification.main import LEVELS, RUNTIME_LEVELS, fault_stages
-from slotwarden.verification.runtime_faults import FAULTS, Fault, _RETRACT_TURNS, hunt, turn_retraction
+from slotwarden.verification.runtime_faults import FAULTS, Fault, hunt
 
 QUICK = fault_stages(RUNTIME_LEVELS["quick"], LEVELS["quick"], 0)
 
@@ -46,27 +45,29 @@ def test_an_escaping_fault_is_reported_as_escaped():
 
 def test_a_fault_is_restored_when_its_stage_raises():
     fault = next(f for f in FAULTS if f.name == "retract_turn_not_stale")
+    original = Scheduler.turn_retracted
     with pytest.raises(RuntimeError):
         with fault.applied():
+            assert Scheduler.turn_retracted is not original
             raise RuntimeError("a stage crashed")
-    assert admission.retract.__module__ == "slotwarden.runtime.admission"
-    assert admission.pick_victim.__module__ == "slotwarden.runtime.admission"
+    assert Scheduler.turn_retracted is original
 
 
 def retracted_turn_scenario():
-    """One slot: session A parks it, session B's first turn starves for a slot, A's second
-    turn runs on the lent slot and is retracted (once) to feed B; then A's turn finishes.
-    Returns (A's turn, the tokens A's session fed before it, the slot state when it finished,
-    whether a session turn was retracted)."""
+    """Two slots, one seat: session A parks a slot, A's second turn runs on it (lent), a plain
+    request starves for the seat and retracts the turn (a free slot is there, a seat is not);
+    then both finish, retracting each other in turn. Returns (A's turn, the tokens A's session
+    fed before it, the slot state when it finished, whether the turn was retracted)."""
     sched = build(
-        MODEL, slots=1, cls=recording(Scheduler), token_budget=2, chunk_size=1, max_running=2, retract_after=1
+        MODEL, slots=2, cls=recording(Scheduler), token_budget=4, chunk_size=2, max_running=1, retract_after=1
     )
     a = sched.open_session()
     first = sched.requests[sched.submit([1, 2], 2, session=a)]  # kept: ended requests leave the table
     sched.run(50)
     history = [1, 2] + first.output
-    sched.submit([3], 1, session=sched.open_session())  # needs a free slot: there is none
-    turn = sched.requests[sched.submit([4, 5], 4, session=a)]
+    turn = sched.requests[sched.submit([4, 5, 9, 30], 6, session=a)]
+    sched.step()
+    sched.submit([3, 7], 3)  # waits for the one seat
     retractions = []
     for _ in range(60):
         retractions += sched.step().retracted
@@ -76,15 +77,15 @@ def retracted_turn_scenario():
 
 
 def test_a_correct_session_turn_retraction_keeps_continuity_and_the_faults_do_not():
-    """The control: retracting a session turn as the lifecycle says (RETRACT, the session
-    marked stale, the turn fed again from the transcript) keeps tokens and state equal to the
-    transcript's reference; the two faulty retractions do not."""
-    correct = Fault("correct", "", (_RETRACT_TURNS, (admission, "retract", turn_retraction())), ())
-    for fault, should_hold in [(correct, True)] + [(f, False) for f in FAULTS if f.name.startswith("retract_")]:
+    """The control: the scheduler's own retraction of a session turn (RETRACT, the session
+    marked stale, the turn fed again from the transcript with the tokens it had made) keeps
+    tokens and state equal to the transcript's reference; the two faulty retractions do not."""
+    control = Fault("correct", "", (), ())
+    for fault, should_hold in [(control, True)] + [(f, False) for f in FAULTS if f.name.startswith("retract_")]:
         with fault.applied():
             req, history, state, retracted = retracted_turn_scenario()
         assert retracted and req.done and req.finish_reason == "length", fault.name
-        context = history + [4, 5]
+        context = history + [4, 5, 9, 30]
         want_state, _ = replay(tuple(context + req.output[:-1]))
         holds = req.output == continuation(context, req.output) and all(map(torch.equal, state, want_state))
         assert holds is should_hold, fault.name

@@ -109,6 +109,80 @@ def test_retracted_request_recomputes_the_same_tokens():
     assert [results[r].output for r in got] == [wanted[r].output for r in want]
 
 
+def _seat_pressure(overlap=False, **config):
+    """One session's two turns and two plain requests; the second turn runs on the lent slot.
+    Returns (outputs by submission order, the session's final state, ids of the lent turns
+    retracted)."""
+    sched = make_scheduler(slots=3, overlap=overlap, **config)
+    sid = sched.open_session()
+    rids = [sched.submit([1, 2, 3], 3, session=sid)]
+    done = sched.run(100)
+    rids.append(sched.submit([4, 5, 9, 30], 6, session=sid))
+    sched.step()  # the turn borrows its session's slot and runs
+    rids += [sched.submit([3, 7], 4), sched.submit([8, 8, 2], 3)]
+    lent_retracted = []
+    for _ in range(300):
+        if sched.idle:
+            break
+        lent = {r.rid for r in sched.running if r.lent}
+        report = sched.step()
+        lent_retracted += [rid for rid in report.retracted if rid in lent]
+        done.update((r.rid, r) for r in report.finished)
+    done.update((r.rid, r) for r in sched.collect())
+    return [done[r].output for r in rids], sched.session_state(sid), lent_retracted
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_session_turn_retracted_for_a_seat_recomputes_the_same_tokens_and_state(overlap):
+    """A starved head of queue with a free slot but no seat retracts a session turn running on
+    its lent slot: the slot goes back to the session (marked stale) and the turn, fed again from
+    the transcript, ends with the tokens and the state of a run without pressure."""
+    roomy = _seat_pressure(overlap, max_running=8, retract_after=None)
+    tight = _seat_pressure(overlap, max_running=1, retract_after=1)
+    assert tight[2] and not roomy[2]
+    assert tight[0] == roomy[0]
+    assert torch.equal(tight[1].conv, roomy[1].conv) and torch.equal(tight[1].ssm, roomy[1].ssm)
+    assert tight[1].tokens == roomy[1].tokens
+
+
+def test_a_head_starved_of_a_slot_never_retracts_a_lent_turn():
+    """Retracting a turn on its session's lent slot frees no slot: a head of queue that lacks
+    one waits for another victim."""
+    sched = make_scheduler(slots=1, max_running=4, retract_after=1)
+    sid = sched.open_session()
+    sched.submit([1, 2], 1, session=sid)
+    sched.run(50)
+    turn = sched.submit([4, 5], 8, session=sid)
+    sched.step()  # the turn runs on the lent slot, the only one
+    sched.submit([3], 2)  # needs a free slot: none
+    for _ in range(4):
+        assert not sched.step().retracted
+    assert sched.requests[turn].phase is Phase.RUNNING
+
+
+def test_two_requests_never_retract_each_other_forever(monkeypatch):
+    """A victim must have kept a token since it was admitted: with one seat, two requests take
+    turns and both finish. Without that rule (overlap: a request's first token is still in
+    flight when the other retracts it, which voids it) they retract each other forever."""
+    from slotwarden.runtime import admission
+
+    def work():
+        sched = make_scheduler(slots=2, max_running=1, retract_after=1, overlap=True)
+        a, b = sched.submit([1, 2, 3], 3), sched.submit([7, 8, 9], 3)
+        done = sched.run(200)
+        return len(done[a].output), len(done[b].output)
+
+    assert work() == (3, 3)
+
+    def hasty(sched, exclude, frees_slot=True):
+        able = [r for r in sched.running if r.rid not in exclude and not (frees_slot and r.lent)]
+        return max(able, key=lambda r: (r.remaining(), r.rid), default=None)
+
+    monkeypatch.setattr(admission, "pick_victim", hasty)
+    with pytest.raises(RuntimeError, match="not idle"):
+        work()
+
+
 def test_abort_queued_running_and_lent_turn():
     sched = make_scheduler(slots=2, max_running=1)
     sid = sched.open_session()

@@ -301,3 +301,49 @@ def test_a_cancellation_in_the_forward_pass_ends_its_batch_and_propagates_as_is(
     assert done[first].reason == "step 1 failed: CancelledError('injected after model.prefill')"
     assert done[first].output == () and len(done[later].output) == 2
     assert sched.check_audit().clean
+
+
+def test_a_fault_at_a_session_turns_retraction_continues_exactly():
+    """Session turns retracted for a seat (one seat, two slots: a first turn on its own slot, a
+    later one on its session's lent slot): a fault before or after each RETRACT leaves the
+    scheduler consistent, and the run goes on to the fault-free tokens with a clean audit."""
+
+    def run(injector):
+        sched = build(Model(injector), slots=2, max_running=1, retract_after=1, token_budget=4, chunk_size=2)
+        sched.pool.retract = injector.wrap("pool.retract", sched.pool.retract)
+        lent = []
+        sid = sched.open_session()
+        rids = [sched.submit(p, n, session=sid) for p, n in (([1, 2], 3), ([4, 5, 9], 5))] + [sched.submit([3, 7], 4)]
+        results, seen = {}, []
+        for _ in range(200):
+            if sched.idle:
+                break
+            running_lent = {r.rid for r in sched.running if r.lent}
+            try:
+                report = sched.step()
+                lent += [rid for rid in report.retracted if rid in running_lent]
+                results.update((r.rid, r) for r in report.finished)
+            except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt included, on purpose
+                seen.append(exc)
+        results.update((r.rid, r) for r in sched.collect())
+        return sched, rids, results, seen, lent
+
+    def state(sched):  # the session's state after its last turn (its tokens alone may hide a wrong state)
+        return sched.session_state(next(iter(sched.sessions)))
+
+    sched, rids, reference, seen, lent = run(Injector())
+    assert not seen and lent and sched.counters.retractions > len(lent)  # lent and own-slot turns retracted
+    want = state(sched)
+    log = Injector()
+    run(log)
+    points = [i + 1 for i, name in enumerate(log.log) if name == "pool.retract"]
+    assert points
+    for at in points:
+        for when in ("before", "after"):
+            for exc in (RuntimeError, KeyboardInterrupt):
+                sched, _, results, seen, _ = run(Injector(at, when, exc))
+                assert len(seen) == 1 and isinstance(seen[0], exc), (at, when, seen)
+                assert {r: results[r].output for r in rids} == {r: reference[r].output for r in rids}, (at, when)
+                assert sched.idle and sched.check_audit().clean
+                got = state(sched)
+                assert torch.equal(got.conv, want.conv) and torch.equal(got.ssm, want.ssm), (at, when, exc)

@@ -14,9 +14,10 @@ raises during an action is a violation, reported as an `Outcome` with its error.
 - A request finishes any time after it has been in one completed step. Any request not done
   can be aborted: a PENDING turn is one queued behind its session's turn in flight (or not yet
   sent); it becomes DONE, and so do the session's queued turns when it closes.
-- Only plain requests are retracted (a lent turn's retraction would free no slot), so the
-  lifecycle rule LENT_RUNNING --RETRACT--> PARKED is the one declared rule no action here fires
-  (the checker lists it as unreachable, with that reason).
+- Any running request can be retracted (the runtime retracts for a slot or for a seat in the
+  running batch, which this model does not count): it waits again, holding nothing. A session
+  turn keeps its place as its session's turn in flight; its lent slot goes back to the session
+  (LENT_RUNNING --RETRACT--> PARKED) and is lent to it again when it is taken again.
 """
 
 from __future__ import annotations

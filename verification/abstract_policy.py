@@ -94,10 +94,14 @@ class Policy:
         return None
 
     def can_retract(self, world: World, r: Request) -> bool:
-        """Only plain requests are retracted (retracting a lent turn frees no slot)."""
-        return r.session is None
+        """Any running request may be retracted: one on its own slot frees that slot, a session
+        turn on its lent slot frees a seat in the running batch (the slot stays with the
+        session)."""
+        return True
 
     def retract_events(self, world: World, r: Request) -> tuple:
+        """RETRACT gives back what the request holds, to where it came from (a lent slot to its
+        session)."""
         return (Fire(Event.RETRACT, req_actor(r), (r.handle,)),)
 
     def abort_events(self, world: World, r: Request) -> tuple:

@@ -28,7 +28,7 @@ from typing import Callable, Iterable, NamedTuple
 
 from slotwarden.model.declaration import Lifecycle, relation_of
 from slotwarden.model.lifecycle import LIFECYCLE
-from slotwarden.model.vocabulary import Event, Relation, State
+from slotwarden.model.vocabulary import Event, State
 
 from .abstract import (
     CLOSING,
@@ -76,6 +76,10 @@ def _release_waits_under_a_step(world: World, out: Outcome) -> bool:
     return bool(nxt.steps) and any(s.state is State.RELEASED and s.fence > 0 for s in nxt.pool.slots)
 
 
+def _lent_retracted(world: World, out: Outcome) -> bool:
+    return any(m.event is Event.RETRACT and m.before.state is State.LENT_RUNNING for m in out.moves)
+
+
 def _close_deferred(world: World, out: Outcome) -> bool:
     return out.action.kind == "close" and any(s.status == CLOSING for s in out.world.sessions)
 
@@ -87,6 +91,9 @@ def _deferred_close_runs(world: World, out: Outcome) -> bool:
 GOALS = (
     Goal("lent_rolled_back", "a lent slot is rolled back to its session", _lent_rolled_back),
     Goal(
+        "lent_retracted", "a running session turn is retracted: its lent slot goes back to its session", _lent_retracted
+    ),
+    Goal(
         "release_waits_for_fence",
         "a released slot waits for the fence of a step in flight",
         _release_waits_under_a_step,
@@ -97,13 +104,7 @@ GOALS = (
     ),
 )
 
-UNREACHABLE = {  # (source, event, relation) -> why no action of the abstract scheduler fires it
-    (State.LENT_RUNNING, Event.RETRACT, Relation.BORROWER): (
-        "the scheduler retracts only to free a slot for a starved request, and retracting a lent "
-        "turn frees none (its slot stays with the session); the rule is the legal path for an "
-        "engine that preempts a session turn for another resource"
-    ),
-}
+UNREACHABLE: dict = {}  # (source, event, relation) -> why no action of the abstract scheduler fires it
 
 
 class CheckResult(NamedTuple):

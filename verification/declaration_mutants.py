@@ -294,11 +294,6 @@ EQUIVALENT: dict[str, str] = {
     "LENT --ABORT [BORROWER]: fence from CLEAR": _NO_FENCE,
     "LENT_RUNNING --FINISH [BORROWER]: fence from CLEAR": _NO_FENCE,
     "LENT_RUNNING --FINISH [BORROWER]: also from LENT": _SAME_MOVE,
-    "LENT_RUNNING --RETRACT [BORROWER]: dropped": (
-        "no scheduler here retracts a session's running turn (verification/abstract.py) and the shutdown aborts "
-        "it, so nothing fires the rule; once a scheduler retracts turns, the checker kills this mutant and the "
-        "entry must go"
-    ),
     "LENT_RUNNING --RETRACT [BORROWER]: fence from CLEAR": _NO_FENCE,
     "LENT_RUNNING --RETRACT [BORROWER]: also from LENT": _SAME_MOVE,
     "LENT_RUNNING --ABORT [BORROWER]: fence from CLEAR": _NO_FENCE,

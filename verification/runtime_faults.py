@@ -25,12 +25,12 @@ from slotwarden.kernels.slots import zero_slots
 from slotwarden.model.declaration import Source
 from slotwarden.model.errors import BadSlotId
 from slotwarden.model.lifecycle import LIFECYCLE
-from slotwarden.model.vocabulary import NOBODY, Actor, Event, State
-from slotwarden.runtime import admission, ledger as ledger_module
+from slotwarden.model.vocabulary import NOBODY, Event, State
+from slotwarden.runtime import ledger as ledger_module
 from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.runtime.ledger import SlotLedger
 from slotwarden.runtime.pool import StatePool
-from slotwarden.runtime.request import Phase
+from slotwarden.runtime.scheduler import Scheduler
 
 
 @contextmanager
@@ -182,64 +182,28 @@ def _lend_zeroes(lend):
 
 
 # -- the scheduler and the kernels ---------------------------------------------------------------
-def _any_victim(pick_victim):
-    """Retraction may also pick a running session turn (preferred, so that the path runs; each
-    turn at most once, so that a turn retracted while its slot is all a starved request lacks
-    still makes progress)."""
+def _retract_by_finish(release_retracted):
+    """A retracted lent turn gives its slot back by the finish path, which commits the partial
+    turn to its session as if it had finished (transcript, pending token, not stale)."""
 
-    def picking(sched, exclude):
-        done = sched.__dict__.setdefault("turns_retracted", set())
-        turns = [
-            r
-            for r in sched.running
-            if r.session is not None
-            and r.rid not in exclude
-            and r.rid not in done
-            and len(r.output) > r.outputs_at_admit
-        ]
-        victim = max(turns, key=lambda r: (r.remaining(), r.rid), default=None)
-        if victim is None:
-            return pick_victim(sched, exclude)
-        done.add(victim.rid)
-        return victim
+    def by_finish(sched, req):
+        if not req.lent:
+            return release_retracted(sched, req)
+        s = sched.sessions[req.session]
+        sched.release_finished(req)
+        s.transcript = s.transcript + s.pending + req.prompt + req.output[:-1]
+        s.pending, s.stale = req.output[-1:], False
 
-    return picking
+    return by_finish
 
 
-def _requeue(sched, req, refeed: bool) -> None:
-    """The turn waits again and will be recomputed from its prompt."""
-    s = sched.sessions[req.session]
-    sched.running.remove(req)
-    req.generation += 1
-    req.phase, req.slot, req.lent, req.tail = Phase.WAITING, None, False, None
-    req.output, req.fed, req.pending_outputs, req.refeeds = [], 0, 0, refeed
-    req.input = (s.transcript if refeed else []) + s.pending + req.prompt
-    sched.waiting.append(req)
+def _retracted_not_stale(turn_retracted):
+    """A retracted lent turn leaves its session as it is: not marked stale."""
 
+    def not_stale(sched, s, req, lent):
+        pass
 
-def turn_retraction(mark_stale: bool = True, by_finish: bool = False):
-    """A retraction of a session turn. As it should be: RETRACT gives the lent slot back, the
-    session is marked stale (its state was advanced in place) and the turn is fed again from
-    the transcript. `mark_stale=False`: the partial turn's state is continued; `by_finish`:
-    the lent slot goes back by the finish path, committing the partial turn to the session."""
-
-    def wrap(retract):
-        def retracting(sched, req):
-            if req.session is None:
-                return retract(sched, req)
-            s = sched.sessions[req.session]
-            if by_finish:
-                sched.release_finished(req)
-                s.transcript = (req.input if req.refeeds else s.transcript + req.input) + req.output[:-1]
-                s.pending, s.stale = req.output[-1:], False
-            else:
-                sched.pool.retract([req.slot], Actor.request(req.rid))
-                s.stale = s.stale or mark_stale
-            _requeue(sched, req, refeed=s.stale)
-
-        return retracting
-
-    return wrap
+    return not_stale
 
 
 def _wrong_row(decode):
@@ -274,8 +238,6 @@ def _all(patches):
         yield
 
 
-_RETRACT_TURNS = (admission, "pick_victim", _any_victim)
-
 FAULTS = (
     Fault(
         "ledger_skips_owner_check",
@@ -286,7 +248,7 @@ FAULTS = (
     Fault(
         "retract_lent_by_finish",
         "a retracted session turn gives its lent slot back by the finish path",
-        (_RETRACT_TURNS, (admission, "retract", turn_retraction(by_finish=True))),
+        ((Scheduler, "release_retracted", _retract_by_finish),),
         ("continuity",),
     ),
     Fault(
@@ -310,7 +272,7 @@ FAULTS = (
     Fault(
         "retract_turn_not_stale",
         "a session turn retracted by the legal RETRACT without marking the session stale",
-        (_RETRACT_TURNS, (admission, "retract", turn_retraction(mark_stale=False))),
+        ((Scheduler, "turn_retracted", _retracted_not_stale),),
         ("continuity",),
     ),
     Fault(
