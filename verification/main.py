@@ -18,7 +18,8 @@ Stages (each a list of jobs, so `--shard I/N` can split the whole campaign):
    and hunted by the agreement, pool, guard, continuity and scheduler checks until one catches it;
 8. the mutant matrix: each bug of the history injected, and caught by the checker and by the
    Hypothesis scheduler machine (which also says whether the runtime raised at the call), each
-   for the reason the mutant names (a catch by another property or error type fails);
+   for the reason the mutant names (a catch by another property or error type fails); a bug in
+   the state's numbers, which makes only legal moves, by the continuity machine alone;
 9. bad input: junk at every entry point of the pool, its ledger and the guard, and at the
    scheduler's submit/abort/close_session, each call a typed error that changed nothing, or a
    success (`verification/bad_input.py`).
@@ -53,7 +54,7 @@ from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT, prove
 from slotwarden.verification import declaration_mutants
 from slotwarden.verification.differential import check_differential
 from slotwarden.verification.mutants import MUTANTS
-from slotwarden.verification.continuity import ContinuityMachine
+from slotwarden.verification.continuity import ContinuityMachine, continuity_machine_for
 from slotwarden.verification.runtime_faults import FAULTS, hunt
 from slotwarden.verification.stateful import GuardMachine, PoolMachine, machine_for
 from slotwarden.runtime.scheduler import Scheduler
@@ -263,13 +264,18 @@ def _machine(name: str, machine: type, budget: Budget, seed) -> Row:
 
 def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
     start = time.perf_counter()
-    c = check(mutant.bounds, mutant.policy())
-    h = run_machine(mutant.name, machine_for(mutant.cls, **mutant.needs), budget, seed, shrink)
-    prop = c.violation.property if c.violation else None
+    c = check(mutant.bounds, mutant.policy()) if mutant.policy is not None else None
+    hunter = continuity_machine_for if mutant.machine == "continuity" else machine_for
+    h = run_machine(mutant.name, hunter(mutant.cls, **mutant.needs), budget, seed, shrink)
+    prop = c.violation.property if c is not None and c.violation else None
     caught_checker, caught_hypothesis = mutant.caught_for_the_right_reason(prop, h.error)
     where = {"call": "raised at the call", "audit": "idle audit", "invariant": "invariant"}.get(h.caught_by, "-")
+    if h.caught_by == "invariant":
+        where = f"{mutant.machine} invariant"
     c_text = (
-        "MISSED"
+        "n/a: no slot move is wrong, the state's numbers are"
+        if c is None
+        else "MISSED"
         if prop is None
         else prop
         if caught_checker
@@ -284,19 +290,21 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
         else f"WRONG REASON {kind} (want {'/'.join(mutant.runtime_catch)})"
     )
     text = (
-        f"checker: {c_text} (trace {len(c.violation.trace) if c.violation else '-'})"
+        f"checker: {c_text} (trace {len(c.violation.trace) if c is not None and c.violation else '-'})"
         f"; hypothesis: {h_text} after {h.examples} examples, {where}"
     )
     detail = {
         "bug": mutant.bug,
         "rule": mutant.rule,
         "expected": {"checker": list(mutant.checker_catch), "runtime": list(mutant.runtime_catch)},
+        "machine": mutant.machine,
         "right_reason": {"checker": caught_checker, "hypothesis": caught_hypothesis},
         "checker": {
-            "property": c.violation.property if c.violation else None,
-            "states": c.states,
-            "trace": list(map(str, c.violation.trace)) if c.violation else [],
-            "seconds": c.seconds,
+            "property": prop,
+            "applies": c is not None,
+            "states": c.states if c is not None else 0,
+            "trace": list(map(str, c.violation.trace)) if c is not None and c.violation else [],
+            "seconds": c.seconds if c is not None else 0.0,
         },
         "hypothesis": h._asdict(),
     }
@@ -471,15 +479,19 @@ def _summary(rows: list[Row], total: float, level_name: str, level: dict) -> str
             where = {
                 "call": "the call (" + h["error"].split(":")[0] + ")",
                 "audit": "idle audit (AuditFailed)",
-                "invariant": "invariant",
+                "invariant": f"{r.detail.get('machine', 'scheduler')} invariant",
             }.get(h["caught_by"], "MISSED")
             want, right = r.detail["expected"], r.detail["right_reason"]
             got = c["property"] or "MISSED"
             where = where if right["hypothesis"] or h["passed"] else "WRONG REASON " + where
+            checked = (
+                f"{got if right['checker'] or not c['property'] else 'WRONG REASON ' + got}, {len(c['trace'])} steps"
+                if c.get("applies", True)
+                else "n/a (only legal moves; the state's numbers are wrong)"
+            )
             lines.append(
-                f"| {r.name} | {r.detail['bug']} | {'/'.join(want['checker'])}; {'/'.join(want['runtime'])} "
-                f"| {got if right['checker'] or not c['property'] else 'WRONG REASON ' + got}, {len(c['trace'])} steps "
-                f"| {h['examples']}, {h['seconds']:.1f} s, {where} |"
+                f"| {r.name} | {r.detail['bug']} | {'/'.join(want['checker']) or '-'}; {'/'.join(want['runtime'])} "
+                f"| {checked} | {h['examples']}, {h['seconds']:.1f} s, {where} |"
             )
     lines.append(f"\n{level_name} run: {total:.1f} s in all")
     return "\n".join(lines)

@@ -11,10 +11,11 @@ Each `Mutant` names the catch it must get: the checker's violated property and t
 error's type. `verify` counts a catch for another reason as a failure: a mutant caught by a
 crash elsewhere does not show that the check meant for its bug works.
 
-Not expressible in today's model, so not here: the second half of SGLang #40252 (a session
-turn's retraction commits its partial state as the session's checkpoint). The scheduler never
-retracts a session turn (a lent turn's retraction would free no slot; see the checker's
-`UNREACHABLE`), so there is no retraction of a turn to get wrong.
+A bug in the state's numbers rather than in who holds a slot (SGLang #40252: a retracted
+session turn's partial state is kept as the session's checkpoint) makes only legal moves: the
+checker's model, which holds no state, cannot see it (`policy` None), and the continuity
+machine, which compares every finished turn's tokens and state with its transcript's, catches
+it (`machine="continuity"`).
 """
 
 from __future__ import annotations
@@ -143,6 +144,16 @@ class OverlengthAbortRestores(Scheduler):
         super().abort(rid)
 
 
+class RetractKeepsPartialTurn(Scheduler):
+    """SGLang #40252: a session turn retracted mid-way is treated like one that finished: the
+    state its partial run wrote into the lent slot is kept as the session's checkpoint (the
+    session is not marked stale), so the turn's recomputation continues from that state and
+    feeds its input a second time on top of it."""
+
+    def turn_retracted(self, s: Session, req: Request, lent: bool) -> None:
+        pass
+
+
 # -- the same bugs in the abstract scheduler, for the exhaustive checker -------------------------
 class AbstractLentRollbackFrees(Policy):
     """PR 21404: after the rollback, the request releases the lent slot as if it were done."""
@@ -235,19 +246,23 @@ class AbstractOverlengthAbortRestores(Policy):
 class Mutant(NamedTuple):
     name: str
     cls: type  # the Scheduler subclass (runtime)
-    policy: type  # the Policy subclass (exhaustive checker)
+    policy: type | None  # the Policy subclass (exhaustive checker); None: a bug its model cannot hold
     bounds: Bounds  # the checker bounds the bug needs
     bug: str  # the SGLang pull request(s)
     rule: str  # the lifecycle rule it breaks
     needs: dict  # scheduler settings fixed for this mutant (none: the machines find every mutant untuned)
     checker_catch: tuple = ()  # the checker properties that count as catching it
     runtime_catch: tuple = ()  # the runtime error types that count as catching it
+    machine: str = "scheduler"  # the Hypothesis machine that hunts it: "scheduler" or "continuity"
 
     def caught_for_the_right_reason(self, prop: str | None, error: str) -> tuple[bool, bool]:
         """(checker, runtime): whether each caught it with an expected property / error type
-        (`error` as the campaign reports it: "Type: message"; "" when it passed)."""
+        (`error` as the campaign reports it: "Type: message"; "" when it passed). A mutant
+        the checker cannot see (`policy` None) is not checked there: that half holds when no
+        property is reported."""
         kind = error.split(":")[0] if error else None
-        return prop in self.checker_catch, kind in self.runtime_catch
+        checker = prop is None if self.policy is None else prop in self.checker_catch
+        return checker, kind in self.runtime_catch
 
 
 _SESSION = Bounds(slots=1, requests=3, sessions=1, overlap=False)  # s0 = r0, r1; r2 plain
@@ -377,5 +392,16 @@ MUTANTS = (
         {},
         checker_catch=("legal",),
         runtime_catch=("IllegalCopy",),
+    ),
+    Mutant(
+        "retract_keeps_partial_turn",
+        RetractKeepsPartialTurn,
+        None,
+        _SESSION,
+        "40252",
+        "a retraction does not advance the session's checkpoint",
+        {},
+        runtime_catch=("AssertionError",),  # the continuity machine: tokens or state differ from the transcript's
+        machine="continuity",
     ),
 )
