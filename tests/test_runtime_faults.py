@@ -4,6 +4,7 @@ import pytest
 
 import torch
 
+from slotwarden.runtime import admission
 from slotwarden.runtime.build import build
 from slotwarden.runtime.scheduler import Scheduler
 from slotwarden.verification.continuity import continuation, recording, replay
@@ -51,6 +52,7 @@ def test_a_fault_is_restored_when_its_stage_raises():
             assert Scheduler.turn_retracted is not original
             raise RuntimeError("a stage crashed")
     assert Scheduler.turn_retracted is original
+    assert admission.pick_victim.__module__ == "slotwarden.runtime.admission"
 
 
 def retracted_turn_scenario():

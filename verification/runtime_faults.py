@@ -26,7 +26,7 @@ from slotwarden.model.declaration import Source
 from slotwarden.model.errors import BadSlotId
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.vocabulary import NOBODY, Event, State
-from slotwarden.runtime import ledger as ledger_module
+from slotwarden.runtime import admission, ledger as ledger_module
 from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.runtime.ledger import SlotLedger
 from slotwarden.runtime.pool import StatePool
@@ -182,6 +182,27 @@ def _lend_zeroes(lend):
 
 
 # -- the scheduler and the kernels ---------------------------------------------------------------
+def _lent_turns_first(pick_victim):
+    """Retraction prefers a session turn on its lent slot, whatever the starved request lacks
+    (each turn at most once, so that one retracted while a slot is all the request lacks still
+    makes progress): the faulty retraction below runs in most workloads that retract at all."""
+
+    def picking(sched, exclude, frees_slot=True):
+        done = sched.__dict__.setdefault("turns_retracted", set())
+        turns = [
+            r
+            for r in sched.running
+            if r.lent and r.rid not in exclude | done and len(r.output) > r.outputs_at_admit and r.remaining() > 0
+        ]
+        victim = max(turns, key=lambda r: (r.remaining(), r.rid), default=None)
+        if victim is None:
+            return pick_victim(sched, exclude, frees_slot)
+        done.add(victim.rid)
+        return victim
+
+    return picking
+
+
 def _retract_by_finish(release_retracted):
     """A retracted lent turn gives its slot back by the finish path, which commits the partial
     turn to its session as if it had finished (transcript, pending token, not stale)."""
@@ -238,6 +259,8 @@ def _all(patches):
         yield
 
 
+_LENT_TURNS_FIRST = (admission, "pick_victim", _lent_turns_first)
+
 FAULTS = (
     Fault(
         "ledger_skips_owner_check",
@@ -248,7 +271,7 @@ FAULTS = (
     Fault(
         "retract_lent_by_finish",
         "a retracted session turn gives its lent slot back by the finish path",
-        ((Scheduler, "release_retracted", _retract_by_finish),),
+        (_LENT_TURNS_FIRST, (Scheduler, "release_retracted", _retract_by_finish)),
         ("continuity",),
     ),
     Fault(
@@ -272,7 +295,7 @@ FAULTS = (
     Fault(
         "retract_turn_not_stale",
         "a session turn retracted by the legal RETRACT without marking the session stale",
-        ((Scheduler, "turn_retracted", _retracted_not_stale),),
+        (_LENT_TURNS_FIRST, (Scheduler, "turn_retracted", _retracted_not_stale)),
         ("continuity",),
     ),
     Fault(
