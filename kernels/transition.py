@@ -3,7 +3,8 @@
 The model's table is compiled once more here, into flat per-event arrays indexed by a *key*
 that a batched kernel can compute without branches:
 
-    key = state * 8 + (owner == actor) * 4 + (borrower == actor) * 2 + (fence <= actor)
+    key = state * 32 + (owner == actor) * 16 + (borrower == actor) * 8 + (fence <= actor) * 4
+          + (readers == 0) * 2 + (readers >= MAX_READERS)
 
 For every key the relation is computed by the model's own `relation_of` on a slot and actor
 that realise those bits, and the next state and field sources are read from the model's table:
@@ -24,11 +25,13 @@ import numpy as np
 from slotwarden.model.declaration import Lifecycle, Source, relation_of
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.table import ILLEGAL, compile_table
-from slotwarden.model.vocabulary import NOBODY, Actor, Event, Slot, State
+from slotwarden.model.vocabulary import MAX_READERS, NOBODY, Actor, Event, Slot, State
 
-OWN, BOR, DUE = 4, 2, 1
-KEYS = len(State) * 8
+OWN, BOR, DUE, IDLE, FULL = 16, 8, 4, 2, 1
+BITS = 32
+KEYS = len(State) * BITS
 _KEEP, _CLEAR, _ACTOR = int(Source.KEEP), int(Source.CLEAR), int(Source.ACTOR)  # plain ints: numpy compares them fast
+_INC, _DEC = int(Source.INC), int(Source.DEC)
 
 
 class EventTable(NamedTuple):
@@ -38,12 +41,15 @@ class EventTable(NamedTuple):
     owner_from: np.ndarray  # uint8[KEYS] Source codes
     borrower_from: np.ndarray
     fence_from: np.ndarray
+    readers_from: np.ndarray  # Source codes: KEEP, CLEAR, INC or DEC
     reads_owner: bool  # whether the owner bit can change the outcome (else skip the gather)
     reads_borrower: bool
     reads_fence: bool
+    reads_readers: bool  # whether the lock-count bits can change the outcome
     writes_owner: bool  # whether any legal key rewrites the field (else skip the scatter)
     writes_borrower: bool
     writes_fence: bool
+    writes_readers: bool
 
 
 def _realise(state: State, bits: int, lifecycle: Lifecycle, kind) -> tuple[Slot, Actor]:
@@ -55,6 +61,7 @@ def _realise(state: State, bits: int, lifecycle: Lifecycle, kind) -> tuple[Slot,
         (me if bits & OWN else me + 1) if spec.owner is not None else NOBODY,
         (me if bits & BOR else me + 2) if spec.lent else NOBODY,
         (me if bits & DUE else me + 1) if spec.fenced else 0,
+        (0 if bits & IDLE else MAX_READERS if bits & FULL else 1) if spec.shared else 0,
     )
     return slot, Actor(kind, me)
 
@@ -67,17 +74,18 @@ def compile_events(lifecycle: Lifecycle = LIFECYCLE) -> dict[Event, EventTable]:
     out = {}
     for event in Event:
         kind = lifecycle.event(event).actor
-        cols = np.zeros((4, KEYS), dtype=np.uint8)
+        cols = np.zeros((5, KEYS), dtype=np.uint8)
         cols[0, :] = ILLEGAL
         for state in State:
-            for bits in range(8):
+            for bits in range(BITS):
                 slot, actor = _realise(state, bits, lifecycle, kind)
                 rel = relation_of(lifecycle.spec(state), slot, actor)
-                key = int(state) * 8 + bits
+                key = int(state) * BITS + bits
                 cols[0, key] = table.next_state[state][event][rel]
                 cols[1, key] = table.owner_from[state][event][rel]
                 cols[2, key] = table.borrower_from[state][event][rel]
                 cols[3, key] = table.fence_from[state][event][rel]
+                cols[4, key] = table.readers_from[state][event][rel]
         legal = cols[0] != ILLEGAL
 
         def reads(bit):
@@ -88,7 +96,17 @@ def compile_events(lifecycle: Lifecycle = LIFECYCLE) -> dict[Event, EventTable]:
             return bool((cols[row][legal] != Source.KEEP).any())
 
         cols.setflags(write=False)
-        out[event] = EventTable(*cols, reads(OWN), reads(BOR), reads(DUE), writes(1), writes(2), writes(3))
+        out[event] = EventTable(
+            *cols,
+            reads(OWN),
+            reads(BOR),
+            reads(DUE),
+            reads(IDLE) or reads(FULL),
+            writes(1),
+            writes(2),
+            writes(3),
+            writes(4),
+        )
     return out
 
 
@@ -98,8 +116,9 @@ class Columns(NamedTuple):
     state: np.ndarray  # uint8
     owner: np.ndarray  # int64, NOBODY when none
     borrower: np.ndarray  # int64, NOBODY when none
-    fence: np.ndarray  # int64, the step a RELEASED slot waits for
+    fence: np.ndarray  # int64, the step a RELEASED (or CACHING) slot waits for
     last_event: np.ndarray  # uint8, the last event that moved the slot
+    readers: np.ndarray  # uint8, the locks held on a CACHED slot (bounded by MAX_READERS)
 
 
 class Batch(NamedTuple):
@@ -116,7 +135,7 @@ def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id) -> Batc
     `after == ILLEGAL` marks the slots whose move the lifecycle refuses. `actor_id`: one id
     for the whole batch, or an array of one per slot (no NOBODY in it)."""
     before = cols.state[ids]
-    key = before.astype(np.intp) * 8
+    key = before.astype(np.intp) * BITS
     # `relation_of` never makes NOBODY an owner or borrower: an actor id of NOBODY (-1) would
     # otherwise match the NOBODY held by every unowned field
     each = isinstance(actor_id, np.ndarray)  # one actor id per slot (validated: never NOBODY)
@@ -126,6 +145,9 @@ def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id) -> Batc
         key += (cols.borrower[ids] == actor_id) * BOR
     if table.reads_fence:
         key += (cols.fence[ids] <= actor_id) * DUE
+    if table.reads_readers:
+        count = cols.readers[ids]
+        key += (count == 0) * IDLE + (count >= MAX_READERS) * FULL
     return Batch(ids, key, before, table.next_state[key])
 
 
@@ -155,6 +177,11 @@ def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id
             src = source[key]
             new = np.where(src == _ACTOR, actor_id, values[src]) if each else values[src]
             column[ids] = np.where(src == _KEEP, column[ids], new)
+    if table.writes_readers:
+        src = table.readers_from[key]
+        old = cols.readers[ids].astype(np.int64)
+        new = np.where(src == _INC, old + 1, np.where(src == _DEC, old - 1, np.where(src == _KEEP, old, 0)))
+        cols.readers[ids] = new  # within 0..MAX_READERS: the IDLE and FULL bits refuse the rest
     cols.state[ids] = batch.after
     cols.last_event[ids] = int(event)
 
@@ -171,6 +198,8 @@ class ListTable(NamedTuple):
     reads_owner: bool
     reads_borrower: bool
     reads_fence: bool
+    readers_from: list = ()
+    reads_readers: bool = False
 
 
 def as_lists(table: EventTable) -> ListTable:
@@ -182,6 +211,8 @@ def as_lists(table: EventTable) -> ListTable:
         table.reads_owner,
         table.reads_borrower,
         table.reads_fence,
+        table.readers_from.tolist(),
+        table.reads_readers,
     )
 
 
@@ -199,10 +230,14 @@ def look_up_slots(mv: Columns, table: ListTable, ids: list, actor_ids: list) -> 
     owner = mv.owner if table.reads_owner else None
     borrower = mv.borrower if table.reads_borrower else None
     fence = mv.fence if table.reads_fence else None
+    readers = mv.readers if table.reads_readers else None
     keys, before, after = [], [], []
     for s, me in zip(ids, actor_ids):
         b = state[s]
-        key = b * 8
+        key = b * BITS
+        if readers is not None:
+            n = readers[s]
+            key += IDLE * (n == 0) + FULL * (n >= MAX_READERS)
         if owner is not None and owner[s] == me and me != NOBODY:  # as in `look_up`: NOBODY matches no one
             key += OWN
         if borrower is not None and borrower[s] == me and me != NOBODY:
@@ -241,5 +276,10 @@ def write_slots(
         src = fence_from[key]
         if src != _KEEP:
             mv.fence[s] = (0, me, target, epoch, 0)[src]
+        if table.readers_from:
+            src = table.readers_from[key]
+            if src != _KEEP:
+                n = mv.readers[s]
+                mv.readers[s] = n + 1 if src == _INC else n - 1 if src == _DEC else 0
         mv.state[s] = a
         mv.last_event[s] = code

@@ -3,7 +3,8 @@
 A `Rule` says: in state `source`, `event` fired by an actor standing in relation `by` to the
 slot moves it to `dest`, and `effect` says where each field of the new record comes from.
 Whatever is not declared is illegal. `declare` refuses an unknown state, an event with no
-actor, a relation the state cannot have, a duplicate rule and an unreachable state.
+actor, a relation the state cannot have, a field taken from a source it cannot have (an id
+counted, a count set to an id), a duplicate rule and an unreachable state.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from enum import IntEnum
 from typing import Iterable, NamedTuple
 
 from .errors import DeclarationError
-from .vocabulary import NOBODY, Actor, ActorKind, Event, Group, Relation, Slot, State
+from .vocabulary import MAX_READERS, NOBODY, Actor, ActorKind, Event, Group, Relation, Slot, State
 
 
 class Source(IntEnum):
@@ -24,29 +25,42 @@ class Source(IntEnum):
     ACTOR = 1  # the id of the actor firing the event
     TARGET = 2  # the event's target (the borrowing request of a lend, the session of a park)
     EPOCH = 3  # the step in flight when the event fires (a release waits for its fence)
-    CLEAR = 4  # NOBODY (fence: 0)
+    CLEAR = 4  # NOBODY (fence, readers: 0)
+    INC = 5  # one more (the lock count: a lock)
+    DEC = 6  # one fewer (the lock count: an unlock)
 
 
 class Effect(NamedTuple):
-    """How a rule rewrites the owner, borrower and fence fields."""
+    """How a rule rewrites the owner, borrower, fence and readers (lock count) fields."""
 
     owner: Source
     borrower: Source
     fence: Source
+    readers: Source = Source.KEEP
 
 
-TAKE = Effect(Source.ACTOR, Source.CLEAR, Source.CLEAR)
-KEEP = Effect(Source.KEEP, Source.KEEP, Source.KEEP)
-LEND = Effect(Source.KEEP, Source.TARGET, Source.KEEP)
-RETURN = Effect(Source.KEEP, Source.CLEAR, Source.KEEP)
-HAND_OVER = Effect(Source.TARGET, Source.CLEAR, Source.KEEP)
-RELEASE = Effect(Source.CLEAR, Source.CLEAR, Source.EPOCH)
-CLEAR = Effect(Source.CLEAR, Source.CLEAR, Source.CLEAR)
+ID_SOURCES = frozenset({Source.KEEP, Source.ACTOR, Source.TARGET, Source.EPOCH, Source.CLEAR})
+"""Where an owner, a borrower or a fence may come from (an id or a step is never counted)."""
+COUNT_SOURCES = frozenset({Source.KEEP, Source.CLEAR, Source.INC, Source.DEC})
+"""Where the lock count may come from (it is never an id or a step)."""
+
+TAKE = Effect(Source.ACTOR, Source.CLEAR, Source.CLEAR, Source.CLEAR)
+KEEP = Effect(Source.KEEP, Source.KEEP, Source.KEEP, Source.KEEP)
+LEND = Effect(Source.KEEP, Source.TARGET, Source.KEEP, Source.KEEP)
+RETURN = Effect(Source.KEEP, Source.CLEAR, Source.KEEP, Source.KEEP)
+HAND_OVER = Effect(Source.TARGET, Source.CLEAR, Source.KEEP, Source.KEEP)
+RELEASE = Effect(Source.CLEAR, Source.CLEAR, Source.EPOCH, Source.CLEAR)
+CLEAR = Effect(Source.CLEAR, Source.CLEAR, Source.CLEAR, Source.CLEAR)
+DONATE = Effect(Source.TARGET, Source.CLEAR, Source.EPOCH, Source.CLEAR)
+PUBLISH = Effect(Source.KEEP, Source.CLEAR, Source.CLEAR, Source.CLEAR)
+READ_LOCK = Effect(Source.KEEP, Source.KEEP, Source.KEEP, Source.INC)
+READ_UNLOCK = Effect(Source.KEEP, Source.KEEP, Source.KEEP, Source.DEC)
 
 
 @dataclass(frozen=True)
 class StateSpec:
-    """A state and what a slot record in it holds: an owner of which kind, a borrower, a fence."""
+    """A state and what a slot record in it holds: an owner of which kind, a borrower, a fence,
+    and (`shared`) a lock count of the requests reading it."""
 
     state: State
     group: Group
@@ -54,6 +68,7 @@ class StateSpec:
     lent: bool = False
     fenced: bool = False
     doc: str = ""
+    shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,19 +100,31 @@ def relations_for(spec: StateSpec, kind: ActorKind) -> tuple[Relation, ...]:
     found = [Relation.NONE]
     if spec.owner is kind:
         found.append(Relation.OWNER)
+        if spec.shared:
+            found.append(Relation.PINNED)
     if spec.lent and kind is ActorKind.REQUEST:
         found.append(Relation.BORROWER)
+    if spec.shared and kind is ActorKind.REQUEST:
+        found.extend((Relation.READER, Relation.FULL))
     return tuple(found)
 
 
 def relation_of(spec: StateSpec, slot: Slot, actor: Actor) -> Relation:
-    """The relation of `actor` to `slot` (whose state is described by `spec`)."""
+    """The relation of `actor` to `slot` (whose state is described by `spec`).
+
+    On a shared (cached) slot the relation reads the lock count, as a fence reads the step a
+    released slot waits for: its owner is PINNED while any lock is held, and a request is a
+    READER (FULL at the bound) while the count is above zero. The record counts locks, it does
+    not name their holders: that every unlock matches a lock by the same request is judged
+    against who holds which lock (`slotwarden.model.properties.locks_match`)."""
     if spec.fenced and actor.kind is ActorKind.SCHEDULER:
         return Relation.DUE if actor.id >= slot.fence else Relation.EARLY
     if spec.owner is actor.kind and actor.id == slot.owner and slot.owner != NOBODY:
-        return Relation.OWNER
+        return Relation.PINNED if spec.shared and slot.readers > 0 else Relation.OWNER
     if spec.lent and actor.kind is ActorKind.REQUEST and actor.id == slot.borrower and slot.borrower != NOBODY:
         return Relation.BORROWER
+    if spec.shared and actor.kind is ActorKind.REQUEST and slot.readers > 0:
+        return Relation.FULL if slot.readers >= MAX_READERS else Relation.READER
     return Relation.NONE
 
 
@@ -159,6 +186,10 @@ def declare(
             )
         if not isinstance(r.effect, Effect):
             raise DeclarationError(f"{name}: rule {_show(r)} has no effect")
+        for fname, src in zip(Effect._fields, r.effect):
+            allowed = COUNT_SOURCES if fname == "readers" else ID_SOURCES
+            if src not in allowed:
+                raise DeclarationError(f"{name}: rule {_show(r)} takes its {fname} from {getattr(src, 'name', src)}")
         key = (r.source, r.event, r.by)
         if key in table:
             raise DeclarationError(f"{name}: duplicate rule for {r.source.name} --{r.event.name} [{r.by.name}]")

@@ -80,9 +80,12 @@ def _effect(effect: Effect) -> str:
         Source.TARGET: "the target",
         Source.EPOCH: "the step in flight",
         Source.CLEAR: "nobody",
+        Source.INC: "one more",
+        Source.DEC: "one fewer",
     }
+    counts = ("fence", "readers")
     parts = [
-        f"{field} := {words[src]}" if field != "fence" or src is not Source.CLEAR else "fence := 0"
+        f"{field} := {words[src]}" if field not in counts or src is not Source.CLEAR else f"{field} := 0"
         for field, src in zip(Effect._fields, effect)
         if src is not Source.KEEP
     ]
@@ -130,14 +133,14 @@ def _tables(lifecycle: Lifecycle) -> list[str]:
     out = [
         "## States",
         "",
-        "| state | group | owner | lent | waits for a fence | meaning |",
-        "|---|---|---|---|---|---|",
+        "| state | group | owner | lent | waits for a fence | counts locks | meaning |",
+        "|---|---|---|---|---|---|---|",
     ]
     for s in lifecycle.states:
         owner = s.owner.name.lower() if s.owner is not None else "-"
         out.append(
             f"| `{s.state.name}` | {s.group.name} | {owner} | {'yes' if s.lent else '-'} "
-            f"| {'yes' if s.fenced else '-'} | {s.doc} |"
+            f"| {'yes' if s.fenced else '-'} | {'yes' if s.shared else '-'} | {s.doc} |"
         )
     out += ["", "## Events", "", "| event | fired by | target | meaning |", "|---|---|---|---|"]
     for e in lifecycle.events:

@@ -6,11 +6,33 @@ and rolls back, or is admitted (RUNNING). A running request finishes, is retract
 parks its state in the session (PARKED). A session lends its parked slot to its next turn
 (LENT, then LENT_RUNNING once admitted); whatever happens to that turn, the slot goes back to
 the session. Only the owning session's close moves a session-owned slot out of the session.
+
+The prefix cache owns slots too: a running request donates its state to a tree node (CACHING);
+the node becomes matchable (CACHED) only at the fence of the step that wrote it, so a write that
+is aborted before then is never read. Requests lock a cached slot to copy from it and unlock it
+after; the cache evicts only an unlocked node, whose slot is released and free at the fence.
+A cached slot is read, never written, by requests.
 """
 
 from __future__ import annotations
 
-from .declaration import CLEAR, HAND_OVER, KEEP, LEND, RELEASE, RETURN, TAKE, EventSpec, Rule, StateSpec, declare
+from .declaration import (
+    CLEAR,
+    DONATE,
+    HAND_OVER,
+    KEEP,
+    LEND,
+    PUBLISH,
+    READ_LOCK,
+    READ_UNLOCK,
+    RELEASE,
+    RETURN,
+    TAKE,
+    EventSpec,
+    Rule,
+    StateSpec,
+    declare,
+)
 from .vocabulary import ActorKind, Event, Group, Relation, State
 
 S, E, R, K = State, Event, Relation, ActorKind
@@ -25,6 +47,20 @@ STATES = (
         S.LENT_RUNNING, Group.SESSION_OWNED, owner=K.SESSION, lent=True, doc="lent to the session's running turn"
     ),
     StateSpec(S.RELEASED, Group.RELEASED, fenced=True, doc="given back; free once the step in flight is fenced"),
+    StateSpec(
+        S.CACHING,
+        Group.CACHE_OWNED,
+        owner=K.CACHE,
+        fenced=True,
+        doc="donated to a tree node; matchable once the step writing it is fenced",
+    ),
+    StateSpec(
+        S.CACHED,
+        Group.CACHE_OWNED,
+        owner=K.CACHE,
+        shared=True,
+        doc="published by a tree node; requests lock it to copy from it",
+    ),
 )
 
 EVENTS = (
@@ -38,6 +74,10 @@ EVENTS = (
     EventSpec(E.ABORT, K.REQUEST, doc="the request is cancelled"),
     EventSpec(E.CLOSE, K.SESSION, doc="the session ends or is reaped"),
     EventSpec(E.FENCE, K.SCHEDULER, doc="the device finished a step"),
+    EventSpec(E.INSERT, K.REQUEST, target=K.CACHE, doc="the request donates its state to a prefix-tree node"),
+    EventSpec(E.LOCK, K.REQUEST, doc="a request locks a cached slot to copy from it"),
+    EventSpec(E.UNLOCK, K.REQUEST, doc="the request's copy is fenced; it lets go of the cached slot"),
+    EventSpec(E.EVICT, K.CACHE, doc="the prefix cache drops the node's slot"),
 )
 
 RULES = (
@@ -66,6 +106,28 @@ RULES = (
     Rule(S.LENT_RUNNING, E.ABORT, R.BORROWER, S.PARKED, RETURN, "a lent slot goes back to its session"),
     Rule(S.PARKED, E.CLOSE, R.OWNER, S.RELEASED, RELEASE, "the session releases exactly what it owns"),
     Rule(S.RELEASED, E.FENCE, R.DUE, S.FREE, CLEAR, "the step that may use it has finished"),
+    Rule(
+        S.RUNNING,
+        E.INSERT,
+        R.OWNER,
+        S.CACHING,
+        DONATE,
+        "the request keeps no handle; the step in flight may still write it",
+    ),
+    Rule(S.CACHING, E.FENCE, R.DUE, S.CACHED, PUBLISH, "published only once its write is fenced (vLLM #56525)"),
+    Rule(S.CACHING, E.EVICT, R.OWNER, S.RELEASED, RELEASE, "an aborted write is dropped unread (SGLang #30986)"),
+    Rule(S.CACHED, E.LOCK, R.NONE, S.CACHED, READ_LOCK, "any request may read published state"),
+    Rule(S.CACHED, E.LOCK, R.READER, S.CACHED, READ_LOCK, "any number of readers, up to the bound"),
+    Rule(S.CACHED, E.UNLOCK, R.READER, S.CACHED, READ_UNLOCK, "an unlock needs a lock to undo (SGLang #27147)"),
+    Rule(S.CACHED, E.UNLOCK, R.FULL, S.CACHED, READ_UNLOCK, "an unlock needs a lock to undo"),
+    Rule(
+        S.CACHED,
+        E.EVICT,
+        R.OWNER,
+        S.RELEASED,
+        RELEASE,
+        "only an unlocked node is evicted (SGLang #27038, LMDeploy #4700)",
+    ),
 )
 
 LIFECYCLE = declare("slot lifecycle", STATES, EVENTS, RULES)

@@ -24,6 +24,9 @@ _WHO = {
     Relation.BORROWER: "borrowing {kind}",
     Relation.DUE: "fence of its step",
     Relation.EARLY: "early fence",
+    Relation.READER: "any {kind} while read",
+    Relation.FULL: "any {kind} at the lock bound",
+    Relation.PINNED: "owning {kind} while locked",
 }
 
 

@@ -17,10 +17,11 @@ GROUP_COLOURS = {
     Group.BATCH_OWNED: "#4c78a8",
     Group.SESSION_OWNED: "#f58518",
     Group.RELEASED: "#e45756",
+    Group.CACHE_OWNED: "#54a24b",
 }
 """Fill colour of each group (hex RGB)."""
 
-SPARE = ("#54a24b", "#b279a2", "#9d755d", "#72b7b2", "#eeca3b")
+SPARE = ("#b279a2", "#9d755d", "#72b7b2", "#eeca3b")
 """Fills for groups without an entry in `GROUP_COLOURS`, picked by the group's number."""
 
 HIGHLIGHT = "#7b2cbf"

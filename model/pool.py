@@ -73,8 +73,9 @@ def alloc(pool: Pool, n: int, actor: Actor, lifecycle: Lifecycle = LIFECYCLE) ->
 
 def fence(pool: Pool, completed: int, lifecycle: Lifecycle = LIFECYCLE) -> Pool:
     """The device finished step `completed`: every released slot waiting for it (or an
-    earlier step) becomes free. Releases waiting for a later step stay released."""
-    due = [i + 1 for i, s in enumerate(pool.slots) if s.state is State.RELEASED and s.fence <= completed]
+    earlier step) becomes free, and every cached slot whose write it was is published.
+    Slots waiting for a later step stay as they are."""
+    due = [i + 1 for i, s in enumerate(pool.slots) if lifecycle.spec(s.state).fenced and s.fence <= completed]
     if not due:
         return pool
     return apply(pool, Event.FENCE, due, Actor.fence(completed), lifecycle=lifecycle)

@@ -10,7 +10,9 @@ record, any owner, borrower and fence), and `prove_exclusive` shows that `exclus
 inductive. So each move property holds on every move of every run from a free slot; a proof
 over runs of several moves would establish nothing more (and explores fewer records: only
 those a short run reaches). `prove_conserved` is inductive the same way over a pool step, and
-`prove_quiescent` starts from a record in any of the seven states.
+`prove_quiescent` starts from a record in any state.
+The lock count is part of the record: `exclusive` bounds it, so the one-move proofs range over
+every count a cached record can hold.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from .lifecycle import LIFECYCLE
 from .properties import (  # noqa: F401  the contracts in the docstrings call them
     authority,
     borrow_safe,
+    cache_read_only,
+    evict_unlocked,
+    lock_counted,
+    reads_published,
     conserved,
     exclusive,
     fence_respected,
@@ -139,6 +145,46 @@ def prove_parks_what_ran(slot: Slot, event: Event, actor: Actor, target: int, ep
     return _step(slot, event, actor, target, epoch)
 
 
+def prove_cache_read_only(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+    """Property 11, one move: a request never writes a cached slot, it only locks or unlocks it.
+
+    pre: exclusive(slot, SUBJECT[0])
+    pre: epoch >= 0
+    post: cache_read_only(slot, actor, __return__, SUBJECT[0])
+    """
+    return _step(slot, event, actor, target, epoch)
+
+
+def prove_evict_unlocked(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+    """Property 12, one move: a cached slot leaves its node only unlocked, released to the fence.
+
+    pre: exclusive(slot, SUBJECT[0])
+    pre: epoch >= 0
+    post: evict_unlocked(slot, __return__, epoch, SUBJECT[0])
+    """
+    return _step(slot, event, actor, target, epoch)
+
+
+def prove_lock_counted(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+    """Property 13, one move: the lock count moves by one, by a lock or an unlock, never below 0.
+
+    pre: exclusive(slot, SUBJECT[0])
+    pre: epoch >= 0
+    post: lock_counted(slot, event, __return__, SUBJECT[0])
+    """
+    return _step(slot, event, actor, target, epoch)
+
+
+def prove_reads_published(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+    """Property 14, one move: only published state is locked; publication waits for the fence.
+
+    pre: exclusive(slot, SUBJECT[0])
+    pre: epoch >= 0
+    post: reads_published(slot, actor, __return__, SUBJECT[0])
+    """
+    return _step(slot, event, actor, target, epoch)
+
+
 BATCHES = ((1,), (2,), (1, 2), (2, 1))
 """Every batch of slot ids of a pool of two, in every order."""
 
@@ -180,7 +226,8 @@ def prove_conserved(
 
 def shut_down(slot: Slot, completed: int, lifecycle: Lifecycle) -> Slot:
     """Everyone lets go of `slot`: the request it is lent to aborts, the request that owns it
-    aborts, the session that owns it closes (each only if there is one, in that order), and
+    aborts, the session that owns it closes, each request reading it unlocks it, the cache
+    evicts it (each only if there is one, in that order), and
     the scheduler fences step `completed`, which every release so far waits for. An illegal
     move leaves the slot as it was."""
 
@@ -196,15 +243,22 @@ def shut_down(slot: Slot, completed: int, lifecycle: Lifecycle) -> Slot:
         slot = fire(slot, Event.ABORT, Actor.request(slot.owner))
     if lifecycle.spec(slot.state).owner is ActorKind.SESSION:
         slot = fire(slot, Event.CLOSE, Actor.session(slot.owner))
+    while lifecycle.spec(slot.state).shared and slot.readers > 0:  # each reader lets go of its lock
+        unlocked = fire(slot, Event.UNLOCK, Actor.request(0))
+        if unlocked == slot:
+            break
+        slot = unlocked
+    if lifecycle.spec(slot.state).owner is ActorKind.CACHE:
+        slot = fire(slot, Event.EVICT, Actor.cache(slot.owner))
     if lifecycle.spec(slot.state).fenced:
         slot = fire(slot, Event.FENCE, Actor.fence(completed))
     return slot
 
 
 def prove_quiescent(state: State, owner: int, borrower: int, fence: int, completed: int) -> Slot:
-    """Property 6: from a well-formed record in any of the seven states, once every request
-    has aborted, every session has closed and the fence of the newest step has come, the
-    slot is FREE.
+    """Property 6: from a well-formed record in any state, once every request has aborted
+    (letting go of its locks, so a cached record counts none), every session has closed, the
+    cache has evicted its nodes and the fence of the newest step has come, the slot is FREE.
 
     pre: exclusive(Slot(state, owner, borrower, fence), SUBJECT[0])
     pre: 0 <= fence <= completed
@@ -225,6 +279,10 @@ PROOFS = {
     "authority": prove_authority,
     "borrow_safe": prove_borrow_safe,
     "parks_what_ran": prove_parks_what_ran,
+    "cache_read_only": prove_cache_read_only,
+    "evict_unlocked": prove_evict_unlocked,
+    "lock_counted": prove_lock_counted,
+    "reads_published": prove_reads_published,
 }
 """Every contracted function in model/, keyed by the proof's name (`registry.proved_by` says
 which properties each establishes)."""

@@ -13,7 +13,7 @@ from typing import Iterable, Mapping
 
 from .declaration import Lifecycle, relation_of
 from .lifecycle import LIFECYCLE
-from .vocabulary import NOBODY, Actor, ActorKind, Event, Group, Relation, Slot, State
+from .vocabulary import MAX_READERS, NOBODY, Actor, ActorKind, Event, Group, Relation, Slot, State
 
 
 def group(slot: Slot, lifecycle: Lifecycle = LIFECYCLE) -> Group:
@@ -50,17 +50,17 @@ def only_real_slots(ids: Iterable[int], capacity: int) -> bool:
 
 # -- 3. conservation -------------------------------------------------------------------------
 def conserved(slots: tuple, free: tuple, lifecycle: Lifecycle = LIFECYCLE) -> bool:
-    """Every slot is in exactly one place, counted from independent sources: the length of
-    the free list, the records that name an owner and the records waiting for a fence add up
-    to the capacity; the free list names exactly the FREE records, each once, and only real
-    slot ids. `slots[i]` is the record of slot id i + 1.
+    """Every slot is in exactly one place of five groups (free, batch-, session-, cache-owned,
+    released), counted from independent sources: the length of the free list, the records that
+    name an owner and the ownerless records waiting for a fence add up to the capacity; the
+    free list names exactly the FREE records, each once, and only real slot ids. `slots[i]` is the record of slot id i + 1.
 
     A record that names an owner while FREE or RELEASED is counted twice, a held record that
     names nobody is not counted, and a free list with a duplicate or a gap is too long or too
     short: each breaks the sum."""
     capacity = len(slots)
     owned = sum(1 for s in slots if s.owner != NOBODY)
-    waiting = sum(1 for s in slots if lifecycle.spec(s.state).fenced)
+    waiting = sum(1 for s in slots if lifecycle.spec(s.state).fenced and lifecycle.spec(s.state).owner is None)
     free_ids = {i + 1 for i, s in enumerate(slots) if s.state is State.FREE}
     return (
         len(free) + owned + waiting == capacity
@@ -97,12 +97,14 @@ def release_waits(before: Slot, after: Slot, epoch: int, lifecycle: Lifecycle = 
 # -- 5. exclusive ownership; the previous holder keeps no handle ------------------------------
 def exclusive(slot: Slot, lifecycle: Lifecycle = LIFECYCLE) -> bool:
     """A held slot has exactly one owner (and a borrower exactly when lent); a free or released
-    slot has neither, so nobody keeps a handle on it."""
+    slot has neither, so nobody keeps a handle on it. Only a shared (cached) slot counts locks,
+    within 0..MAX_READERS: the lock count never goes negative nor past its bound."""
     spec = lifecycle.spec(slot.state)
     owner_ok = slot.owner >= 0 if spec.owner is not None else slot.owner == NOBODY
     borrower_ok = slot.borrower >= 0 if spec.lent else slot.borrower == NOBODY
     fence_ok = slot.fence >= 0 if spec.fenced else slot.fence == 0
-    return owner_ok and borrower_ok and fence_ok
+    readers_ok = 0 <= slot.readers <= MAX_READERS if spec.shared else slot.readers == 0
+    return owner_ok and borrower_ok and fence_ok and readers_ok
 
 
 def holdings(slots: tuple, actor: Actor, lifecycle: Lifecycle = LIFECYCLE) -> frozenset:
@@ -134,13 +136,18 @@ def handles_match(slots: tuple, handles: Mapping[Actor, Iterable[int]], lifecycl
 def authority(
     before: Slot, event: Event, actor: Actor, target: int, after: Slot, lifecycle: Lifecycle = LIFECYCLE
 ) -> bool:
-    """Only a held slot's owner, or the request it is lent to, moves it; a slot becomes lent
+    """Only a held slot's owner, or the request it is lent to (or, for a held slot waiting for a
+    fence, the fence of its step), moves it; readers change only its lock count; a slot becomes lent
     (or lent to another request) only by its owning session, and only to the request the
     lend names."""
-    if after == before:
-        return True
+    if after._replace(readers=before.readers) == before:
+        return True  # a lock or unlock changes only the count: readers claim no ownership
     was = lifecycle.spec(before.state)
-    if was.owner is not None and relation_of(was, before, actor) not in (Relation.OWNER, Relation.BORROWER):
+    if was.owner is not None and relation_of(was, before, actor) not in (
+        Relation.OWNER,
+        Relation.BORROWER,
+        Relation.DUE,
+    ):
         return False
     if lifecycle.spec(after.state).lent and after.borrower != before.borrower:
         return (
@@ -192,23 +199,89 @@ def handles_follow(
 
 
 def parks_what_ran(before: Slot, after: Slot, lifecycle: Lifecycle = LIFECYCLE) -> bool:
-    """A session takes over only a slot of the running batch: the state it keeps between
-    turns was computed by a step, never a candidate's state that no step has run
+    """A session (or the prefix cache) takes over only a slot of the running batch: the state
+    it keeps was computed by a step, never a candidate's state that no step has run
     (SGLang #31765/#31767: a turn that never ran committed to the session)."""
-    if group(after, lifecycle) is Group.SESSION_OWNED and group(before, lifecycle) is not Group.SESSION_OWNED:
+    now, was = group(after, lifecycle), group(before, lifecycle)
+    if now in (Group.SESSION_OWNED, Group.CACHE_OWNED) and was is not now:
         return before.state in IN_BATCH
     return True
 
 
+# -- 11. the prefix cache ----------------------------------------------------------------------
+def cache_read_only(before: Slot, actor: Actor, after: Slot, lifecycle: Lifecycle = LIFECYCLE) -> bool:
+    """A cached slot is never written by a request: a request's move on a cache-owned slot
+    changes at most its lock count, by one, and leaves it with its node."""
+    if group(before, lifecycle) is not Group.CACHE_OWNED or actor.kind is not ActorKind.REQUEST:
+        return True
+    return after._replace(readers=before.readers) == before and abs(after.readers - before.readers) <= 1
+
+
+def evict_unlocked(before: Slot, after: Slot, epoch: int, lifecycle: Lifecycle = LIFECYCLE) -> bool:
+    """A cache-owned slot leaves its node only while no lock is held on it (none held for a
+    copy in flight either: a copy holds its lock until its step is fenced), and only to be
+    released, free at the fence of the step in flight; a published slot leaves only that way."""
+    if group(before, lifecycle) is not Group.CACHE_OWNED:
+        return True
+    if group(after, lifecycle) is Group.CACHE_OWNED and after.owner == before.owner:
+        return True
+    return before.readers == 0 and after.state is State.RELEASED and after.fence >= epoch
+
+
+def lock_counted(before: Slot, event: Event, after: Slot, lifecycle: Lifecycle = LIFECYCLE) -> bool:
+    """The lock count moves by one at a time, up only by a lock and down only by an unlock, and
+    never below zero; a slot joins or leaves the cache with none."""
+    if after.readers < 0:
+        return False
+    if lifecycle.spec(before.state).shared and lifecycle.spec(after.state).shared:
+        delta = after.readers - before.readers
+        return delta == 0 or (delta == 1 and event is Event.LOCK) or (delta == -1 and event is Event.UNLOCK)
+    return after.readers == 0 or before.readers == after.readers
+
+
+def reads_published(before: Slot, actor: Actor, after: Slot, lifecycle: Lifecycle = LIFECYCLE) -> bool:
+    """No request reads unpublished state: a lock is taken only on a published (unfenced)
+    cached slot, and a slot is published only by the fence of the step that wrote it, so a
+    write aborted before its fence is dropped (evicted) unread."""
+    was, now = lifecycle.spec(before.state), lifecycle.spec(after.state)
+    if after.readers > before.readers and not (was.shared and not was.fenced and now.shared):
+        return False
+    if was.group is Group.CACHE_OWNED and was.fenced and now.shared:
+        return actor.kind is ActorKind.SCHEDULER and actor.id >= before.fence
+    if now.shared and not was.shared:
+        return was.group is Group.CACHE_OWNED and was.fenced
+    return True
+
+
+def locks_match(slots: tuple, locks: Mapping[int, Iterable[int]], lifecycle: Lifecycle = LIFECYCLE) -> bool:
+    """Every cached slot's lock count is the number of live requests holding a lock on it
+    (`locks` maps a request id to the slot ids it locked): every unlock matched a lock by the
+    same request, and nobody holds a lock on a slot that counts none."""
+    held: dict = {}
+    for ids in locks.values():
+        for i in ids:
+            held[i] = held.get(i, 0) + 1
+    for i, s in enumerate(slots):
+        count = s.readers if lifecycle.spec(s.state).shared else 0
+        if held.get(i + 1, 0) != count:
+            return False
+    return all(1 <= i <= len(slots) for i in held)
+
+
 # -- 6. quiescence ---------------------------------------------------------------------------
 def no_orphans(
-    slots: tuple, requests: Iterable[int], sessions: Iterable[int], lifecycle: Lifecycle = LIFECYCLE
+    slots: tuple, requests: Iterable[int], sessions: Iterable[int], lifecycle: Lifecycle = LIFECYCLE, nodes=None
 ) -> bool:
-    """Every held slot's owner (and borrower) is still alive: nothing leaks past its holder."""
+    """Every held slot's owner (and borrower) is still alive: nothing leaks past its holder.
+    Cache-owned slots are judged only when the live tree `nodes` is given."""
     requests, sessions = set(requests), set(sessions)
     for s in slots:
         spec = lifecycle.spec(s.state)
-        live = requests if spec.owner is ActorKind.REQUEST else sessions
+        if spec.owner is ActorKind.CACHE and nodes is None:
+            continue
+        live = {ActorKind.REQUEST: requests, ActorKind.SESSION: sessions, ActorKind.CACHE: set(nodes or ())}.get(
+            spec.owner
+        )
         if spec.owner is not None and s.owner not in live:
             return False
         if spec.lent and s.borrower not in requests:
@@ -217,7 +290,7 @@ def no_orphans(
 
 
 def quiescent(slots: tuple) -> bool:
-    """With no requests, no sessions and after a fence, every slot is FREE."""
+    """With no requests, no sessions, an empty prefix cache and after a fence, every slot is FREE."""
     return all(s.state is State.FREE for s in slots)
 
 

@@ -64,6 +64,12 @@ def refusal(lifecycle: Lifecycle, slot: Slot, event: Event, relation: Relation) 
         return f"{event.name.lower()} is not allowed from {slot.state.name}"
     if relation is Relation.EARLY:
         return f"the slot waits for the fence of step {slot.fence}"
+    if relation is Relation.PINNED:
+        return f"{slot.readers} reader(s) hold a lock on it"
+    if relation is Relation.FULL:
+        return f"its lock count is at the bound ({slot.readers})"
+    if relation is Relation.NONE and set(allowed) <= {Relation.READER, Relation.FULL}:
+        return "no lock is held on it"
     who = " or ".join(_WHO[r] for r in allowed)
     return f"only {who} may {event.name.lower()} a {slot.state.name} slot"
 
@@ -74,6 +80,9 @@ _WHO = {
     Relation.BORROWER: "the request it is lent to",
     Relation.DUE: "the fence of its step",
     Relation.EARLY: "an early fence",
+    Relation.READER: "a request while others read it",
+    Relation.FULL: "a request while its lock count is at the bound",
+    Relation.PINNED: "its owner while it is locked",
 }
 
 
@@ -84,7 +93,18 @@ def apply_effect(slot: Slot, effect: Effect, dest, actor: Actor, target: int, ep
         _field(effect.owner, slot.owner, actor, target, epoch, NOBODY),
         _field(effect.borrower, slot.borrower, actor, target, epoch, NOBODY),
         _field(effect.fence, slot.fence, actor, target, epoch, 0),
+        _count(effect.readers, slot.readers),
     )
+
+
+def _count(source: Source, old: int) -> int:
+    if source is Source.INC:
+        return old + 1
+    if source is Source.DEC:
+        return old - 1
+    if source is Source.KEEP:
+        return old
+    return 0
 
 
 def _field(source: Source, old: int, actor: Actor, target: int, epoch: int, cleared: int) -> int:

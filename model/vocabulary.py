@@ -13,6 +13,9 @@ from typing import NamedTuple
 NOBODY = -1
 """The owner/borrower field of a slot that has none. Never a valid actor id, never returned."""
 
+MAX_READERS = 255
+"""The bound of a cached slot's lock count (it fits a uint8 column): a lock at the bound is refused."""
+
 
 class State(IntEnum):
     """Where a slot is in its lifecycle (the pad slot and sentinels are outside the machine)."""
@@ -24,16 +27,19 @@ class State(IntEnum):
     LENT = 4  # session-owned: lent to the session's candidate turn
     LENT_RUNNING = 5  # session-owned: lent to the session's admitted, running turn
     RELEASED = 6  # given back; may still be used by a step on the device until its fence
+    CACHING = 7  # cache-owned: donated to a prefix-tree node, not matchable until its write is fenced
+    CACHED = 8  # cache-owned: published; any number of requests may lock it to read (copy) it
 
 
 class Group(IntEnum):
-    """The four groups of states (free, owned by the batch, owned by a session, released); each
-    `State` belongs to one."""
+    """The five groups of states (free, owned by the batch, owned by a session, released, owned
+    by the prefix cache); each `State` belongs to one."""
 
     FREE = 0
     BATCH_OWNED = 1
     SESSION_OWNED = 2
     RELEASED = 3
+    CACHE_OWNED = 4
 
 
 class Event(IntEnum):
@@ -49,6 +55,10 @@ class Event(IntEnum):
     ABORT = 7  # the request is cancelled, at any point
     CLOSE = 8  # the session ends (or is reaped)
     FENCE = 9  # the device finished a step: released slots it may have used become free
+    INSERT = 10  # a request donates its slot's state to a prefix-tree node
+    LOCK = 11  # a request locks a cached slot to read it (copy-on-write source)
+    UNLOCK = 12  # the request is done reading the cached slot
+    EVICT = 13  # the prefix cache drops a node's slot
 
 
 class ActorKind(IntEnum):
@@ -57,6 +67,7 @@ class ActorKind(IntEnum):
     REQUEST = 0
     SESSION = 1
     SCHEDULER = 2  # fires fences; its id is the step (epoch) the device has finished
+    CACHE = 3  # the prefix cache; its id is the tree node that owns the slot
 
 
 class Relation(IntEnum):
@@ -67,16 +78,21 @@ class Relation(IntEnum):
     BORROWER = 2  # the slot is lent to the actor (a request) by its owning session
     DUE = 3  # a fence at or past the step the released slot waits for
     EARLY = 4  # a fence for a step before the one the released slot waits for
+    READER = 5  # a request on a cached slot that some request has locked (lock count 1..MAX-1)
+    FULL = 6  # a request on a cached slot whose lock count is at its bound MAX_READERS
+    PINNED = 7  # the owning node of a cached slot that is locked: it may not evict it
 
 
 class Slot(NamedTuple):
-    """One slot's record: its state, its owner, the request it is lent to, and, while
-    RELEASED, the step whose fence frees it. Unused fields hold `NOBODY` (fence: 0)."""
+    """One slot's record: its state, its owner, the request it is lent to, while RELEASED
+    (or CACHING) the step whose fence frees (or publishes) it, and while CACHED how many
+    locks readers hold on it. Unused fields hold `NOBODY` (fence, readers: 0)."""
 
     state: State
     owner: int = NOBODY
     borrower: int = NOBODY
     fence: int = 0
+    readers: int = 0
 
 
 class Actor(NamedTuple):
@@ -96,6 +112,10 @@ class Actor(NamedTuple):
     @classmethod
     def fence(cls, step: int) -> "Actor":
         return cls(ActorKind.SCHEDULER, step)
+
+    @classmethod
+    def cache(cls, node: int) -> "Actor":
+        return cls(ActorKind.CACHE, node)
 
     def __str__(self) -> str:
         return f"{self.kind.name.lower()} {self.id}"

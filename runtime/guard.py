@@ -113,7 +113,9 @@ class LedgerGuard:
     def fence(self, step: int | None = None) -> torch.Tensor:
         """Released slots whose step has finished go back to the engine's free list."""
         back = []
-        due = self.ledger.fence(step, before_write=lambda batch: back.append(self._give_back(batch.ids)))
+        due = self.ledger.fence(
+            step, before_write=lambda batch: back.append(self._give_back(batch.ids[batch.after == _FREE]))
+        )
         return back[0] if back else torch.from_numpy(due).to(self.device)
 
     def _give_back(self, ids: np.ndarray) -> torch.Tensor:

@@ -23,8 +23,8 @@ Contracts:
   raises `WrongThread` before touching anything (one integer comparison a call). `adopt()`
   hands the ledger over to the calling thread.
 
-Memory: 30 bytes a slot (state 1, owner 8, borrower 8, fence 4, last event 1, free ring 4,
-duplicate stamp 4), plus the flight recorder's bounded list of recent batches.
+Memory: 31 bytes a slot (state 1, owner 8, borrower 8, fence 4, last event 1, lock count 1,
+free ring 4, duplicate stamp 4), plus the flight recorder's bounded list of recent batches.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from slotwarden.kernels.transition import (
+    BITS,
     Batch,
     Columns,
     as_lists,
@@ -58,6 +59,7 @@ from .recorder import Actors, FlightRecorder
 CHECKS = ("strict", "off")
 _FREE = int(State.FREE)
 _RELEASED = int(State.RELEASED)
+_CACHING = int(State.CACHING)  # also waits for a fence: the one that publishes it
 _SCRATCH = ("stamp",)
 SMALL = 32
 """Batches of up to this many slots take the per-slot path (Python over the same columns, the
@@ -124,11 +126,12 @@ class SlotLedger:
             "borrower": torch.full((n,), NOBODY, dtype=torch.int64),
             "fence": torch.zeros(n, dtype=torch.int32),
             "last_event": torch.zeros(n, dtype=torch.uint8),
+            "readers": torch.zeros(n, dtype=torch.uint8),
             "ring": torch.arange(1, n, dtype=torch.int32),
             "stamp": torch.full((n,), -1, dtype=torch.int32),
         }
         v = {k: t.numpy() for k, t in self.tensors.items()}  # views: same memory
-        self.cols = Columns(v["state"], v["owner"], v["borrower"], v["fence"], v["last_event"])
+        self.cols = Columns(v["state"], v["owner"], v["borrower"], v["fence"], v["last_event"], v["readers"])
         self._ring, self._stamp = v["ring"], v["stamp"]
         self._slots, self._ring_slots = slot_views(self.cols), memoryview(self._ring)  # the per-slot path's views
         self._seq = np.arange(n, dtype=np.int32)
@@ -141,11 +144,13 @@ class SlotLedger:
         self._actor_ok = {e: (lifecycle.event(e).actor, lifecycle.event(e).target is not None) for e in Event}
         self._alloc_kind, self._alloc_next = (
             self._actor_ok[Event.ALLOC][0],
-            self._lists[Event.ALLOC].next_state[_FREE * 8],
+            self._lists[Event.ALLOC].next_state[_FREE * BITS],
         )
         table = compile_table(lifecycle)
         self._owner_kind = np.array(table.owner_kind, dtype=np.uint8)
         self._lent = np.array(table.lent, dtype=bool)
+        self._fenced = np.array(table.fenced, dtype=bool)
+        self._fenced_list = [bool(f) for f in table.fenced]
         self._group = np.array(table.group, dtype=np.uint8)
         self.recorder = FlightRecorder(int(recorder_depth))
         self.launched = 0  # the latest step handed to the device
@@ -194,7 +199,13 @@ class SlotLedger:
 
     def _record(self, slot: int) -> Slot:
         c = self.cols
-        return Slot(State(int(c.state[slot])), int(c.owner[slot]), int(c.borrower[slot]), int(c.fence[slot]))
+        return Slot(
+            State(int(c.state[slot])),
+            int(c.owner[slot]),
+            int(c.borrower[slot]),
+            int(c.fence[slot]),
+            int(c.readers[slot]),
+        )
 
     def held_by(self, actor: Actor) -> np.ndarray:
         """The slot ids `actor` owns or borrows, in id order."""
@@ -245,7 +256,10 @@ class SlotLedger:
             if (self.cols.state[ids] != _FREE).any():  # the free list is the FREE set, or the ledger is corrupt
                 self._check_batch(look_up(self.cols, self._alloc, ids, actor.id), Event.ALLOC, actor, NOBODY)
         batch = Batch(
-            ids, np.full(ids.size, _FREE * 8), None, np.full(ids.size, self._alloc.next_state[_FREE * 8], np.uint8)
+            ids,
+            np.full(ids.size, _FREE * BITS),
+            None,
+            np.full(ids.size, self._alloc.next_state[_FREE * BITS], np.uint8),
         )
         if before_write is not None:
             before_write(batch)
@@ -330,9 +344,11 @@ class SlotLedger:
 
     def fence(self, step: int | None = None, before_write: Callable[[Batch], None] | None = None) -> np.ndarray:
         """The device finished `step` (default: every step it has finished): each released slot
-        waiting for it or an earlier step becomes free. Returns the freed ids. Raises
-        `FenceError` for a step not launched or not finished yet. `before_write(batch)` runs
-        before anything is written, when slots are due (the guard gives them to its engine)."""
+        waiting for it or an earlier step becomes free, and each cached slot whose write it was
+        is published. Returns the freed ids (not the published ones). Raises `FenceError` for a
+        step not launched or not finished yet. `before_write(batch)` runs before anything is
+        written, when slots are due (the guard gives the ones freed, `batch.after == FREE`, to
+        its engine)."""
         self._here()
         step = inputs.step(step)
         done = self.finished_steps()
@@ -345,6 +361,7 @@ class SlotLedger:
         due, steps = self._due(step)
         if due.size:
             self._apply(due, Event.FENCE, Actor.fence(step), NOBODY, before_write)
+            due = due[self.cols.state[due] == _FREE]  # the freed ones (the published stay cached)
         for s in steps:
             del self._waiting[s]
         for s in range(self.completed + 1, step + 1):
@@ -353,9 +370,10 @@ class SlotLedger:
         return due
 
     # -- integrity ---------------------------------------------------------------------------
-    def audit(self, live_requests=None, live_sessions=None) -> Audit:
+    def audit(self, live_requests=None, live_sessions=None, live_nodes=None) -> Audit:
         """Conservation and leaks. With live sets given, a held slot whose owner or borrower
-        is not live is a leak; a released slot whose fence has passed is one too.
+        is not live is a leak (a cache-owned slot only when `live_nodes` is given); a slot still
+        waiting for a fence that has passed (released, or cached and unpublished) is one too.
 
         Conservation counts each group from its own source, so that it fails when the sources
         disagree: FREE from the free list's count (the state column without one), held from
@@ -365,6 +383,7 @@ class SlotLedger:
         self._here()
         reqs = inputs.live(live_requests, "live_requests")
         sess = inputs.live(live_sessions, "live_sessions")
+        nodes = inputs.live(live_nodes, "live_nodes")
         c = self.cols
         state, owner = c.state[1:], c.owner[1:]
         counts = self.counts()
@@ -395,12 +414,20 @@ class SlotLedger:
                 free_ok = False
                 problems.append(f"the free list ({len(fl)} ids) is not the set of FREE slots ({len(free_ids)})")
         leaking = np.zeros(self.capacity + 1, dtype=bool)
-        leaking[1:] = (state == _RELEASED) & (c.fence[1:] <= self.completed)
+        leaking[1:] = self._fenced[np.minimum(state, len(State) - 1)] & (c.fence[1:] <= self.completed)
         if reqs is not None or sess is not None:
             reqs = reqs if reqs is not None else np.zeros(0, dtype=np.int64)
             sess = sess if sess is not None else np.zeros(0, dtype=np.int64)
             kind = self._owner_kind[np.minimum(c.state, len(State) - 1)]
-            owner_live = np.where(kind == int(ActorKind.REQUEST), np.isin(c.owner, reqs), np.isin(c.owner, sess))
+            owner_live = np.where(
+                kind == int(ActorKind.REQUEST),
+                np.isin(c.owner, reqs),
+                np.where(
+                    kind == int(ActorKind.CACHE),
+                    np.isin(c.owner, nodes) if nodes is not None else True,
+                    np.isin(c.owner, sess),
+                ),
+            )
             leaking |= (kind != NO_KIND) & ~owner_live
             leaking |= self._lent[np.minimum(c.state, len(State) - 1)] & ~np.isin(c.borrower, reqs)
             leaking[0] = False
@@ -429,7 +456,7 @@ class SlotLedger:
 
     # -- internals ---------------------------------------------------------------------------
     def _due(self, step: int) -> tuple[np.ndarray, list]:
-        """The RELEASED slots whose fence is `step` or earlier, in id order (what a scan of the
+        """The slots waiting for a fence (RELEASED, or CACHING) whose fence is `step` or earlier, in id order (what a scan of the
         columns would find), read from the per-step lists of releases instead of a scan of the
         pool; and the steps of the lists used."""
         steps = [s for s in self._waiting if s <= step]
@@ -438,11 +465,12 @@ class SlotLedger:
         lists = [self._waiting[s] for s in steps]
         if sum(map(len, lists)) <= self.small:  # a slot at a time
             state, fence = self._slots.state, self._slots.fence
-            due = sorted({s for ids in lists for s in ids if state[s] == _RELEASED and fence[s] <= step})
+            fenced = self._fenced_list
+            due = sorted({s for ids in lists for s in ids if fenced[state[s]] and fence[s] <= step})
             return np.array(due, dtype=np.int64), steps
         cand = np.unique(np.concatenate([np.array(ids, dtype=np.int64) for ids in lists]))
         c = self.cols
-        return cand[(c.state[cand] == _RELEASED) & (c.fence[cand] <= step)], steps
+        return cand[self._fenced[np.minimum(c.state[cand], len(State) - 1)] & (c.fence[cand] <= step)], steps
 
     def _note_released(self, ids: np.ndarray) -> None:
         """File slots just RELEASED under the step their fence waits for."""
@@ -463,7 +491,7 @@ class SlotLedger:
         for s in lst:
             if state[s] != _FREE:  # the free list is the FREE set, or the ledger is corrupt
                 return None
-        key = _FREE * 8
+        key = _FREE * BITS
         after = [self._alloc_next] * n
         ids = np.array(lst, dtype=np.int64)  # the caller's to keep (and write into)
         if before_write is not None:
@@ -502,10 +530,10 @@ class SlotLedger:
         write_slots(self._slots, table, lst, keys, after, event, who, target, self.launched)
         if _FREE in after and self.has_free_list and event is not Event.ALLOC:
             self._push_slots([s for s, a in zip(lst, after) if a == _FREE])
-        if _RELEASED in after:
+        if _RELEASED in after or _CACHING in after:
             fence = self._slots.fence
             for s, a in zip(lst, after):
-                if a == _RELEASED:
+                if a == _RELEASED or a == _CACHING:
                     self._waiting.setdefault(fence[s], []).append(s)
         self.recorder.record(event, actor, target, self.launched, lst, before, after)  # fresh lists, never changed
         return True
@@ -540,7 +568,7 @@ class SlotLedger:
         freed = ids[batch.after == _FREE] if event is not Event.ALLOC else ids[:0]
         if freed.size and self.has_free_list:
             self._push(freed)
-        released = batch.after == _RELEASED
+        released = (batch.after == _RELEASED) | (batch.after == _CACHING)
         if released.any():
             self._note_released(ids[released])
         # `ids` may be a view of the caller's tensor (and is returned to it): record a copy

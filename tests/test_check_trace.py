@@ -76,7 +76,7 @@ def test_the_clean_example_broken_by_one_line_fails(tmp_path, capsys, drop, expe
     "bad, why",
     [
         ("{not json", "not JSON"),
-        ('{"step": 0, "event": "evict", "ids": [1], "actor": "request", "actor_id": 1}', "unknown event 'evict'"),
+        ('{"step": 0, "event": "vanish", "ids": [1], "actor": "request", "actor_id": 1}', "unknown event 'vanish'"),
         ('{"step": 0, "event": "alloc", "ids": [1], "actor": "robot", "actor_id": 1}', "unknown actor kind 'robot'"),
         ('{"step": 0, "event": "alloc", "ids": [1]}', "missing actor, actor_id"),
         (

@@ -20,7 +20,13 @@ def test_new_ledger_is_all_free_in_id_order():
     led = SlotLedger(5)
     assert led.available() == 5
     assert led.free_list().tolist() == [1, 2, 3, 4, 5]
-    assert led.counts() == {Group.FREE: 5, Group.BATCH_OWNED: 0, Group.SESSION_OWNED: 0, Group.RELEASED: 0}
+    assert led.counts() == {
+        Group.FREE: 5,
+        Group.BATCH_OWNED: 0,
+        Group.SESSION_OWNED: 0,
+        Group.RELEASED: 0,
+        Group.CACHE_OWNED: 0,
+    }
     assert all(led.record(i) == Slot(State.FREE) for i in range(1, 6))
     assert led.audit().clean
 

@@ -247,7 +247,13 @@ def test_queries():
 def test_audit_conservation_and_leaks():
     pool = populated()
     audit = pool.audit()
-    assert audit.counts == {Group.FREE: 2, Group.BATCH_OWNED: 3, Group.SESSION_OWNED: 2, Group.RELEASED: 1}
+    assert audit.counts == {
+        Group.FREE: 2,
+        Group.BATCH_OWNED: 3,
+        Group.SESSION_OWNED: 2,
+        Group.RELEASED: 1,
+        Group.CACHE_OWNED: 0,
+    }
     assert sum(audit.counts.values()) == pool.capacity
     assert audit.free_list_ok and not audit.problems and not audit.leaks and audit.clean
     assert pool.audit(live_requests={1, 7}, live_sessions={5, 6}).clean

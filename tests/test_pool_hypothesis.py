@@ -26,6 +26,7 @@ actors = st.builds(Actor, st.sampled_from(list(ActorKind)), st.integers(0, 3))
 likely_actors = st.one_of(
     st.builds(Actor.request, st.integers(0, 3)),
     st.builds(Actor.session, st.integers(0, 2)),
+    st.builds(Actor.cache, st.integers(0, 3)),
     actors,
 )
 real_ids = st.lists(st.integers(1, CAP), min_size=1, max_size=CAP, unique=True)
@@ -101,7 +102,9 @@ def run_model(model: M.Pool, op, launched: int):
             return model, launched + 1
         if kind == "fence":
             step = launched if op[1] is None else op[1]
-            due = [i + 1 for i, s in enumerate(model.slots) if s.state.name == "RELEASED" and s.fence <= step]
+            due = [
+                i + 1 for i, s in enumerate(model.slots) if s.state.name == "RELEASED" and s.fence <= step
+            ]  # freed, not published
             return M.fence(model, step), due
         if kind == "close":
             ids = sorted(holdings(model.slots, op[1]))
@@ -190,11 +193,8 @@ def op_for(draw, model: M.Pool):
     if draw(st.sampled_from(["one record"] * 4 + ["all it holds"])) == "all it holds":
         # what an engine does for a request or a session: one event on every slot it has a claim on
         rec = model.slots[draw(st.sampled_from(held)) - 1]
-        actor = (
-            Actor.session(rec.owner)
-            if rec.state in (State.PARKED, State.LENT, State.LENT_RUNNING)
-            else Actor.request(rec.owner)
-        )
+        owner_kind = LIFECYCLE.spec(rec.state).owner or ActorKind.REQUEST
+        actor = Actor(owner_kind, rec.owner)
         if rec.borrower != NOBODY and draw(st.booleans()):
             actor = Actor.request(rec.borrower)
         ids = draw(st.permutations(sorted(holdings(model.slots, actor)) or [1]))
@@ -329,8 +329,22 @@ def test_the_strategies_reach_every_legal_move():
         ("fence", 0),
         ("fire", Event.FENCE, Actor.fence(1), [4], "list", NOBODY),
         ("fence", None),
+        # the prefix cache: donate, drop an aborted write, publish at the fence, lock, unlock, evict
+        ("alloc", 2, r1),
+        ("fire", Event.ADMIT, r1, [2, 4], "list", NOBODY),
+        ("launch",),
+        ("fire", Event.INSERT, r1, [2, 4], "list", 7),
+        ("fire", Event.EVICT, Actor.cache(7), [4], "list", NOBODY),
+        ("fire", Event.LOCK, r2, [2], "list", NOBODY),  # unpublished: refused
+        ("fence", None),
+        ("fire", Event.LOCK, r2, [2], "list", NOBODY),
+        ("fire", Event.EVICT, Actor.cache(7), [2], "list", NOBODY),  # locked: refused
+        ("fire", Event.UNLOCK, r2, [2], "list", NOBODY),
+        ("fire", Event.UNLOCK, r2, [2], "list", NOBODY),  # no lock held: refused
+        ("fire", Event.EVICT, Actor.cache(7), [2], "list", NOBODY),
+        ("fence", None),
     ]
     pool = run(program)
     assert moves(pool) == RULE_MOVES
-    assert pool.ledger.free_list().tolist() == [2, 4, 1, 3, 5]  # fences free in id order
+    assert pool.ledger.free_list().tolist() == [1, 3, 5, 4, 2]  # fences free in id order
     assert pool.audit(set(), set()).clean

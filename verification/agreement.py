@@ -18,7 +18,7 @@ from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.machine import SlotMachine
 from slotwarden.model.step import step
 from slotwarden.model.table import ILLEGAL, Table, compile_table
-from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, Slot, State
+from slotwarden.model.vocabulary import MAX_READERS, NOBODY, Actor, ActorKind, Event, Relation, Slot, State
 from slotwarden.runtime.ledger import SlotLedger
 
 OWNER_ID, BORROWER_ID, STRANGER_ID, TARGET_ID, FENCE_AT, EPOCH = 1, 2, 9, 3, 5, 7
@@ -43,13 +43,18 @@ class Verdict(NamedTuple):
         return self.machine == self.step == self.table
 
 
-def representative(lifecycle: Lifecycle, state: State) -> Slot:
+LOCKS = {Relation.READER: 1, Relation.FULL: MAX_READERS, Relation.PINNED: 1}
+"""The lock count of a shared slot that puts its actor in each relation (others: none)."""
+
+
+def representative(lifecycle: Lifecycle, state: State, relation: Relation = Relation.NONE) -> Slot:
     spec = lifecycle.spec(state)
     return Slot(
         state,
         OWNER_ID if spec.owner is not None else NOBODY,
         BORROWER_ID if spec.lent else NOBODY,
         FENCE_AT if spec.fenced else 0,
+        LOCKS.get(relation, 0) if spec.shared else 0,
     )
 
 
@@ -60,6 +65,9 @@ def actor_for(kind: ActorKind, relation: Relation) -> Actor:
         Relation.NONE: STRANGER_ID,
         Relation.DUE: FENCE_AT,
         Relation.EARLY: FENCE_AT - 1,
+        Relation.READER: STRANGER_ID,
+        Relation.FULL: STRANGER_ID,
+        Relation.PINNED: OWNER_ID,
     }
     return Actor(kind, ids[relation])
 
@@ -67,11 +75,11 @@ def actor_for(kind: ActorKind, relation: Relation) -> Actor:
 def cases(lifecycle: Lifecycle = LIFECYCLE) -> Iterator[Case]:
     """Every (state, event, actor kind, relation[, target present]) combination."""
     for spec in lifecycle.states:
-        slot = representative(lifecycle, spec.state)
         for event in Event:
             targets = (TARGET_ID, NOBODY) if lifecycle.event(event).target is not None else (NOBODY,)
             for kind in ActorKind:
                 for relation in relations_for(spec, kind):
+                    slot = representative(lifecycle, spec.state, relation)
                     actor = actor_for(kind, relation)
                     assert relation_of(spec, slot, actor) is relation
                     for target in targets:
@@ -101,6 +109,9 @@ def by_table(table: Table, case: Case) -> Slot | None:
         field(table.owner_from, case.slot.owner, NOBODY),
         field(table.borrower_from, case.slot.borrower, NOBODY),
         field(table.fence_from, case.slot.fence, 0),
+        case.slot.readers + {Source.INC: 1, Source.DEC: -1}.get(Source(table.readers_from[s][e][case.relation]), 0)
+        if Source(table.readers_from[s][e][case.relation]) is not Source.CLEAR
+        else 0,
     )
 
 
@@ -166,6 +177,7 @@ def _runtime_ledger(case: Case, check: str, free_list: bool, make, path: str = "
         case.slot.borrower,
         case.slot.fence,
     )
+    c.readers[1] = case.slot.readers
     if free_list and case.slot.state is not State.FREE:
         ledger._count = 0  # slot 1 left the free list when it left FREE
     return ledger
@@ -175,7 +187,7 @@ def by_runtime(case: Case, check: str, free_list: bool, make=None, path: str = "
     """Run `case` through a real `SlotLedger` (`make`, default `SlotLedger`): the pool's
     `alloc` for an ALLOC with a free list, `apply` (the compiled per-event tables and
     `kernels.transition.look_up`/`write`) for everything else. Compare next state, owner,
-    borrower, fence and the verdict with `step()`; a refusal must change nothing, and the
+    borrower, fence, lock count and the verdict with `step()`; a refusal must change nothing, and the
     free list must stay the set of FREE slots."""
     make = make or SlotLedger
     model = _or_none(lambda: step(case.slot, case.event, case.actor, case.target, EPOCH))

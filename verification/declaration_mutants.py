@@ -39,7 +39,7 @@ from slotwarden.model.pool import Pool
 from slotwarden.model.properties import conserved, quiescent
 from slotwarden.model.registry import move_faults
 from slotwarden.model.step import step
-from slotwarden.model.vocabulary import NOBODY, Actor, Event, Relation, Slot, State
+from slotwarden.model.vocabulary import MAX_READERS, NOBODY, Actor, Event, Relation, Slot, State
 
 
 class Mutant(NamedTuple):
@@ -90,21 +90,26 @@ IDS = (0, 1)
 ACTORS = (
     tuple(Actor.request(i) for i in IDS)
     + tuple(Actor.session(i) for i in IDS)
+    + tuple(Actor.cache(i) for i in IDS)
     + tuple(Actor.fence(i) for i in (0, 1, 2))
 )
 TARGETS = (NOBODY,) + IDS
 EPOCHS = (0, 1, 2)
-POOL_ACTORS = tuple(k(i) for k in (Actor.request, Actor.session) for i in (7, 8)) + ACTORS[-3:]
+POOL_ACTORS = tuple(k(i) for k in (Actor.request, Actor.session, Actor.cache) for i in (7, 8)) + ACTORS[-3:]
 """Who acts on the pool check's records (`proofs.record`: owned by 7, lent to 8)."""
+LOCK_COUNTS = (0, 1, MAX_READERS - 1, MAX_READERS)
+"""The lock counts of a cached record in the domain: none, some, one below the bound, the bound."""
 
 
 def records(lifecycle: Lifecycle, state: State) -> tuple:
-    """Every well-formed record of `state` with small owner, borrower and fence values."""
+    """Every well-formed record of `state` with small owner, borrower and fence values (and,
+    for a cached state, lock counts at and next to both ends)."""
     spec = lifecycle.spec(state)
     owners = IDS if spec.owner is not None else (NOBODY,)
     borrowers = IDS if spec.lent else (NOBODY,)
     fences = (0, 1, 2) if spec.fenced else (0,)
-    return tuple(Slot(state, o, b, f) for o, b, f in product(owners, borrowers, fences))
+    counts = LOCK_COUNTS if spec.shared else (0,)
+    return tuple(Slot(state, o, b, f, n) for o, b, f, n in product(owners, borrowers, fences, counts))
 
 
 def _move(lifecycle: Lifecycle, slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
@@ -266,7 +271,80 @@ _NO_OP = "a self-loop that rewrites nothing: the move leaves the record as it wa
 _SAME_MOVE = "the same move as a declared rule of that state (the turn gives its session back the slot) under another event's name"
 _LATER = "a candidate's slot, which no step used, waits for a fence instead of being free at once: later, never unsafe"
 
+_NO_COUNT = "the source state counts no locks (`exclusive`, proved inductive): KEEP and CLEAR both give 0"
+_UNLOCKED = "only an unlocked node is evicted (relation OWNER, not PINNED): KEEP and CLEAR both give 0 locks"
+_UNCOUNTED_LOCK = (
+    "a lock that the count misses (SGLang #27147) leaves the record as a refused move would: no one-move "
+    "property can tell them apart, and the checker's worlds do not run the prefix cache yet; `locks_match` "
+    "(a request holds a lock the count does not show) judges it once they do, and the entry must go"
+)
+_NO_READS = (
+    "fewer requests may read a cached slot: safe (nothing is written or freed), and the checker's worlds "
+    "do not run the prefix cache yet, so nothing needs the rule; once they do, the entry must go"
+)
+_CACHE = {
+    **{
+        f"{r}: readers from {src}": _NO_COUNT
+        for r, src in (
+            ("FREE --ALLOC [NONE]", "KEEP"),
+            ("TAKEN --ADMIT [OWNER]", "CLEAR"),
+            ("TAKEN --ROLLBACK [OWNER]", "KEEP"),
+            ("TAKEN --ABORT [OWNER]", "KEEP"),
+            ("RUNNING --FINISH [OWNER]", "KEEP"),
+            ("RUNNING --RETRACT [OWNER]", "KEEP"),
+            ("RUNNING --ABORT [OWNER]", "KEEP"),
+            ("RUNNING --PARK [OWNER]", "CLEAR"),
+            ("PARKED --LEND [OWNER]", "CLEAR"),
+            ("LENT --ADMIT [BORROWER]", "CLEAR"),
+            ("LENT --ROLLBACK [BORROWER]", "CLEAR"),
+            ("LENT --ABORT [BORROWER]", "CLEAR"),
+            ("LENT_RUNNING --FINISH [BORROWER]", "CLEAR"),
+            ("LENT_RUNNING --RETRACT [BORROWER]", "CLEAR"),
+            ("LENT_RUNNING --ABORT [BORROWER]", "CLEAR"),
+            ("PARKED --CLOSE [OWNER]", "KEEP"),
+            ("RELEASED --FENCE [DUE]", "KEEP"),
+            ("RUNNING --INSERT [OWNER]", "KEEP"),
+            ("CACHING --FENCE [DUE]", "KEEP"),
+            ("CACHING --EVICT [OWNER]", "KEEP"),
+        )
+    },
+    "CACHED --EVICT [OWNER]: readers from KEEP": _UNLOCKED,
+    **{
+        f"{r}: borrower from {src}": _NO_BORROWER
+        for r, src in (
+            ("RUNNING --INSERT [OWNER]", "KEEP"),
+            ("CACHING --FENCE [DUE]", "KEEP"),
+            ("CACHING --EVICT [OWNER]", "KEEP"),
+            ("CACHED --EVICT [OWNER]", "KEEP"),
+            ("CACHED --LOCK [NONE]", "CLEAR"),
+            ("CACHED --LOCK [READER]", "CLEAR"),
+            ("CACHED --UNLOCK [READER]", "CLEAR"),
+            ("CACHED --UNLOCK [FULL]", "CLEAR"),
+        )
+    },
+    **{
+        f"CACHED --{e}: fence from CLEAR": _NO_FENCE
+        for e in (
+            "LOCK [NONE]",
+            "LOCK [READER]",
+            "UNLOCK [READER]",
+            "UNLOCK [FULL]",
+        )
+    },
+    **{
+        m: _UNCOUNTED_LOCK
+        for m in (
+            "CACHED --LOCK [NONE]: readers from KEEP",
+            "CACHED --LOCK [NONE]: readers from CLEAR",
+            "CACHED --LOCK [READER]: readers from KEEP",
+        )
+    },
+    **{m: _NO_READS for m in ("CACHED --LOCK [NONE]: dropped", "CACHED --LOCK [READER]: dropped")},
+}
+"""The prefix cache's equivalent mutants (and the other rules' mutants of the lock count)."""
+
 EQUIVALENT: dict[str, str] = {
+    **_CACHE,
     "FREE --ALLOC [NONE]: borrower from KEEP": "a FREE record has no borrower (`exclusive`): KEEP and CLEAR both give NOBODY",
     "FREE --ALLOC [NONE]: fence from KEEP": "a FREE record has no fence (`exclusive`): KEEP and CLEAR both give 0",
     "TAKEN --ADMIT [OWNER]: owner from ACTOR": _ACTOR_IS_OWNER,
@@ -393,6 +471,8 @@ def _show(s: Slot) -> str:
         parts.append(f"lent to {s.borrower}")
     if s.fence:
         parts.append(f"fence {s.fence}")
+    if s.readers:
+        parts.append(f"{s.readers} locks")
     return parts[0] + (f"({', '.join(parts[1:])})" if len(parts) > 1 else "")
 
 
