@@ -58,10 +58,10 @@ def test_a_request_cannot_take_finish_or_insert_a_cached_slot():
 
 
 def test_a_pool_publishes_and_frees_at_one_fence_and_stays_conserved():
-    p = apply(new_pool(2), (1, 2), Event.ALLOC, R1)
-    p = apply(p, (1, 2), Event.ADMIT, R1)
-    p = apply(p, (1, 2), Event.INSERT, R1, target=4, epoch=1)
-    p = apply(p, (2,), Event.EVICT, NODE, epoch=1)
+    p = apply(new_pool(2), Event.ALLOC, (1, 2), R1)
+    p = apply(p, Event.ADMIT, (1, 2), R1)
+    p = apply(p, Event.INSERT, (1, 2), R1, target=4, epoch=1)
+    p = apply(p, Event.EVICT, (2,), NODE, epoch=1)
     assert conserved(p.slots, p.free)
     p = fence(p, 1)
     assert [s.state for s in p.slots] == [State.CACHED, State.FREE] and p.free == (2,)
