@@ -3,7 +3,7 @@ columns) agrees with `step()` on every move, with check strict and off."""
 
 import numpy as np
 
-from slotwarden.kernels.transition import BOR, as_lists
+from slotwarden.kernels.transition import BITS, BOR, as_lists
 from slotwarden.model.vocabulary import Event, State
 from slotwarden.runtime.ledger import SlotLedger
 from slotwarden.verification.agreement import judge_runtime, runtime_cases
@@ -28,7 +28,7 @@ class LentRollbackFrees(SlotLedger):
         super().__init__(*args, **kwargs)
         rollback = self.tables[Event.ROLLBACK]
         next_state = np.array(rollback.next_state)
-        next_state[int(State.LENT) * 8 + BOR] = int(State.FREE)
+        next_state[int(State.LENT) * BITS + BOR] = int(State.FREE)
         self.tables = {**self.tables, Event.ROLLBACK: rollback._replace(next_state=next_state)}
         if self.lists:
             self._lists = {e: as_lists(t) for e, t in self.tables.items()}

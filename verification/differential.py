@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from slotwarden.model.pool import new_pool
 from slotwarden.model.lifecycle import LIFECYCLE
-from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Group, State
 from slotwarden.runtime.build import build
 from slotwarden.runtime.request import Phase
 from slotwarden.runtime.scheduler import Scheduler
@@ -35,7 +35,17 @@ from .abstract_actions import perform
 from .abstract_policy import Policy
 from .abstract_world import DONE, OPEN, PENDING, SESSION_BASE, WAITING, Request, Session, World
 
-FOLLOWED = tuple(e for e in Event if e is not Event.FENCE)  # the moves the model must follow, each at least once
+CACHE_ONLY = tuple(
+    e
+    for e in Event
+    if all(
+        Group.CACHE_OWNED in (LIFECYCLE.spec(r.source).group, LIFECYCLE.spec(r.dest).group)
+        for r in LIFECYCLE.rules
+        if r.event is e
+    )
+)
+"""The prefix cache's own events: the scheduler compared here runs no prefix cache yet."""
+FOLLOWED = tuple(e for e in Event if e is not Event.FENCE and e not in CACHE_ONLY)  # each at least once
 SETTINGS = ("overlap", "token_budget", "chunk_size", "max_running", "retract_after")
 
 

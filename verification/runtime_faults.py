@@ -80,7 +80,7 @@ def _lent_rollback_entry(compile_events):
         tables = compile_events() if lifecycle is None else compile_events(lifecycle)
         rollback = tables[Event.ROLLBACK]
         cols = [np.array(c) for c in rollback[:4]]
-        key = int(State.LENT) * 8 + transition.BOR
+        key = int(State.LENT) * transition.BITS + transition.BOR
         cols[0][key] = int(State.FREE)
         cols[1][key] = cols[2][key] = cols[3][key] = int(Source.CLEAR)
         return {**tables, Event.ROLLBACK: rollback._replace(**dict(zip(rollback._fields[:4], cols)), writes_owner=True)}
