@@ -70,7 +70,10 @@ WRONG_FOR = {  # proof: a declaration wrong in the way its property forbids
     "exclusive": _changed(  # a taken slot carries the epoch as a fence
         State.FREE, Event.ALLOC, effect=_rule(State.FREE, Event.ALLOC).effect._replace(fence=Source.EPOCH)
     ),
-    "cache_read_only": _also_from(State.CACHED, (State.RUNNING, Event.FINISH)),  # a request releases a cached slot
+    "cache_read_only": RULES
+    + (  # a request reading a cached slot finishes (releases) it
+        dataclasses.replace(_rule(State.RUNNING, Event.FINISH), source=State.CACHED, by=Relation.READER),
+    ),
     "evict_unlocked": _changed(State.CACHED, Event.EVICT, by=Relation.PINNED),  # a locked node is evicted (#27038)
     "lock_counted": RULES + (dataclasses.replace(_rule(State.CACHED, Event.UNLOCK), by=Relation.NONE),),  # #27147
     "reads_published": _also_from(State.CACHING, (State.CACHED, Event.LOCK)),  # a lock on unpublished state (#56525)
