@@ -115,8 +115,9 @@ def relation_of(spec: StateSpec, slot: Slot, actor: Actor) -> Relation:
     On a shared (cached) slot the relation reads the lock count, as a fence reads the step a
     released slot waits for: its owner is PINNED while any lock is held, and a request is a
     READER (FULL at the bound) while the count is above zero. The record counts locks, it does
-    not name their holders: that every unlock matches a lock by the same request is judged
-    against who holds which lock (`slotwarden.model.properties.locks_match`)."""
+    not name their holders: the pool model keeps who holds which lock (`Pool.locks`) and refuses
+    an unlock by a request that holds none on the slot (`slotwarden.model.pool.relock`), and
+    `slotwarden.model.properties.locks_match` judges the count against that record."""
     if spec.fenced and actor.kind is ActorKind.SCHEDULER:
         return Relation.DUE if actor.id >= slot.fence else Relation.EARLY
     if spec.owner is actor.kind and actor.id == slot.owner and slot.owner != NOBODY:

@@ -4,6 +4,11 @@
 Every operation takes a batch and is all-or-nothing: it returns a new pool or raises before
 building one. Freed slots join the tail of the free list in the order the batch names them (a
 fence names them in id order); alloc takes the head.
+
+A cached slot's lock count is anonymous; the pool also keeps who holds each lock (`locks`, one
+(request id, slot id) pair per lock; a request holds at most one lock on a slot), so an unlock is
+accepted only from a request that holds a lock on that slot, and `locks_match` holds of every
+pool `apply` returns.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from .vocabulary import FREE_SLOT, NOBODY, Actor, Event, State
 class Pool(NamedTuple):
     slots: tuple  # tuple[Slot, ...]; slots[i] is slot id i + 1
     free: tuple  # tuple[int, ...]; the free list, head first
+    locks: tuple = ()  # tuple[(request id, slot id), ...], sorted: who holds a lock on which cached slot
 
 
 def new_pool(capacity: int) -> Pool:
@@ -58,7 +64,40 @@ def apply(
     for i in ids:
         slots[i - 1] = step(slots[i - 1], event, actor, target, epoch, lifecycle, slot_id=i)
     slots = tuple(slots)
-    return Pool(slots, settle(pool.free, slots, ids))
+    return Pool(slots, settle(pool.free, slots, ids), relock(pool, event, ids, actor))
+
+
+def relock(pool: Pool, event: Event, ids: Sequence[int], actor: Actor) -> tuple:
+    """The lock record after `actor` fired `event` on `ids` (each move already legal by the
+    table): a lock adds the (request, slot) pair and is refused (`IllegalMove`) for a slot the
+    request already holds a lock on; an unlock takes the pair away and is refused for a slot
+    the request holds no lock on, whatever the count says (SGLang #27147: a dec that releases
+    a lock someone else took)."""
+    if event not in (Event.LOCK, Event.UNLOCK):
+        return pool.locks
+    held = set(pool.locks)
+    for i in ids:
+        if ((actor.id, i) in held) is (event is Event.LOCK):
+            rec = pool.slots[i - 1]
+            why = "already holds a lock" if event is Event.LOCK else "holds no lock"
+            raise IllegalMove(
+                lambda: f"{actor} {why} on slot {i} ({rec.readers} held in all)",
+                slot=rec,
+                event=event,
+                actor=actor,
+                slot_id=i,
+            )
+    pairs = {(actor.id, i) for i in ids}
+    return tuple(sorted(held | pairs if event is Event.LOCK else held - pairs))
+
+
+def lock_holders(pool: Pool) -> dict:
+    """Request id -> the slot ids it holds a lock on: what `locks_match` compares the lock
+    counts against."""
+    out: dict = {}
+    for rid, i in pool.locks:
+        out.setdefault(rid, []).append(i)
+    return out
 
 
 def alloc(pool: Pool, n: int, actor: Actor, lifecycle: Lifecycle = LIFECYCLE) -> tuple[Pool, tuple] | None:
@@ -89,4 +128,16 @@ def settle(free: tuple, slots: tuple, moved: Sequence[int]) -> tuple:
     return kept + added
 
 
-__all__ = ["Pool", "new_pool", "apply", "alloc", "fence", "check_ids", "settle", "IllegalMove", "BadSlotId"]
+__all__ = [
+    "Pool",
+    "new_pool",
+    "apply",
+    "alloc",
+    "fence",
+    "check_ids",
+    "settle",
+    "relock",
+    "lock_holders",
+    "IllegalMove",
+    "BadSlotId",
+]

@@ -4,7 +4,9 @@ and each cache property rejects the move it forbids."""
 import pytest
 
 from slotwarden.model.errors import IllegalMove
-from slotwarden.model.pool import apply, fence, new_pool
+import random
+
+from slotwarden.model.pool import Pool, apply, fence, lock_holders, new_pool
 from slotwarden.model.properties import (
     cache_read_only,
     conserved,
@@ -93,3 +95,58 @@ def test_locks_match_needs_every_lock_held_by_a_request():
     assert locks_match(slots, {1: [1], 2: [1]})
     assert not locks_match(slots, {1: [1]})  # an unlock by a request that held no lock
     assert not locks_match(slots, {1: [1], 2: [1, 2]})  # a lock on a slot that counts none
+
+
+def _published(n: int) -> Pool:
+    """A pool of `n` slots, each inserted by request 9 into node 4 and published."""
+    ids = tuple(range(1, n + 1))
+    p = apply(new_pool(n), Event.ALLOC, ids, Actor.request(9))
+    p = apply(p, Event.ADMIT, ids, Actor.request(9))
+    return fence(apply(p, Event.INSERT, ids, Actor.request(9), target=4, epoch=1), 1)
+
+
+def test_an_unlock_must_match_a_lock_by_the_same_request():
+    p = apply(_published(1), Event.LOCK, (1,), R1)
+    assert p.locks == ((1, 1),) and locks_match(p.slots, lock_holders(p))
+    # the count alone (one slot's step) lets request 2 undo request 1's lock (SGLang #27147) ...
+    stolen = step(p.slots[0], Event.UNLOCK, R2)
+    assert stolen.readers == 0 and not locks_match((stolen,), lock_holders(p))
+    # ... the pool, which records who holds each lock, refuses it and changes nothing
+    with pytest.raises(IllegalMove, match="request 2 holds no lock on slot 1"):
+        apply(p, Event.UNLOCK, (1,), R2)
+    with pytest.raises(IllegalMove, match="request 1 already holds a lock on slot 1"):
+        apply(p, Event.LOCK, (1,), R1)  # one lock per request and slot: one unlock undoes it
+    p = apply(p, Event.UNLOCK, (1,), R1)
+    assert p.locks == () and p.slots[0] == cached()
+
+
+def _random_locks(p: Pool, moves: int = 300) -> tuple[int, int]:
+    """Random locks and unlocks by requests 1..3 on a pool's cached slots; `locks_match` is
+    asserted after every accepted batch. Returns (accepted, refused by the lock record)."""
+    rng, moved, by_record = random.Random(0), 0, 0
+    for _ in range(moves):
+        event, actor = rng.choice((Event.LOCK, Event.UNLOCK)), Actor.request(rng.randint(1, 3))
+        try:
+            p = apply(p, event, rng.choice(((1,), (2,), (1, 2))), actor)
+        except IllegalMove as e:
+            by_record += "holds no lock" in e.reason or "already holds" in e.reason
+            continue
+        moved += 1
+        assert locks_match(p.slots, lock_holders(p))
+    return moved, by_record
+
+
+def test_locks_match_holds_over_random_locks_and_unlocks():
+    moved, by_record = _random_locks(_published(2))
+    assert moved > 100 and by_record > 10
+
+
+def test_locks_match_catches_a_pool_that_forgets_who_unlocked(monkeypatch):
+    import slotwarden.model.pool as pool_model
+
+    right = pool_model.relock
+    monkeypatch.setattr(
+        pool_model, "relock", lambda p, e, ids, a: p.locks if e is Event.UNLOCK else right(p, e, ids, a)
+    )
+    with pytest.raises(AssertionError):
+        _random_locks(_published(2))
