@@ -75,9 +75,9 @@ def relock(pool: Pool, event: Event, ids: Sequence[int], actor: Actor) -> tuple:
     a lock someone else took)."""
     if event not in (Event.LOCK, Event.UNLOCK):
         return pool.locks
-    held = set(pool.locks)
+    locks = pool.locks  # compared, never hashed: CrossHair keeps the actor id symbolic
     for i in ids:
-        if ((actor.id, i) in held) is (event is Event.LOCK):
+        if ((actor.id, i) in locks) is (event is Event.LOCK):
             rec = pool.slots[i - 1]
             why = "already holds a lock" if event is Event.LOCK else "holds no lock"
             raise IllegalMove(
@@ -87,8 +87,9 @@ def relock(pool: Pool, event: Event, ids: Sequence[int], actor: Actor) -> tuple:
                 actor=actor,
                 slot_id=i,
             )
-    pairs = {(actor.id, i) for i in ids}
-    return tuple(sorted(held | pairs if event is Event.LOCK else held - pairs))
+    if event is Event.LOCK:
+        return tuple(sorted(locks + tuple((actor.id, i) for i in ids)))
+    return tuple(p for p in locks if p[0] != actor.id or p[1] not in ids)
 
 
 def lock_holders(pool: Pool) -> dict:
