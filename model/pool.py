@@ -5,10 +5,10 @@ Every operation takes a batch and is all-or-nothing: it returns a new pool or ra
 building one. Freed slots join the tail of the free list in the order the batch names them (a
 fence names them in id order); alloc takes the head.
 
-A cached slot's lock count is anonymous; the pool also keeps who holds each lock (`locks`, one
-(request id, slot id) pair per lock; a request holds at most one lock on a slot), so an unlock is
-accepted only from a request that holds a lock on that slot, and `locks_match` holds of every
-pool `apply` returns.
+A cached slot's lock count is anonymous, as in the runtime ledger. A pool made with
+`new_pool(n, locks=True)` also keeps who holds each lock (`locks`: one (request id, slot id)
+pair per lock, at most one per request and slot): an unlock is accepted only from a request
+that holds a lock on that slot, and `locks_match` holds of every pool `apply` returns.
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ from .vocabulary import FREE_SLOT, NOBODY, Actor, Event, State
 class Pool(NamedTuple):
     slots: tuple  # tuple[Slot, ...]; slots[i] is slot id i + 1
     free: tuple  # tuple[int, ...]; the free list, head first
-    locks: tuple = ()  # tuple[(request id, slot id), ...], sorted: who holds a lock on which cached slot
+    locks: tuple | None = None  # sorted ((request id, slot id), ...): who holds which lock; None: not kept
 
 
-def new_pool(capacity: int) -> Pool:
-    return Pool((FREE_SLOT,) * capacity, tuple(range(1, capacity + 1)))
+def new_pool(capacity: int, locks: bool = False) -> Pool:
+    """`locks=True` keeps the lock record (who holds each lock); without it the pool counts
+    locks only, as the runtime ledger does."""
+    return Pool((FREE_SLOT,) * capacity, tuple(range(1, capacity + 1)), () if locks else None)
 
 
 def check_ids(ids: Sequence[int], capacity: int, event: Event, actor: Actor) -> None:
@@ -73,7 +75,7 @@ def relock(pool: Pool, event: Event, ids: Sequence[int], actor: Actor) -> tuple:
     request already holds a lock on; an unlock takes the pair away and is refused for a slot
     the request holds no lock on, whatever the count says (SGLang #27147: a dec that releases
     a lock someone else took)."""
-    if event not in (Event.LOCK, Event.UNLOCK):
+    if pool.locks is None or event not in (Event.LOCK, Event.UNLOCK):
         return pool.locks
     locks = pool.locks  # compared, never hashed: CrossHair keeps the actor id symbolic
     for i in ids:
@@ -96,7 +98,7 @@ def lock_holders(pool: Pool) -> dict:
     """Request id -> the slot ids it holds a lock on: what `locks_match` compares the lock
     counts against."""
     out: dict = {}
-    for rid, i in pool.locks:
+    for rid, i in pool.locks or ():
         out.setdefault(rid, []).append(i)
     return out
 

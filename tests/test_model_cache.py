@@ -100,7 +100,7 @@ def test_locks_match_needs_every_lock_held_by_a_request():
 def _published(n: int) -> Pool:
     """A pool of `n` slots, each inserted by request 9 into node 4 and published."""
     ids = tuple(range(1, n + 1))
-    p = apply(new_pool(n), Event.ALLOC, ids, Actor.request(9))
+    p = apply(new_pool(n, locks=True), Event.ALLOC, ids, Actor.request(9))
     p = apply(p, Event.ADMIT, ids, Actor.request(9))
     return fence(apply(p, Event.INSERT, ids, Actor.request(9), target=4, epoch=1), 1)
 
