@@ -17,6 +17,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from .conv import conv_update
 from .invariant import linear
+from .slots import to_device
 from .ssm import selective_state_update
 
 
@@ -200,8 +201,8 @@ class TinyMamba:
         self._check_state(conv_state, ssm_state)
         device = conv_state.device
         w = self.weights(device)
-        tokens = tokens.to(device)  # CUDA sync only if the caller passed host tensors
-        slots = slots.to(device)
+        tokens = to_device(tokens, device)  # no sync: host tensors go through pinned memory
+        slots = to_device(slots, device)
         if tokens.shape != slots.shape or tokens.dim() != 1:
             raise ValueError(f"tokens {tuple(tokens.shape)} and slots {tuple(slots.shape)} must be [batch]")
         hidden = self._step(w, tokens, slots, conv_state, ssm_state, pad_slot)
@@ -235,14 +236,14 @@ class TinyMamba:
         been decoded token by token, so calling this again with the next chunk
         continues the prompt exactly (chunked prefill, multi-turn sessions).
 
-        Lengths are read from tensor metadata on the host; the only CUDA sync
-        is the host-to-device copy of the lengths (and of host prompts), once
-        per call, never per step.
+        Lengths are read from tensor metadata on the host; the prompts and the
+        lengths reach the device through pinned memory (`to_device`): no host-device
+        sync.
         """
         self._check_state(conv_state, ssm_state)
         device = conv_state.device
         w = self.weights(device)
-        slots = slots.to(device)  # CUDA sync only if the caller passed host tensors
+        slots = to_device(slots, device)
         batch = len(tokens)
         if slots.shape != (batch,):
             raise ValueError(f"slots must be [{batch}], got {tuple(slots.shape)}")
@@ -252,11 +253,10 @@ class TinyMamba:
         logits = torch.zeros(batch, self.config.vocab, dtype=self.config.dtype, device=device)
         if batch == 0:
             return logits
-        # CUDA sync: host-to-device copies of the prompts (if on the host) and of the lengths
         padded = pad_sequence(
-            [torch.as_tensor(t, dtype=torch.int64).reshape(-1).to(device) for t in tokens], batch_first=True
+            [to_device(torch.as_tensor(t, dtype=torch.int64).reshape(-1), device) for t in tokens], batch_first=True
         )
-        lengths_dev = torch.tensor(lengths, dtype=torch.int64, device=device)
+        lengths_dev = to_device(torch.tensor(lengths, dtype=torch.int64), device)
         ends = set(n - 1 for n in lengths)
         for t in range(max(lengths)):
             step_slots = torch.where(lengths_dev > t, slots, pad_slot)

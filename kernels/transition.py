@@ -3,20 +3,26 @@
 The model's table is compiled once more here, into flat per-event arrays indexed by a *key*
 that a batched kernel can compute without branches:
 
-    key = state * 32 + (owner == actor) * 16 + (borrower == actor) * 8 + (fence <= actor) * 4
-          + (readers == 0) * 2 + (readers >= MAX_READERS)
+    key = state * BITS + (owner == actor) * OWN + (borrower == actor) * BOR + (fence <= actor) * DUE
+          + (readers == 0) * IDLE + (readers >= MAX_READERS) * FULL
 
 For every key the relation is computed by the model's own `relation_of` on a slot and actor
 that realise those bits, and the next state and field sources are read from the model's table:
 nothing about the lifecycle is restated here. The kernel runs on numpy views of the host
-ledger's torch tensors: about ten array operations a batch, whatever its size, no per-slot
-Python loop, and no device sync even when the state lives on a GPU. For short batches, where
+ledger's torch tensors, no per-slot Python loop, and no device sync even when the state lives on
+a GPU. The common batch is *uniform*: every slot in one state and in one relation to its actor
+(one request's slots, the slots fresh from the free list, every request that finished this step,
+each by its own actor). `look_up` finds that out by comparing the gathered columns' bytes (a
+`memcmp`, no numpy ufunc) and then computes one key, looks up one next state, and `write`
+scatters scalars: one gather and one scatter per column. A mixed batch gets a key per slot.
+For short batches, where
 numpy's per-call cost dominates, `look_up_slots`/`write_slots` do the same a slot at a time over
 memoryviews of the same columns, with the same tables as Python lists (`as_lists`).
 """
 
 from __future__ import annotations
 
+import struct
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -28,8 +34,9 @@ from slotwarden.model.table import ILLEGAL, compile_table
 from slotwarden.model.vocabulary import MAX_READERS, NOBODY, Actor, Event, Slot, State
 
 OWN, BOR, DUE, IDLE, FULL = 16, 8, 4, 2, 1
-BITS = 32
+BITS = 32  # keys per state: one for each combination of the relation bits above
 KEYS = len(State) * BITS
+_INT64 = struct.Struct("=q")  # an id as the owner and borrower columns hold it (native int64)
 _KEEP, _CLEAR, _ACTOR = int(Source.KEEP), int(Source.CLEAR), int(Source.ACTOR)  # plain ints: numpy compares them fast
 _INC, _DEC = int(Source.INC), int(Source.DEC)
 
@@ -50,6 +57,22 @@ class EventTable(NamedTuple):
     writes_borrower: bool
     writes_fence: bool
     writes_readers: bool
+    relevant: tuple = ()  # per state: the relation bits (OWN | BOR | DUE | IDLE | FULL) that can change its outcome
+    unused: tuple = ()  # per state: the fields it holds clear (OWNER | BORROWER | FENCE | READERS), by its declaration
+
+
+OWNER, BORROWER, FENCE, READERS = 1, 2, 4, 8  # the fields, as bits of `EventTable.unused`
+
+
+def _unused(spec) -> int:
+    """The fields a well-formed record of a state holds clear (NOBODY, fence 0, no readers), as
+    `_realise` builds them: clearing one of them again writes nothing new."""
+    return (
+        (OWNER if spec.owner is None else 0)
+        | (BORROWER if not spec.lent else 0)
+        | (FENCE if not spec.fenced else 0)
+        | (READERS if not spec.shared else 0)
+    )
 
 
 def _realise(state: State, bits: int, lifecycle: Lifecycle, kind) -> tuple[Slot, Actor]:
@@ -92,6 +115,10 @@ def compile_events(lifecycle: Lifecycle = LIFECYCLE) -> dict[Event, EventTable]:
             flipped = np.arange(KEYS) ^ bit
             return bool((cols[:, flipped] != cols).any())
 
+        def relevant(state):
+            keys = np.arange(int(state) * BITS, (int(state) + 1) * BITS)
+            return sum(bit for bit in (OWN, BOR, DUE, IDLE, FULL) if (cols[:, keys ^ bit] != cols[:, keys]).any())
+
         def writes(row):
             return bool((cols[row][legal] != Source.KEEP).any())
 
@@ -106,6 +133,8 @@ def compile_events(lifecycle: Lifecycle = LIFECYCLE) -> dict[Event, EventTable]:
             writes(2),
             writes(3),
             writes(4),
+            tuple(map(relevant, State)),
+            tuple(_unused(lifecycle.spec(state)) for state in State),
         )
     return out
 
@@ -122,23 +151,88 @@ class Columns(NamedTuple):
 
 
 class Batch(NamedTuple):
-    """A batch looked up but not yet written: its keys, states before and after."""
+    """A batch looked up but not yet written: its keys, states before and after. For a uniform
+    batch (every slot has the same key) `key`, `before` and `after` are plain ints, one for the
+    whole batch; otherwise arrays, one entry per slot (`expand` gives the arrays either way)."""
 
     ids: np.ndarray
-    key: np.ndarray
-    before: np.ndarray
-    after: np.ndarray
+    key: np.ndarray | int
+    before: np.ndarray | int
+    after: np.ndarray | int
+
+
+def expand(batch: Batch) -> Batch:
+    """`batch` with `key`, `before` and `after` as arrays, one entry per slot (what a
+    `before_write` hook is handed)."""
+    if isinstance(batch.after, np.ndarray):
+        return batch
+    n = batch.ids.size
+    key = np.empty(n, dtype=np.intp)
+    key.fill(batch.key)
+    before = np.empty(n, dtype=np.uint8)
+    before.fill(batch.before)
+    after = np.empty(n, dtype=np.uint8)
+    after.fill(batch.after)
+    return Batch(batch.ids, key, before, after)
+
+
+def _relation_bit(column: np.ndarray, actor_id, n: int) -> int | None:
+    """Whether every slot's field equals its actor (1), none does (0), or some do (None),
+    decided by comparing bytes: `column` gathered for the batch, `actor_id` one id or one per
+    slot. NOBODY matches no one (see `look_up`)."""
+    got = column.tobytes()
+    if isinstance(actor_id, np.ndarray):
+        if got == actor_id.tobytes():
+            return 1
+    elif actor_id != NOBODY and got == _INT64.pack(actor_id) * n:
+        return 1
+    if got == got[:8] * n and (column[0] == NOBODY or not isinstance(actor_id, np.ndarray)):
+        return 0  # one value for all, and not the (one) actor's: every bit is 0
+    return None
 
 
 def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id) -> Batch:
     """Gather the records of `ids`, compute their keys and next states. Changes nothing;
     `after == ILLEGAL` marks the slots whose move the lifecycle refuses. `actor_id`: one id
-    for the whole batch, or an array of one per slot (no NOBODY in it)."""
+    for the whole batch, or an array of one per slot (no NOBODY in it). A uniform batch comes
+    back with one key, one state before and one after (plain ints, see `Batch`)."""
+    n = ids.size
     before = cols.state[ids]
-    key = before.astype(np.intp) * BITS
     # `relation_of` never makes NOBODY an owner or borrower: an actor id of NOBODY (-1) would
     # otherwise match the NOBODY held by every unowned field
     each = isinstance(actor_id, np.ndarray)  # one actor id per slot (validated: never NOBODY)
+    states = before.tobytes()
+    if n and states == states[:1] * n:  # one state: try for one key
+        key = states[0] * BITS
+        probe = (
+            table.relevant[states[0]] if table.relevant else OWN | BOR | DUE | IDLE | FULL
+        )  # the bits that matter here
+        if probe & OWN and table.reads_owner and (each or actor_id != NOBODY):
+            bit = _relation_bit(cols.owner[ids], actor_id, n)
+            key = None if bit is None else key + bit * OWN
+        if key is not None and probe & BOR and table.reads_borrower and (each or actor_id != NOBODY):
+            bit = _relation_bit(cols.borrower[ids], actor_id, n)
+            key = None if bit is None else key + bit * BOR
+        if key is not None and probe & DUE and table.reads_fence:
+            due = int(np.count_nonzero(cols.fence[ids] <= actor_id))
+            key = key + DUE if due == n else key if due == 0 else None
+        if key is not None and probe & (IDLE | FULL) and table.reads_readers:
+            counts = cols.readers[ids].tobytes()  # uint8: one byte a slot
+            if counts == counts[:1] * n:  # one lock count for all
+                key += IDLE * (counts[0] == 0) + FULL * (counts[0] >= MAX_READERS)
+            else:
+                key = None
+        if key is not None:
+            return Batch(ids, key, states[0], int(table.next_state[key]))
+    return look_up_mixed(cols, table, ids, actor_id, before)
+
+
+def look_up_mixed(cols: Columns, table: EventTable, ids: np.ndarray, actor_id, before=None) -> Batch:
+    """`look_up` with a key per slot, whatever the batch (what `look_up` falls back to when the
+    slots differ in state or relation; `before`: the states, if already gathered)."""
+    before = cols.state[ids] if before is None else before
+    each = isinstance(actor_id, np.ndarray)
+    key = before.astype(np.intp) * BITS
     if table.reads_owner and (each or actor_id != NOBODY):
         key += (cols.owner[ids] == actor_id) * OWN
     if table.reads_borrower and (each or actor_id != NOBODY):
@@ -155,12 +249,38 @@ def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id
     """Scatter the new records of a batch. Only for a batch with no ILLEGAL move. `actor_id`
     as in `look_up`.
 
-    A batch whose slots all share one key (the common case: one request's slots, or slots
-    fresh from the free list) writes scalars; a mixed batch selects per slot with `where`."""
+    A uniform batch (one key, see `Batch`) writes one value per column (the actor's id, or
+    each slot's actor's); a mixed batch selects per slot with `where`."""
     ids, key = batch.ids, batch.key
     each = isinstance(actor_id, np.ndarray)  # one actor id per slot
+    if not isinstance(key, np.ndarray):  # uniform: one source per column, one value per scatter
+        # a field the state before holds clear by its declaration is not cleared again
+        unused = table.unused[batch.before] if table.unused else 0
+        if table.writes_owner and (src := table.owner_from[key]) != _KEEP and not (src == _CLEAR and unused & OWNER):
+            cols.owner[ids] = (0, actor_id, target, epoch, NOBODY)[src]
+        if (
+            table.writes_borrower
+            and (src := table.borrower_from[key]) != _KEEP
+            and not (src == _CLEAR and unused & BORROWER)
+        ):
+            cols.borrower[ids] = (0, actor_id, target, epoch, NOBODY)[src]
+        if table.writes_fence and (src := table.fence_from[key]) != _KEEP and not (src == _CLEAR and unused & FENCE):
+            cols.fence[ids] = (0, actor_id, target, epoch, 0)[src]
+        if (
+            table.writes_readers
+            and (src := table.readers_from[key]) != _KEEP
+            and not (src == _CLEAR and unused & READERS)
+        ):
+            if src == _INC:  # distinct ids: one in-place step per slot
+                cols.readers[ids] += 1  # below MAX_READERS: the FULL bit refuses the rest
+            elif src == _DEC:
+                cols.readers[ids] -= 1  # above 0: the IDLE bit refuses the rest
+            else:
+                cols.readers[ids] = 0
+        cols.state[ids] = batch.after
+        cols.last_event[ids] = event
+        return
     values = np.array((0, 0 if each else actor_id, target, epoch, 0), dtype=np.int64)  # indexed by Source
-    uniform = not each and bool((key == key[0]).all())
     for column, source, writes, cleared in (
         (cols.owner, table.owner_from, table.writes_owner, NOBODY),
         (cols.borrower, table.borrower_from, table.writes_borrower, NOBODY),
@@ -169,21 +289,16 @@ def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id
         if not writes:
             continue
         values[_CLEAR] = cleared
-        if uniform:
-            src = source[key[0]]
-            if src != _KEEP:
-                column[ids] = values[src]
-        else:
-            src = source[key]
-            new = np.where(src == _ACTOR, actor_id, values[src]) if each else values[src]
-            column[ids] = np.where(src == _KEEP, column[ids], new)
+        src = source[key]
+        new = np.where(src == _ACTOR, actor_id, values[src]) if each else values[src]
+        column[ids] = np.where(src == _KEEP, column[ids], new)
     if table.writes_readers:
         src = table.readers_from[key]
         old = cols.readers[ids].astype(np.int64)
         new = np.where(src == _INC, old + 1, np.where(src == _DEC, old - 1, np.where(src == _KEEP, old, 0)))
         cols.readers[ids] = new  # within 0..MAX_READERS: the IDLE and FULL bits refuse the rest
     cols.state[ids] = batch.after
-    cols.last_event[ids] = int(event)
+    cols.last_event[ids] = event
 
 
 # -- the per-slot path: small batches (one request's slot, the common case in an engine) -------
@@ -226,6 +341,20 @@ def look_up_slots(mv: Columns, table: ListTable, ids: list, actor_ids: list) -> 
     """`look_up` for a short list of ids over `slot_views`, a slot at a time, `ids[i]` moved
     by the actor `actor_ids[i]`: (keys, before, after). Changes nothing; ILLEGAL in `after`
     marks a refused move."""
+    if len(ids) == 1:  # one request's slot: the common case, without the loop's lists
+        s, me = ids[0], actor_ids[0]
+        b = mv.state[s]
+        key = b * BITS
+        if table.reads_owner and mv.owner[s] == me and me != NOBODY:
+            key += OWN
+        if table.reads_borrower and mv.borrower[s] == me and me != NOBODY:
+            key += BOR
+        if table.reads_fence and mv.fence[s] <= me:
+            key += DUE
+        if table.reads_readers:
+            count = mv.readers[s]
+            key += IDLE * (count == 0) + FULL * (count >= MAX_READERS)
+        return [key], [b], [table.next_state[key]]
     state, nxt = mv.state, table.next_state
     owner = mv.owner if table.reads_owner else None
     borrower = mv.borrower if table.reads_borrower else None
@@ -235,15 +364,15 @@ def look_up_slots(mv: Columns, table: ListTable, ids: list, actor_ids: list) -> 
     for s, me in zip(ids, actor_ids):
         b = state[s]
         key = b * BITS
-        if readers is not None:
-            n = readers[s]
-            key += IDLE * (n == 0) + FULL * (n >= MAX_READERS)
         if owner is not None and owner[s] == me and me != NOBODY:  # as in `look_up`: NOBODY matches no one
             key += OWN
         if borrower is not None and borrower[s] == me and me != NOBODY:
             key += BOR
         if fence is not None and fence[s] <= me:
             key += DUE
+        if readers is not None:
+            count = readers[s]
+            key += IDLE * (count == 0) + FULL * (count >= MAX_READERS)
         keys.append(key)
         before.append(b)
         after.append(nxt[key])
@@ -263,7 +392,21 @@ def write_slots(
 ) -> None:
     """`write` for a short list of ids over `slot_views` (`ids[i]` moved by `actor_ids[i]`).
     Only for moves that are all legal."""
-    code = int(event)
+    if len(ids) == 1:  # one request's slot: the common case, without the loop
+        s, key, me = ids[0], keys[0], actor_ids[0]
+        if (src := table.owner_from[key]) != _KEEP:
+            mv.owner[s] = (0, me, target, epoch, NOBODY)[src]
+        if (src := table.borrower_from[key]) != _KEEP:
+            mv.borrower[s] = (0, me, target, epoch, NOBODY)[src]
+        if (src := table.fence_from[key]) != _KEEP:
+            mv.fence[s] = (0, me, target, epoch, 0)[src]
+        if table.readers_from and (src := table.readers_from[key]) != _KEEP:
+            count = mv.readers[s]
+            mv.readers[s] = count + 1 if src == _INC else count - 1 if src == _DEC else 0
+        mv.state[s] = after[0]
+        mv.last_event[s] = event  # an IntEnum: an int to the memoryview
+        return
+    code = event
     owner_from, borrower_from, fence_from = table.owner_from, table.borrower_from, table.fence_from
     for s, key, a, me in zip(ids, keys, after, actor_ids):
         people = (0, me, target, epoch, NOBODY)  # indexed by Source
@@ -276,10 +419,8 @@ def write_slots(
         src = fence_from[key]
         if src != _KEEP:
             mv.fence[s] = (0, me, target, epoch, 0)[src]
-        if table.readers_from:
-            src = table.readers_from[key]
-            if src != _KEEP:
-                n = mv.readers[s]
-                mv.readers[s] = n + 1 if src == _INC else n - 1 if src == _DEC else 0
+        if table.readers_from and (src := table.readers_from[key]) != _KEEP:
+            count = mv.readers[s]
+            mv.readers[s] = count + 1 if src == _INC else count - 1 if src == _DEC else 0
         mv.state[s] = a
         mv.last_event[s] = code

@@ -95,6 +95,13 @@ class Slot(NamedTuple):
     readers: int = 0
 
 
+_REQUEST, _SESSION, _SCHEDULER = (
+    ActorKind.REQUEST,
+    ActorKind.SESSION,
+    ActorKind.SCHEDULER,
+)  # read once: hot constructors
+
+
 class Actor(NamedTuple):
     """Who fires an event: a request id, a session id, or the scheduler with a finished step."""
 
@@ -103,15 +110,15 @@ class Actor(NamedTuple):
 
     @classmethod
     def request(cls, rid: int) -> "Actor":
-        return cls(ActorKind.REQUEST, rid)
+        return cls(_REQUEST, rid)
 
     @classmethod
     def session(cls, sid: int) -> "Actor":
-        return cls(ActorKind.SESSION, sid)
+        return cls(_SESSION, sid)
 
     @classmethod
     def fence(cls, step: int) -> "Actor":
-        return cls(ActorKind.SCHEDULER, step)
+        return cls(_SCHEDULER, step)
 
     @classmethod
     def cache(cls, node: int) -> "Actor":

@@ -25,6 +25,7 @@ ID_MIN, ID_MAX = -(2**63), 2**63 - 1  # actor ids, targets and owners are stored
 CAPACITY_MAX = 2**31 - 2  # the free ring and the duplicate stamp hold int32
 _BOOLS = frozenset((bool, np.bool_))
 _INT64 = np.dtype(np.int64)
+_UNIT = (8,)  # the strides of a contiguous 1-D int64 array
 _EVENTS = ", ".join(e.name for e in Event)
 
 
@@ -169,6 +170,8 @@ def ids(value, event, actor) -> np.ndarray:
     """A batch of slot ids as a 1-D integer numpy array (a view of `value` where it can be;
     empty batches come back empty). Only the type is checked here; range and duplicates are
     the ledger's (`SlotLedger._ids`)."""
+    if type(value) is np.ndarray and value.dtype is _INT64 and value.ndim == 1 and value.strides == _UNIT:
+        return value  # the common case: nothing to convert
     batch = value  # named in every refusal
     if isinstance(value, torch.Tensor):
         if value.dtype is torch.bool or value.is_floating_point() or value.is_complex():

@@ -11,9 +11,12 @@ validation layer (`runtime.inputs`) first.
 
 Two paths over one storage: a batch of up to `small` slots (the common case: one request's
 slot) is checked and written a slot at a time through memoryviews of the same columns, the
-compiled table read as lists; a larger one by the vectorised kernel. A batch the per-slot path
-would refuse goes whole to the vectorised path, which raises: both paths give the same results
-and the same errors. A fence reads the slots released per step, not the whole pool.
+compiled table read as lists; a larger one by the vectorised kernel, which moves a uniform batch
+(one state, one relation to its actor: the usual case) with one key and one scatter per column,
+checks without numpy reductions (byte comparisons of the gathered columns, the duplicate stamp),
+and refuses by a byte search of the next states. A batch the per-slot path would refuse goes
+whole to the vectorised path, which raises: both paths give the same results and the same
+errors. A fence reads the slots released per step, not the whole pool.
 
 Contracts:
 - all or nothing: a call that raises, a typed error for bad input or anything raised by a
@@ -29,18 +32,21 @@ free ring 4, duplicate stamp 4), plus the flight recorder's bounded list of rece
 
 from __future__ import annotations
 
+import sys
 import threading
+from _thread import get_ident
 from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
 
 from slotwarden.kernels.transition import (
-    BITS,
     Batch,
     Columns,
+    BITS,
     as_lists,
     compile_events,
+    expand,
     look_up,
     look_up_slots,
     slot_views,
@@ -57,14 +63,20 @@ from . import inputs
 from .recorder import Actors, FlightRecorder
 
 CHECKS = ("strict", "off")
+_ALLOC, _FENCE, _SCHEDULER = Event.ALLOC, Event.FENCE, ActorKind.SCHEDULER  # enum member look-ups cost
 _FREE = int(State.FREE)
 _RELEASED = int(State.RELEASED)
-_CACHING = int(State.CACHING)  # also waits for a fence: the one that publishes it
+_FREE_BYTE, _ILLEGAL_BYTE = bytes((_FREE,)), bytes((ILLEGAL,))
+_ID_MAX = inputs.ID_MAX
+_ONE = np.zeros(1, dtype=np.int64)  # copied for a one-slot alloc's result (never written itself)
+_TOP = 7 if sys.byteorder == "little" else 0  # the byte of an int64 that holds its sign
 _SCRATCH = ("stamp",)
-SMALL = 32
+SMALL = 8
 """Batches of up to this many slots take the per-slot path (Python over the same columns, the
 table read as lists); larger ones the vectorised numpy path. Both give the same result, and
-any batch the per-slot path would refuse is handed whole to the vectorised one, which raises."""
+any batch the per-slot path would refuse is handed whole to the vectorised one, which raises.
+Chosen by measurement (`slotwarden bench pool`'s round trips at n = 4..32 with each path
+forced): a slot at a time wins up to about 8 slots, the vectorised path from about 12."""
 
 
 class Leak(NamedTuple):
@@ -142,16 +154,17 @@ class SlotLedger:
         self.small = SMALL  # the switch-over batch size (the tests move it to check both paths)
         self._lists = {e: as_lists(t) for e, t in self.tables.items()}
         self._actor_ok = {e: (lifecycle.event(e).actor, lifecycle.event(e).target is not None) for e in Event}
-        self._alloc_kind, self._alloc_next = (
-            self._actor_ok[Event.ALLOC][0],
-            self._lists[Event.ALLOC].next_state[_FREE * BITS],
-        )
+        self._alloc_kind, self._alloc_key = self._actor_ok[Event.ALLOC][0], _FREE * BITS
+        self._alloc_list = self._lists[Event.ALLOC]
+        self._alloc_next = self._alloc_list.next_state[self._alloc_key]
         table = compile_table(lifecycle)
         self._owner_kind = np.array(table.owner_kind, dtype=np.uint8)
         self._lent = np.array(table.lent, dtype=bool)
-        self._fenced = np.array(table.fenced, dtype=bool)
-        self._fenced_list = [bool(f) for f in table.fenced]
         self._group = np.array(table.group, dtype=np.uint8)
+        # the states whose slots wait for a fence (their records name the step), as the
+        # declaration says: a move into one files the slot under that step
+        self._waits = frozenset(s for s in range(len(State)) if table.fenced[s])
+        self._waits_mask = np.array([s in self._waits for s in range(256)], dtype=bool)  # by state code
         self.recorder = FlightRecorder(int(recorder_depth))
         self.launched = 0  # the latest step handed to the device
         self.completed = 0  # the latest step fenced
@@ -168,7 +181,7 @@ class SlotLedger:
 
     def _here(self) -> None:
         """Refuse a call from a thread other than the ledger's (one comparison when it is)."""
-        if threading.get_ident() != self._thread:
+        if get_ident() != self._thread:
             self._bind_or_refuse()
 
     def _bind_or_refuse(self) -> None:
@@ -237,35 +250,31 @@ class SlotLedger:
         Returns their ids, or None when fewer than `n` are free (nothing changes).
         `before_write(batch)` runs once every check has passed and before anything is written
         (the pool zeroes the slots there): if it raises, nothing changes."""
-        self._here()
-        actor = inputs.actor(actor, Event.ALLOC)
-        n = inputs.count(n, actor)
+        if get_ident() != self._thread:
+            self._bind_or_refuse()
+        actor = inputs.actor(actor, _ALLOC)
+        if type(n) is not int or n < 1:
+            n = inputs.count(n, actor)
         if not self.has_free_list:
-            raise BadSlotId(
-                "this ledger keeps no free list: name the ids", slot_id=None, event=Event.ALLOC, actor=actor
-            )
+            raise BadSlotId("this ledger keeps no free list: name the ids", slot_id=None, event=_ALLOC, actor=actor)
         if n > self._count:
             return None
         if n <= self.small:
             ids = self._alloc_slots(n, actor, before_write)
             if ids is not None:
                 return ids
-        ids = self._peek(int(n))
+        ids = self._peek(n)
         if self.check == "strict":
-            self._check_actor(ids, Event.ALLOC, actor, NOBODY)
-            if (self.cols.state[ids] != _FREE).any():  # the free list is the FREE set, or the ledger is corrupt
-                self._check_batch(look_up(self.cols, self._alloc, ids, actor.id), Event.ALLOC, actor, NOBODY)
-        batch = Batch(
-            ids,
-            np.full(ids.size, _FREE * BITS),
-            None,
-            np.full(ids.size, self._alloc.next_state[_FREE * BITS], np.uint8),
-        )
+            self._check_actor(ids, _ALLOC, actor, NOBODY)
+            # the free list is the FREE set, or the ledger is corrupt (a byte count, no ufunc)
+            if self.cols.state[ids].tobytes() != _FREE_BYTE * n:
+                self._check_batch(look_up(self.cols, self._alloc, ids, actor.id), _ALLOC, actor, NOBODY)
+        batch = Batch(ids, self._alloc_key, _FREE, self._alloc_next)  # uniform: every slot FREE
         if before_write is not None:
-            before_write(batch)
-        write(self.cols, self._alloc, batch, Event.ALLOC, actor.id, NOBODY, self.launched)
+            before_write(expand(batch))
+        write(self.cols, self._alloc, batch, _ALLOC, actor.id, NOBODY, self.launched)
         # the recorder keeps its own copy: the caller gets `ids` and may write into it
-        self.recorder.record(Event.ALLOC, actor, NOBODY, self.launched, ids.copy(), _FREE, batch.after)
+        self.recorder.record(_ALLOC, actor, NOBODY, self.launched, ids.copy(), _FREE, self._alloc_next)
         self._head = (self._head + n) % self.capacity
         self._count -= n
         return ids
@@ -276,16 +285,19 @@ class SlotLedger:
         """Fire `event` by `actor` on every slot in `ids` (all or none); returns the ids.
         `before_write(batch)` runs after every check and before anything is written (the
         guard hands freed slots to its engine there): if it raises, nothing changes."""
-        self._here()
+        if get_ident() != self._thread:
+            self._bind_or_refuse()
         actor = inputs.actor(actor)
-        event = inputs.event(event, actor)
-        target = inputs.target(target, event, actor)
+        if type(event) is not Event:
+            event = inputs.event(event, actor)
+        if type(target) is not int or not NOBODY <= target <= _ID_MAX:
+            target = inputs.target(target, event, actor)
         ids = self._ids(ids, event, actor)
-        if event is Event.ALLOC and self.has_free_list:
+        if event is _ALLOC and self.has_free_list:
             raise BadSlotId(
                 "alloc takes a count here: the pool chooses the slots", slot_id=None, event=event, actor=actor
             )
-        if event is Event.FENCE and actor.kind is ActorKind.SCHEDULER and actor.id > self.finished_steps():
+        if event is _FENCE and actor.kind is _SCHEDULER and actor.id > self.finished_steps():
             # a fence for a step still on the device would free slots it may use (overlap bug)
             raise FenceError(
                 f"fence of step {actor.id} on slots {ids.tolist()[:8]}, but the device has finished only "
@@ -304,7 +316,7 @@ class SlotLedger:
         self._here()
         event = inputs.event(event)
         spec = self.lifecycle.event(event)
-        if event in (Event.ALLOC, Event.FENCE) or spec.target is not None:
+        if event in (_ALLOC, _FENCE) or spec.target is not None:
             raise BadInput("apply_each fires an event that names no target and no step", argument="event", value=event)
         kind = spec.actor
         ids = self._ids(ids, event, None)
@@ -315,12 +327,11 @@ class SlotLedger:
         table = self.tables[event]
         batch = look_up(self.cols, table, ids, who)
         if self.check == "strict":
-            bad = batch.after == ILLEGAL
-            if bad.any():
-                p = int(np.argmax(bad))
+            p = _first_illegal(batch.after)
+            if p is not None:
                 self._check_batch(batch, event, Actor(kind, int(who[p])), NOBODY, first=p)
         if before_write is not None:
-            before_write(batch)
+            before_write(expand(batch))
         self._write(batch, table, event, who, NOBODY, actors)
         return ids
 
@@ -360,8 +371,10 @@ class SlotLedger:
             raise FenceError(f"fence of step {step} before the device finished it (finished: {done})")
         due, steps = self._due(step)
         if due.size:
-            self._apply(due, Event.FENCE, Actor.fence(step), NOBODY, before_write)
-            due = due[self.cols.state[due] == _FREE]  # the freed ones (the published stay cached)
+            self._apply(due, _FENCE, Actor.fence(step), NOBODY, before_write)
+            states = self.cols.state[due]
+            if states.tobytes() != _FREE_BYTE * due.size:
+                due = due[states == _FREE]  # the freed ones (the published stay cached)
         for s in steps:
             del self._waiting[s]
         for s in range(self.completed + 1, step + 1):
@@ -414,7 +427,7 @@ class SlotLedger:
                 free_ok = False
                 problems.append(f"the free list ({len(fl)} ids) is not the set of FREE slots ({len(free_ids)})")
         leaking = np.zeros(self.capacity + 1, dtype=bool)
-        leaking[1:] = self._fenced[np.minimum(state, len(State) - 1)] & (c.fence[1:] <= self.completed)
+        leaking[1:] = self._waits_mask[state] & (c.fence[1:] <= self.completed)
         if reqs is not None or sess is not None:
             reqs = reqs if reqs is not None else np.zeros(0, dtype=np.int64)
             sess = sess if sess is not None else np.zeros(0, dtype=np.int64)
@@ -456,59 +469,79 @@ class SlotLedger:
 
     # -- internals ---------------------------------------------------------------------------
     def _due(self, step: int) -> tuple[np.ndarray, list]:
-        """The slots waiting for a fence (RELEASED, or CACHING) whose fence is `step` or earlier, in id order (what a scan of the
-        columns would find), read from the per-step lists of releases instead of a scan of the
-        pool; and the steps of the lists used."""
+        """The slots waiting for a fence (RELEASED, or CACHING) whose fence is `step` or
+        earlier, in id order (what a scan of the columns would find), read from the per-step
+        lists of releases instead of a scan of the pool; and the steps of the lists used."""
         steps = [s for s in self._waiting if s <= step]
         if not steps:
             return np.zeros(0, dtype=np.int64), steps
-        lists = [self._waiting[s] for s in steps]
-        if sum(map(len, lists)) <= self.small:  # a slot at a time
+        chunks = [c for s in steps for c in self._waiting[s]]  # lists (per-slot path) or arrays
+        if sum(map(len, chunks)) <= self.small:  # a slot at a time
             state, fence = self._slots.state, self._slots.fence
-            fenced = self._fenced_list
-            due = sorted({s for ids in lists for s in ids if fenced[state[s]] and fence[s] <= step})
+            waits = self._waits
+            due = sorted({int(s) for ids in chunks for s in ids if state[s] in waits and fence[s] <= step})
             return np.array(due, dtype=np.int64), steps
-        cand = np.unique(np.concatenate([np.array(ids, dtype=np.int64) for ids in lists]))
+        if len(chunks) == 1:  # one batch's releases: distinct ids already
+            cand = np.sort(np.asarray(chunks[0], dtype=np.int64))
+        else:
+            cand = np.unique(np.concatenate([np.asarray(ids, dtype=np.int64) for ids in chunks]))
         c = self.cols
-        return cand[self._fenced[np.minimum(c.state[cand], len(State) - 1)] & (c.fence[cand] <= step)], steps
+        waiting = self._waits_mask[c.state[cand]]
+        if np.count_nonzero(waiting) == cand.size:
+            # all still waiting, so each still waits for the step it was filed under (only a
+            # fence moves such a slot, and nothing rewrites its fence): all are due
+            return cand, steps
+        return cand[waiting & (c.fence[cand] <= step)], steps
 
     def _note_released(self, ids: np.ndarray) -> None:
-        """File slots just RELEASED under the step their fence waits for."""
+        """File slots just moved into a state that waits for a fence (RELEASED) under the step
+        their fence waits for (one array per step)."""
         fences = self.cols.fence[ids]
+        codes = fences.tobytes()
+        if codes == codes[: fences.itemsize] * ids.size:  # one fence for all (the usual case)
+            self._waiting.setdefault(int(fences[0]), []).append(ids.copy())
+            return
         for f in np.unique(fences).tolist():
-            self._waiting.setdefault(f, []).extend(ids[fences == f].tolist())
+            self._waiting.setdefault(f, []).append(ids[fences == f])
 
     def _alloc_slots(self, n: int, actor: Actor, before_write) -> np.ndarray | None:
         """`alloc` a slot at a time; None (nothing done) if a check fails: the vectorised
         path then runs the same checks and raises."""
         if actor.kind is not self._alloc_kind:
             return None
-        h, cap = self._head, self.capacity
-        lst = self._ring_slots[h : h + n].tolist()
-        if len(lst) < n:  # the ring wraps
-            lst += self._ring_slots[: n - len(lst)].tolist()
+        h, ring = self._head, self._ring_slots
+        if n == 1:
+            lst = [ring[h]]
+        else:
+            lst = ring[h : h + n].tolist()
+            if len(lst) < n:  # the ring wraps
+                lst += ring[: n - len(lst)].tolist()
         state = self._slots.state
         for s in lst:
             if state[s] != _FREE:  # the free list is the FREE set, or the ledger is corrupt
                 return None
-        key = _FREE * BITS
         after = [self._alloc_next] * n
-        ids = np.array(lst, dtype=np.int64)  # the caller's to keep (and write into)
+        if n == 1:  # the caller's to keep (and write into): a copy of a one-id template is the cheapest array
+            ids = _ONE.copy()
+            ids[0] = lst[0]
+        else:
+            ids = np.array(lst, dtype=np.int64)
         if before_write is not None:
-            before_write(Batch(ids, np.full(n, key), None, np.array(after, dtype=np.uint8)))
+            before_write(expand(Batch(ids, self._alloc_key, _FREE, self._alloc_next)))
         write_slots(
             self._slots,
-            self._lists[Event.ALLOC],
+            self._alloc_list,
             lst,
-            [key] * n,
+            [self._alloc_key] * n,
             after,
-            Event.ALLOC,
+            _ALLOC,
             [actor.id] * n,
             NOBODY,
             self.launched,
         )
-        self.recorder.record(Event.ALLOC, actor, NOBODY, self.launched, lst, _FREE, after)  # fresh lists, never changed
-        self._head = (h + n) % cap
+        self.recorder.record(_ALLOC, actor, NOBODY, self.launched, lst, _FREE, after)  # fresh lists, never changed
+        h += n
+        self._head = h if h < self.capacity else h - self.capacity
         self._count -= n
         return ids
 
@@ -528,24 +561,27 @@ class SlotLedger:
         if before_write is not None:
             before_write(Batch(ids, np.array(keys), np.array(before, dtype=np.uint8), np.array(after, dtype=np.uint8)))
         write_slots(self._slots, table, lst, keys, after, event, who, target, self.launched)
-        if _FREE in after and self.has_free_list and event is not Event.ALLOC:
+        if _FREE in after and self.has_free_list and event is not _ALLOC:
             self._push_slots([s for s, a in zip(lst, after) if a == _FREE])
-        if _RELEASED in after or _CACHING in after:
-            fence = self._slots.fence
+        if not self._waits.isdisjoint(after):
+            fence, by_step, waits = self._slots.fence, {}, self._waits
             for s, a in zip(lst, after):
-                if a == _RELEASED or a == _CACHING:
-                    self._waiting.setdefault(fence[s], []).append(s)
+                if a in waits:
+                    by_step.setdefault(fence[s], []).append(s)
+            for f, released in by_step.items():
+                self._waiting.setdefault(f, []).append(released)
         self.recorder.record(event, actor, target, self.launched, lst, before, after)  # fresh lists, never changed
         return True
 
     def _push_slots(self, freed: list) -> None:
-        if self._count + len(freed) > self.capacity:  # cannot happen while the lifecycle holds
-            raise RuntimeError(f"free list overflow: {self._count} + {len(freed)} > {self.capacity}")
-        ring, cap, tail = self._ring_slots, self.capacity, self._head + self._count
+        count, cap = self._count, self.capacity
+        if count + len(freed) > cap:  # cannot happen while the lifecycle holds
+            raise RuntimeError(f"free list overflow: {count} + {len(freed)} > {cap}")
+        ring, tail = self._ring_slots, self._head + count
         for s in freed:
-            ring[tail % cap] = s
+            ring[tail if tail < cap else tail - cap] = s
             tail += 1
-        self._count += len(freed)
+        self._count = count + len(freed)
 
     def _apply(self, ids: np.ndarray, event: Event, actor: Actor, target: int, before_write=None) -> np.ndarray:
         if ids.size <= self.small and self._apply_slots(ids, event, actor, target, before_write):
@@ -557,26 +593,34 @@ class SlotLedger:
         if self.check == "strict":
             self._check_batch(batch, event, actor, target)
         if before_write is not None:
-            before_write(batch)
+            before_write(expand(batch))
         self._write(batch, table, event, actor.id, target, actor)
         return ids
 
     def _write(self, batch: Batch, table, event: Event, actor_id, target: int, actor) -> None:
         """Write a checked batch: the columns, the free list, the releases' fences, the recorder."""
-        ids = batch.ids
+        ids, after = batch.ids, batch.after
         write(self.cols, table, batch, event, actor_id, target, self.launched)
-        freed = ids[batch.after == _FREE] if event is not Event.ALLOC else ids[:0]
-        if freed.size and self.has_free_list:
-            self._push(freed)
-        released = (batch.after == _RELEASED) | (batch.after == _CACHING)
-        if released.any():
-            self._note_released(ids[released])
+        frees = self.has_free_list and event is not _ALLOC
+        if isinstance(after, np.ndarray):  # a mixed batch: find the freed and released slots
+            codes = after.tobytes()
+            if frees and _FREE_BYTE in codes:
+                self._push(ids[after == _FREE])
+            waiting = self._waits_mask[after]
+            if np.count_nonzero(waiting):
+                self._note_released(ids[waiting])
+        else:  # uniform: every slot moved to `after`
+            after = int(after)
+            if frees and after == _FREE:
+                self._push(ids)
+            elif after in self._waits:
+                self._note_released(ids)
         # `ids` may be a view of the caller's tensor (and is returned to it): record a copy
-        self.recorder.record(event, actor, target, self.launched, ids.copy(), batch.before, batch.after)
+        self.recorder.record(event, actor, target, self.launched, ids.copy(), batch.before, after)
 
     def _check_actor(self, ids, event: Event, actor: Actor, target: int) -> None:
-        spec = self.lifecycle.event(event)
-        if actor.kind is not spec.actor or (spec.target is not None and target < 0):
+        kind, needs_target = self._actor_ok[event]
+        if actor.kind is not kind or (needs_target and target < 0):
             from slotwarden.model.step import legal_rule  # the model says why, in its words
 
             legal_rule(self._record(int(ids[0])), event, actor, target, self.lifecycle, slot_id=int(ids[0]))
@@ -584,16 +628,15 @@ class SlotLedger:
     def _check_batch(self, batch: Batch, event: Event, actor: Actor, target: int, first: int | None = None) -> None:
         """Raise the model's `IllegalMove` for the first refused slot of `batch` (`first`, its
         position, when the caller found it: `actor` is then that slot's actor)."""
-        bad = batch.after == ILLEGAL
-        if bad.any():
-            p = int(np.argmax(bad)) if first is None else first
+        p = _first_illegal(batch.after) if first is None else first
+        if p is not None:
             slot_id = int(batch.ids[p])
             from slotwarden.model.step import refusal
             from slotwarden.model.declaration import relation_of
 
             rec = self._record(slot_id)
             rel = relation_of(self.lifecycle.spec(rec.state), rec, actor)
-            more = int(bad.sum()) - 1
+            more = _count_illegal(batch) - 1
             reason = refusal(self.lifecycle, rec, event, rel) + (
                 f" (and {more} more slots in this batch)" if more else ""
             )
@@ -610,10 +653,28 @@ class SlotLedger:
             raise BadSlotId("an empty batch", slot_id=None, event=event, actor=actor)
         if self.check == "off":
             return arr
-        if arr.size <= self.small:  # a slot at a time; anything wrong: the checks below say what
+        n = arr.size
+        if n <= self.small:  # a slot at a time; anything wrong: the checks below say what
             lst = arr.tolist()
-            if min(lst) >= 1 and max(lst) <= self.capacity and (len(lst) == 1 or len(set(lst)) == len(lst)):
+            if n == 1:
+                if 1 <= lst[0] <= self.capacity:
+                    return arr
+            elif min(lst) >= 1 and max(lst) <= self.capacity and len(set(lst)) == n:
                 return arr
+        elif n <= self.capacity and arr.view(np.uint8)[_TOP::8].tobytes() == bytes(n):
+            # No ufunc: no id is negative (the top byte of each is 0); the duplicate stamp marks
+            # each id's position (an id named twice keeps only its last), the pad slot's mark
+            # says whether slot 0 was named, and an id above the capacity makes the scatter
+            # raise IndexError.
+            seq, stamp = self._seq[:n], self._stamp
+            stamp[0] = -1
+            try:
+                stamp[arr] = seq
+            except IndexError:
+                pass
+            else:
+                if stamp[0] == -1 and stamp[arr].tobytes() == seq.tobytes():  # a memcmp
+                    return arr
         out = (arr - 1).view(np.uint64) >= np.uint64(self.capacity)
         if out.any():
             bad = int(arr[np.argmax(out)])
@@ -623,16 +684,13 @@ class SlotLedger:
                 else f"not a slot of a pool of {self.capacity}"
             )
             raise BadSlotId(why, slot_id=bad, event=event, actor=actor)
-        n = arr.size
         if n > self.capacity:  # every id is real, so (pigeonhole) one is named twice
             s = np.sort(arr)
             twice = s[1:][s[1:] == s[:-1]]
             raise BadSlotId("named twice in one batch", slot_id=int(twice[0]), event=event, actor=actor)
         self._stamp[arr] = self._seq[:n]
         dup = self._stamp[arr] != self._seq[:n]
-        if dup.any():
-            raise BadSlotId("named twice in one batch", slot_id=int(arr[np.argmax(dup)]), event=event, actor=actor)
-        return arr
+        raise BadSlotId("named twice in one batch", slot_id=int(arr[np.argmax(dup)]), event=event, actor=actor)
 
     def _peek(self, n: int) -> np.ndarray:
         h = self._head
@@ -650,6 +708,21 @@ class SlotLedger:
         if first < n:
             self._ring[: n - first] = ids[first:]
         self._count += n
+
+
+def _first_illegal(after) -> int | None:
+    """The position of the first refused move of a batch (`after`: one code per slot, or one
+    for the whole batch), or None."""
+    if isinstance(after, np.ndarray):
+        p = after.tobytes().find(_ILLEGAL_BYTE)  # uint8 codes: a byte search, no ufunc
+        return None if p < 0 else p
+    return 0 if after == ILLEGAL else None
+
+
+def _count_illegal(batch: Batch) -> int:
+    if isinstance(batch.after, np.ndarray):
+        return batch.after.tobytes().count(_ILLEGAL_BYTE)
+    return batch.ids.size if batch.after == ILLEGAL else 0
 
 
 def _already_done() -> bool:

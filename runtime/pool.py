@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from slotwarden.kernels.slots import copy_slots, zero_slots
+from slotwarden.kernels.slots import copy_slots, to_device, zero_slots
 from slotwarden.model.errors import BadInput, BadSlotId, IllegalCopy
 from slotwarden.model.vocabulary import NOBODY, Actor, Event, Group, State
 
@@ -203,12 +203,3 @@ class StatePool:
             raise IllegalCopy(
                 f"a slot that nobody holds cannot be {what}", slot=self.ledger.record(slot), actor=actor, slot_id=slot
             )
-
-
-def to_device(host: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """`host` on `device` without a sync: on CUDA a host tensor is first copied into pinned
-    memory (PyTorch's caching host allocator), so that the copy to the device is truly
-    asynchronous (from pageable memory it would be staged while the host waits)."""
-    if device.type != "cuda" or host.device.type != "cpu":
-        return host.to(device, non_blocking=True)
-    return host.pin_memory().to(device, non_blocking=True)

@@ -19,7 +19,7 @@ class Entry(NamedTuple):
     epoch: int
     ids: np.ndarray
     before: np.ndarray  # or one state, when every slot of the batch was in it
-    after: np.ndarray
+    after: np.ndarray  # one state per slot (kept as one, when every slot moved to it)
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,8 @@ class Moment(NamedTuple):
 class FlightRecorder:
     """Keeps the last `depth` batches in a bounded ring (one entry a batch, whatever its size:
     O(1) per batch). Recording is lazy: a batch is kept as handed in (numpy arrays, or lists
-    of ints from the ledger's per-slot path) and turned into arrays only when read back."""
+    of ints from the ledger's per-slot path; `before` and `after` one int when the whole batch
+    shared it) and turned into arrays only when read back."""
 
     def __init__(self, depth: int = 512):
         self.depth = depth
@@ -99,7 +100,7 @@ class FlightRecorder:
 
 def _entry(raw: tuple) -> Entry:
     seq, event, actor, target, epoch, ids, before, after = raw
+    ids = np.asarray(ids, dtype=np.int64)
     before = before if np.ndim(before) == 0 else np.asarray(before, dtype=np.uint8)
-    return Entry(
-        seq, event, actor, target, epoch, np.asarray(ids, dtype=np.int64), before, np.asarray(after, dtype=np.uint8)
-    )
+    after = np.full(ids.shape, after, dtype=np.uint8) if np.ndim(after) == 0 else np.asarray(after, dtype=np.uint8)
+    return Entry(seq, event, actor, target, epoch, ids, before, after)

@@ -20,16 +20,18 @@ schedulers fed the same seeded workload, stepping in alternating turns of a few 
 load from other processes hits both alike); the table shows the median of the repeats.
 
 - checking share = (on - off) / on, from whole-step times;
-- a second, instrumented pass times every outermost call into the ledger (alloc, apply, launch,
-  fence, held_by, _ids): the ledger share (lifecycle bookkeeping / step, checks on) and the
-  checking share measured inside the ledger, (ledger on - ledger off) / step on. That one does
-  not hang on the difference of two noisy whole-step times, so the target is judged on it.
+- a second, instrumented pass times every outermost call into the ledger (alloc, apply,
+  apply_each, launch, fence, held_by, _ids) and, apart, the pool's zeroing of the slots an
+  alloc hands out (it runs inside the ledger's alloc, in its `before_write` hook, but it is the
+  state's work, which any allocator does, not the ledger's): the ledger share (lifecycle
+  bookkeeping without the zeroing / step, checks on), the zeroing share, and the checking share
+  measured inside the ledger, (ledger on - ledger off) / step on. That one does not hang on the
+  difference of two noisy whole-step times, so the target is judged on it.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 import random
 import statistics
 import time
@@ -50,7 +52,7 @@ DEFAULT = dict(repeats=5, loop_s=0.3, warmup=64, min_steps=16)  # the recorded r
 QUICK = dict(repeats=2, loop_s=0.02, warmup=8, min_steps=8)  # a smoke run (most of it N=1024)
 NEW_TOKENS = (16, 48)  # churn: new tokens of each request
 PROMPT = (1, 4)  # churn: prompt tokens of each replacement
-LEDGER_CALLS = ("alloc", "apply", "launch", "fence", "held_by", "_ids")
+LEDGER_CALLS = ("alloc", "apply", "apply_each", "launch", "fence", "held_by", "_ids")
 TARGET_N = 256
 TARGET_SHARE = 5.0  # % of the step spent checking, at TARGET_N
 TARGET_US = 1000.0  # µs of host overhead per step, at TARGET_N
@@ -105,13 +107,30 @@ class Workload:
 
 
 class LedgerTimer:
-    """Times the outermost calls into one ledger (nested calls count once), on that instance."""
+    """Times the outermost calls into one ledger (nested calls count once), on that instance;
+    with `pool`, also the pool's zeroing inside them (`zeroing`, left out of `seconds`)."""
 
-    def __init__(self, ledger, names=LEDGER_CALLS):
-        self.ledger, self.names = ledger, names
-        self.seconds, self.calls, self._depth = 0.0, 0, 0
+    def __init__(self, ledger, names=LEDGER_CALLS, pool=None):
+        self.ledger, self.names, self.pool = ledger, names, pool
+        self.seconds, self.calls, self._depth, self.zeroing = 0.0, 0, 0, 0.0
         for name in names:
             setattr(ledger, name, self._wrap(getattr(ledger, name)))
+        if pool is not None:
+            pool._zero_batch = self._zeroing(pool._zero_batch)
+
+    def _zeroing(self, fn):
+        clock = time.perf_counter
+
+        def timed(batch):
+            t0 = clock()
+            try:
+                return fn(batch)
+            finally:
+                took = clock() - t0
+                self.zeroing += took
+                self.seconds -= took  # the state's work, not the ledger's
+
+        return timed
 
     def _wrap(self, fn):
         clock = time.perf_counter
@@ -133,6 +152,8 @@ class LedgerTimer:
     def remove(self) -> None:
         for name in self.names:
             delattr(self.ledger, name)  # the class's method shows through again
+        if self.pool is not None:
+            del self.pool._zero_batch
 
 
 def _interleaved(runs: dict, loop_s: float, min_steps: int, chunk: int, sync, instrument: bool) -> dict:
@@ -144,7 +165,7 @@ def _interleaved(runs: dict, loop_s: float, min_steps: int, chunk: int, sync, in
     names = list(runs)
     spent = {c: 0.0 for c in names}
     steps = {c: 0 for c in names}
-    timers = {c: LedgerTimer(runs[c].sched.pool.ledger) for c in names} if instrument else {}
+    timers = {c: LedgerTimer(runs[c].sched.pool.ledger, pool=runs[c].sched.pool) for c in names} if instrument else {}
     gc_was = gc.isenabled()
     gc.disable()
     try:
@@ -168,6 +189,7 @@ def _interleaved(runs: dict, loop_s: float, min_steps: int, chunk: int, sync, in
         if instrument:
             out[c]["ledger_s"] = timers[c].seconds / steps[c]
             out[c]["ledger_calls"] = timers[c].calls / steps[c]
+            out[c]["zeroing_s"] = timers[c].zeroing / steps[c]
     return out
 
 
@@ -204,6 +226,7 @@ def measure(
             ledger_on = med(r["strict"]["ledger_s"] for r in inst)
             ledger_off = med(r["off"]["ledger_s"] for r in inst)
             ledger_share = med(100.0 * r["strict"]["ledger_s"] / r["strict"]["step_s"] for r in inst)
+            zeroing_share = med(100.0 * r["strict"]["zeroing_s"] / r["strict"]["step_s"] for r in inst)
             in_ledger = med(
                 100.0 * (r["strict"]["ledger_s"] - r["off"]["ledger_s"]) / r["strict"]["step_s"] for r in inst
             )
@@ -218,6 +241,7 @@ def measure(
                     "ledger_on_us": ledger_on * 1e6,
                     "ledger_off_us": ledger_off * 1e6,
                     "ledger_share": ledger_share,
+                    "zeroing_share": zeroing_share,
                     "checking_share_in_ledger": in_ledger,
                     "ledger_calls_per_step": med(r["strict"]["ledger_calls"] for r in inst),
                     "steps_timed": sum(r["strict"]["steps"] for r in plain),
@@ -231,7 +255,7 @@ def measure(
     return {
         "meta": {
             **machine(device),
-            "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+            "load_average": bench_common.loadavg(),
             "repeats": repeats,
             "loop_s": loop_s,
             "warmup": warmup,
@@ -283,6 +307,7 @@ def format_table(result: dict) -> str:
         "checks off µs/step",
         "checking share",
         "ledger share",
+        "zeroing share",
         "checking in ledger",
         "ledger calls/step",
     )
@@ -294,6 +319,7 @@ def format_table(result: dict) -> str:
             f"{r['off_us']:.0f}",
             f"{r['checking_share']:.1f}%",
             f"{r['ledger_share']:.1f}%",
+            f"{r['zeroing_share']:.1f}%",
             f"{r['checking_share_in_ledger']:.1f}%",
             f"{r['ledger_calls_per_step']:.1f}",
         )
@@ -314,11 +340,12 @@ def format_report(result: dict) -> str:
         "host overhead of Scheduler.step() with the layer stubbed out (constant tokens, no compute); "
         f"median of {m['repeats']} repeats, checks on/off interleaved every {m['chunk']} steps"
         + (
-            f"; load average at the end {m['load_average'][0]:.1f} on {m['cpu_count']} CPUs"
+            f"; 1-min load average at the end {m['load_average']:.1f} on {m['cpu_count']} CPUs"
             if m.get("load_average")
             else ""
         ),
-        "checking share = (on - off) / on;  ledger share = time inside the ledger / step (checks on);  "
+        "checking share = (on - off) / on;  ledger share = time inside the ledger, the zeroing left out / step "
+        "(checks on);  zeroing share = the pool's zeroing of allocated slots (run inside alloc) / step;  "
         "checking in ledger = (ledger on - ledger off) / step (checks on)",
         "",
         format_table(result),

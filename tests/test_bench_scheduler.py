@@ -71,3 +71,16 @@ def test_the_stub_keeps_the_scheduler_contract():
     assert w.tokens > 0
     assert all(all(t == 1 for t in r.output) for r in w.sched.requests.values())
     assert w.sched.pool.ledger.counts()  # the pool still balances: nothing raised
+
+
+def test_ledger_timer_leaves_the_pools_zeroing_out():
+    from slotwarden.model.vocabulary import Actor
+
+    pools = [bs.Workload("decode", 2, "strict", "cpu").sched.pool for _ in range(2)]
+    apart, inside = bs.LedgerTimer(pools[0].ledger, pool=pools[0]), bs.LedgerTimer(pools[1].ledger)
+    for pool in pools:
+        pool.alloc(1, Actor.request(99))
+    assert apart.zeroing > 0 and apart.calls == 1
+    assert inside.zeroing == 0  # without the pool, the zeroing counts as ledger time
+    apart.remove()
+    assert "_zero_batch" not in vars(pools[0]) and "alloc" not in vars(pools[0].ledger)

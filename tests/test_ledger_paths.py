@@ -210,3 +210,49 @@ def test_both_paths_agree_on_random_lifecycles():
         check = SlotLedger(CAP)
         accepted += sum(call(check, op)[0] == "ok" and op[0] == "apply" for op in program)
     assert accepted > 200  # the programs do exercise accepted moves, not only refusals
+
+
+# -- the switch-over point: batches of small - 1, small, small + 1 slots and a large one ------
+SMALL = 3
+sizes = st.sampled_from([SMALL - 1, SMALL, SMALL + 1, CAP])
+
+
+@st.composite
+def sized_program(draw):
+    """Allocs of the sizes around the switch-over, then events on every slot an actor holds
+    (batches of those sizes) or on a prefix of them."""
+    program = []
+    for _ in range(draw(st.integers(4, 24))):
+        kind = draw(st.sampled_from(["alloc", "alloc", "apply", "apply", "apply", "launch", "fence"]))
+        if kind == "alloc":
+            program.append(("alloc", draw(sizes), Actor.request(draw(st.integers(0, 1)))))
+        elif kind == "apply":
+            event = draw(st.sampled_from([e for e in Event if e is not Event.ALLOC]))
+            actor = draw(st.sampled_from([Actor.request(0), Actor.request(1), Actor.session(0), Actor.session(1)]))
+            target = draw(st.sampled_from([NOBODY, 0, 1]))
+            program.append(("apply", event, actor, None, target, draw(st.sampled_from([None, SMALL, SMALL + 1]))))
+        else:
+            program.append((kind,))
+    return program
+
+
+def call_sized(ledger: SlotLedger, op):
+    if op[0] == "apply" and len(op) == 6:
+        held = ledger.held_by(op[2])
+        ids = held if op[5] is None else held[: op[5]]
+        return call(ledger, ("apply", op[1], op[2], ids.tolist() or [1], op[4]))
+    return call(ledger, op)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sized_program())
+def test_the_switch_over_point_agrees_with_both_paths(program):
+    """A ledger switching at `SMALL` against one that only moves a slot at a time and one that
+    only vectorises: the same outcome, columns, free list and recorder after every call."""
+    ledgers = [SlotLedger(CAP) for _ in range(3)]
+    ledgers[0].small, ledgers[1].small, ledgers[2].small = SMALL, CAP + 1, 0
+    for i, op in enumerate(program):
+        outcomes = [call_sized(led, op) for led in ledgers]
+        assert outcomes[0] == outcomes[1] == outcomes[2], f"op {i} {op}: {outcomes}"
+        states = [state(led) for led in ledgers]
+        assert states[0] == states[1] == states[2], f"op {i} {op}: the ledgers differ after it"

@@ -123,11 +123,17 @@ class _Pair:
         self._watch(self.sched.pool)
 
     def _watch(self, pool) -> None:
-        fire, alloc, launch = pool.fire, pool.alloc, pool.launch
+        fire, fire_each, alloc, launch = pool.fire, pool.fire_each, pool.alloc, pool.launch
 
         def watched_fire(event, ids, actor, target=NOBODY):
             out = fire(event, ids, actor, target)
             self.moves += [(event, int(i), actor, target) for i in out.tolist()]
+            return out
+
+        def watched_fire_each(event, ids, actor_ids):  # many slots, each moved by its own actor
+            out = fire_each(event, ids, actor_ids)
+            kind = LIFECYCLE.event(event).actor
+            self.moves += [(event, int(i), Actor(kind, int(a)), NOBODY) for i, a in zip(out.tolist(), actor_ids)]
             return out
 
         def watched_alloc(n, owner):
@@ -140,7 +146,12 @@ class _Pair:
             self.moves.append("launch")
             return launch(done)
 
-        pool.fire, pool.alloc, pool.launch = watched_fire, watched_alloc, watched_launch
+        pool.fire, pool.fire_each, pool.alloc, pool.launch = (
+            watched_fire,
+            watched_fire_each,
+            watched_alloc,
+            watched_launch,
+        )
 
     # -- the model follows ---------------------------------------------------------------------
     def act(self, kind: str, who: int | None = None) -> tuple:

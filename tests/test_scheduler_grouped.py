@@ -1,0 +1,73 @@
+"""Finished requests give their slots back in one multi-actor pool call (`fire_each`), not one
+call each: the same outcome as one call per request, slot by slot; and a scheduler whose
+`release_finished` is replaced (a mutant, a fault injector) still gets it called per request."""
+
+import pytest
+
+from slotwarden.model.vocabulary import Event
+from slotwarden.runtime.scheduler import AuditFailed, Scheduler
+
+from scheduling import make_scheduler
+
+CONFIG = dict(slots=8, max_running=8, token_budget=64, chunk_size=8)
+
+
+def workload(sched):
+    """Six plain requests that finish in the same step, and a session whose second turn (on its
+    lent slot) finishes beside them; its first turn parks a fresh slot."""
+    sid = sched.open_session()
+    first = sched.submit([3, 4], 1, session=sid)
+    sched.run(50)
+    rids = [sched.submit([1 + i, 2], 3) for i in range(6)] + [sched.submit([5], 3, session=sid)]
+    return [first] + rids
+
+
+class Counting:
+    """Counts the pool's release calls by event, as the scheduler makes them."""
+
+    def __init__(self, sched):
+        self.calls = []
+        pool = sched.pool
+        fire, fire_each = pool.fire, pool.fire_each
+        pool.fire = lambda event, ids, *a: self.calls.append((event, len(ids))) or fire(event, ids, *a)
+        pool.fire_each = lambda event, ids, who: (
+            self.calls.append((event, len(ids), "each")) or fire_each(event, ids, who)
+        )
+
+    def of(self, event):
+        return [c for c in self.calls if c[0] is event]
+
+
+def outcome(sched, rids):
+    results = sched.run(200)
+    ledger = sched.pool.ledger
+    columns = {k: v.tolist() for k, v in ledger.snapshot().items() if k != "counters"}
+    return [results[r].output for r in rids if r in results], columns, ledger.free_list().tolist()
+
+
+def test_finishes_of_one_step_are_one_pool_call_with_the_same_outcome():
+    grouped, apart = make_scheduler(**CONFIG), make_scheduler(**CONFIG)
+    stock = apart.release_finished
+    apart.release_finished = lambda req: stock(req)  # replaced: called once per request
+    count = Counting(grouped), Counting(apart)
+    a, b = workload(grouped), workload(apart)
+    assert outcome(grouped, a) == outcome(apart, b)
+    finishes = [c for c in count[0].of(Event.FINISH)]
+    assert finishes == [(Event.FINISH, 7, "each")]  # six plain requests and the lent turn, one call
+    assert len(count[1].of(Event.FINISH)) == 7 and all(c[1] == 1 for c in count[1].of(Event.FINISH))
+    assert [c[1] for c in count[0].of(Event.PARK)] == [1]  # the fresh turn parks alone
+    assert grouped.check_audit().clean
+
+
+class DropsTheLast(Scheduler):
+    """Broken variant: the group release forgets its last request's slot."""
+
+    def release_finished_each(self, reqs):
+        super().release_finished_each(reqs[:-1])
+
+
+def test_a_group_release_that_forgets_a_slot_is_caught():
+    sched = make_scheduler(cls=DropsTheLast, **CONFIG)
+    workload(sched)
+    with pytest.raises(AuditFailed, match="leak|slot"):
+        sched.run(200)
