@@ -95,11 +95,8 @@ class Slot(NamedTuple):
     readers: int = 0
 
 
-_REQUEST, _SESSION, _SCHEDULER = (
-    ActorKind.REQUEST,
-    ActorKind.SESSION,
-    ActorKind.SCHEDULER,
-)  # read once: hot constructors
+# read once: an enum member look-up costs a call, and these constructors are on hot paths
+_REQUEST, _SESSION, _SCHEDULER, _CACHE = ActorKind.REQUEST, ActorKind.SESSION, ActorKind.SCHEDULER, ActorKind.CACHE
 
 
 class Actor(NamedTuple):
@@ -122,7 +119,7 @@ class Actor(NamedTuple):
 
     @classmethod
     def cache(cls, node: int) -> "Actor":
-        return cls(ActorKind.CACHE, node)
+        return cls(_CACHE, node)
 
     def __str__(self) -> str:
         return f"{self.kind.name.lower()} {self.id}"
