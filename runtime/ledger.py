@@ -372,9 +372,13 @@ class SlotLedger:
         due, steps = self._due(step)
         if due.size:
             self._apply(due, _FENCE, Actor.fence(step), NOBODY, before_write)
-            states = self.cols.state[due]
-            if states.tobytes() != _FREE_BYTE * due.size:
-                due = due[states == _FREE]  # the freed ones (the published stay cached)
+            # the freed ones (the published stay cached)
+            if due.size <= self.small:
+                state = self._slots.state
+                if any(state[s] != _FREE for s in due.tolist()):
+                    due = due[self.cols.state[due] == _FREE]
+            elif self.cols.state[due].tobytes() != _FREE_BYTE * due.size:
+                due = due[self.cols.state[due] == _FREE]
         for s in steps:
             del self._waiting[s]
         for s in range(self.completed + 1, step + 1):
