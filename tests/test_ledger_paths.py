@@ -256,3 +256,39 @@ def test_the_switch_over_point_agrees_with_both_paths(program):
         assert outcomes[0] == outcomes[1] == outcomes[2], f"op {i} {op}: {outcomes}"
         states = [state(led) for led in ledgers]
         assert states[0] == states[1] == states[2], f"op {i} {op}: the ledgers differ after it"
+
+
+def test_a_prefix_cache_round_agrees_on_both_paths_and_the_switch_over():
+    """The cache's events (the lock count read and written) on batches below and above the
+    switch-over: insert, publish at the fence, locks by several requests (equal and unequal
+    counts), an eviction refused while locked, unlocks, the eviction, the fence that frees."""
+    r1, node = Actor.request(1), Actor(ActorKind.CACHE, 7)
+    every, half = [1, 2, 3, 4, 5, 6], [2, 4, 6]
+    program = [
+        ("alloc", 6, r1),
+        ("apply", Event.ADMIT, r1, every, NOBODY),
+        ("apply", Event.INSERT, r1, every, 7),
+        ("launch",),
+        ("fence",),
+        ("apply", Event.LOCK, Actor.request(2), every, NOBODY),
+        ("apply", Event.LOCK, Actor.request(3), half, NOBODY),
+        ("apply", Event.LOCK, Actor.request(4), every, NOBODY),  # counts 2 and 3: a mixed batch
+        ("apply", Event.EVICT, node, every, NOBODY),  # refused: locked
+        ("apply", Event.UNLOCK, Actor.request(2), every, NOBODY),
+        ("apply", Event.UNLOCK, Actor.request(3), half, NOBODY),
+        ("apply", Event.UNLOCK, Actor.request(4), every, NOBODY),
+        ("apply", Event.UNLOCK, Actor.request(4), every, NOBODY),  # refused: no lock left
+        ("apply", Event.EVICT, node, every, NOBODY),
+        ("launch",),
+        ("fence",),
+    ]
+    ledgers = [SlotLedger(CAP) for _ in range(3)]
+    ledgers[0].small, ledgers[1].small, ledgers[2].small = SMALL, CAP + 1, 0
+    outcomes = []
+    for i, op in enumerate(program):
+        got = [call(led, op) for led in ledgers]
+        assert got[0] == got[1] == got[2], f"op {i} {op}: {got}"
+        states = [state(led) for led in ledgers]
+        assert states[0] == states[1] == states[2], f"op {i} {op}: the ledgers differ after it"
+        outcomes.append(got[0][0])
+    assert outcomes.count("raised") == 2 and ledgers[0].available() == CAP
