@@ -5,8 +5,9 @@ session already holds a slot may pass it (they need no free one), so parked sess
 block each other behind a starved request. A candidate takes its slot first (a fresh one, or its session's parked slot lent to it) and
 only then is checked against the token budget and the running limit; one that does not fit
 is rolled back: exactly what it took goes back where it came from (a fresh slot to the free
-list, a lent slot to its session). With no prefill work, the batch decodes one token for every
-running request that still has budget.
+list, a lent slot to its session). The candidates that fit are admitted together once the batch
+is built, in one multi-actor pool call (`admit_all`). With no prefill work, the batch decodes one
+token for every running request that still has budget.
 
 Retraction: a head of queue starved for `retract_after` steps, of a slot or of a seat in the
 running batch (`max_running`), retracts one running request, which waits again and is
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from slotwarden.model.vocabulary import Actor, State
+from slotwarden.model.vocabulary import Actor, Event, State
 
 from .request import Phase, Request
 
@@ -50,12 +51,13 @@ def build_batch(sched: "Scheduler") -> tuple[Batch, list]:
             budget -= n
     retracted: list = []
     blocked = False  # a request found no free slot: only turns whose session has one may pass it
+    fits: list = []  # candidates that took their slot and fit: admitted together after the loop
     for req in list(sched.waiting):
         if budget <= 0:
             break
         if blocked and not has_own_slot(sched, req):
             continue
-        if len(sched.running) >= cfg.max_running:
+        if len(sched.running) + len(fits) >= cfg.max_running:
             if not blocked:  # the head of queue waits for a seat (a free slot too, if it lacks one)
                 needs_slot = req.slot is None and not has_own_slot(sched, req) and not sched.pool.available()
                 _starved(sched, req, items, retracted, needs_slot)
@@ -73,9 +75,10 @@ def build_batch(sched: "Scheduler") -> tuple[Batch, list]:
                 raise
             sched._tally["rollbacks"] += 1
             break
-        admit(sched, req)
+        fits.append(req)
         items.append((req, n))
         budget -= n
+    admit_all(sched, fits)
     if items:
         return Batch("prefill", items), retracted
     decode = [(r, 1) for r in sched.running if not r.prefilling and r.remaining() > 0]
@@ -123,6 +126,28 @@ def admit(sched: "Scheduler", req: Request) -> None:
             _enter_running(sched, req)
         raise
     _enter_running(sched, req)
+
+
+def admit_all(sched: "Scheduler", reqs: list) -> None:
+    """Admit the candidates that fit this step: `admit` for one; for more, one multi-actor
+    ADMIT (all or none). A fault before the pool moved leaves them waiting with their slots
+    (the next batch takes them up again); after it moved, they are recorded as running."""
+    if len(reqs) < 2:
+        for req in reqs:
+            admit(sched, req)
+        return
+    for req in reqs:
+        if req.lent and sched.sessions[req.session].stale:
+            sched.pool.zero([req.slot], Actor.request(req.rid))  # fed again from zero (again, on a retry)
+    try:
+        sched.pool.fire_each(Event.ADMIT, [req.slot for req in reqs], [req.rid for req in reqs])
+    except BaseException:
+        if _adopt(sched, reqs[0]) in (State.RUNNING, State.LENT_RUNNING):  # all or none: the first says which
+            for req in reqs:
+                _enter_running(sched, req)
+        raise
+    for req in reqs:
+        _enter_running(sched, req)
 
 
 def _enter_running(sched: "Scheduler", req: Request) -> None:

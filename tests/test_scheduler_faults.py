@@ -19,6 +19,7 @@ POOL_CALLS = (
     "alloc",
     "lend",
     "admit",
+    "fire_each",
     "rollback",
     "zero",
     "retract",

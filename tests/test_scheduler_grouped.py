@@ -71,3 +71,44 @@ def test_a_group_release_that_forgets_a_slot_is_caught():
     workload(sched)
     with pytest.raises(AuditFailed, match="leak|slot"):
         sched.run(200)
+
+
+def test_candidates_that_fit_are_admitted_in_one_pool_call():
+    sched = make_scheduler(**CONFIG)
+    count = Counting(sched)
+    rids = [sched.submit([1 + i, 2], 2) for i in range(5)]
+    sched.step()
+    assert count.of(Event.ADMIT) == [(Event.ADMIT, 5, "each")]
+    assert all(sched.requests[r].phase.name == "RUNNING" for r in rids)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_fault_at_the_group_admit_keeps_the_contract(when):
+    """A fault as the group admit is made (before the pool moves, or after): the step raises;
+    the candidates are waiting with their slots, or running; the next steps finish every
+    request with the fault-free tokens, and the idle audit is clean."""
+    prompts = [([1 + i, 2], 3) for i in range(5)]
+    clean = make_scheduler(**CONFIG)
+    want = [clean.submit(p, n) for p, n in prompts]
+    want = {r: res.output for r, res in clean.run(100).items() if r in want}
+    sched = make_scheduler(**CONFIG)
+    fire_each, fired = sched.pool.fire_each, []
+
+    def faulty(event, ids, who):
+        if event is Event.ADMIT and not fired:
+            fired.append(event)
+            if when == "after":
+                fire_each(event, ids, who)
+            raise RuntimeError(f"injected {when} the group admit")
+        return fire_each(event, ids, who)
+
+    sched.pool.fire_each = faulty
+    rids = [sched.submit(p, n) for p, n in prompts]
+    with pytest.raises(RuntimeError, match="injected"):
+        sched.step()
+    phases = {sched.requests[r].phase.name for r in rids}
+    assert phases == ({"WAITING"} if when == "before" else {"RUNNING"})
+    assert all(sched.requests[r].slot is not None for r in rids)
+    got = sched.run(100)
+    assert {r: got[r].output for r in rids} == want
+    assert sched.check_audit().clean
