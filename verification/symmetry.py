@@ -1,142 +1,365 @@
-"""Symmetry reduction and a compact encoding of the abstract scheduler's worlds.
+"""Symmetry reduction and a compact, decodable encoding of the abstract scheduler's worlds.
 
 Request ids and session ids are names: nothing the correct scheduler decides depends on their
 numbers (any waiting request may take a slot, in any order). So two worlds that differ only by
 a renaming of requests and sessions have the same future up to that renaming, and the checker
-needs to visit one of them. What is *not* a name stays as it is: slot ids (the free list's
-order decides which slot an alloc takes, and a fence frees slots in id order), a session's
-turns (submitted in order: a renaming moves a session together with its turns, position by
-position), and a session's turn in flight (kept as a position among its turns).
+needs to visit one of them. The renamings are the group `G` of one workload: any permutation of
+the plain requests, times any permutation of the sessions with as many turns, a session moving
+together with its turns position by position. What is *not* a name stays as it is: slot ids
+(the free list's order decides which slot an alloc takes, and a fence frees slots in id order),
+a session's turns (submitted in order), and a session's turn in flight (kept as a position
+among its turns).
 
-`key(world)` renames every request and session canonically, then packs the renamed world into
-`bytes` (whose hash Python caches): worlds related by a renaming get the same key, and worlds
-that are not get different keys, because the renamed world is the world itself under a
-renaming. The canonical order sorts each actor by a signature that holds everything about it
-except its number (its record, and the slots and steps that name it), so two actors with equal
-signatures can swap names without changing the world, and the order of ties does not matter.
+The encoding (`Codec`) packs a world into `bytes` (whose hash Python caches) so that no actor
+id appears anywhere but in the order of the actor blocks:
 
-`plain_key(world)` packs the world without renaming: for a policy that is not symmetric.
+- a header: the epochs, the steps in flight (their epochs and slot sets), each slot's state,
+  fence and readers count, the free list: nothing here names an actor;
+- one block per request (phase, handle, lent, ran, then three masks: the slots it owns, the
+  slots lent to it, the steps in flight that advance it) and per session (status, handle, its
+  turn in flight as a position, the slots it owns and borrows). A slot's owner and borrower are
+  read back from the masks, a step's requests from theirs, a record's id from its block's place.
+
+`plain_key` lays the blocks out in id order: an exact, decodable image of the world (`world`
+decodes it). `key` sorts the blocks of each class of interchangeable actors (a session's block
+carries its turns' blocks along): since a renaming only permutes the blocks of a class, two
+worlds get the same key exactly when some renaming in `G` maps one onto the other. `world(key)`
+then decodes a representative of the class, which the checker expands in place of the world it
+met (for a symmetric policy the futures agree up to the renaming).
+
+A world outside the compact range (an id that names no actor of the workload, a field out of a
+byte, a pool that keeps a lock record: none that the correct scheduler reaches) is kept exactly
+as `(EXACT, world)`; the reduction then merges nothing for it.
 """
 
 from __future__ import annotations
 
-from slotwarden.model.vocabulary import NOBODY
+from slotwarden.model.pool import Pool
+from slotwarden.model.vocabulary import NOBODY, Slot
 
-from .abstract_world import SESSION_BASE, World
+from .abstract_world import Request, Session, Step, World
 
-_NONE = 0  # a missing handle or turn, packed
+EXACT = "exact"
+"""The tag of a key that holds its world as it is (a world outside the compact range)."""
 
-
-def _masks(world: World) -> tuple[dict, dict, dict]:
-    """Per actor id: the slots it owns and the slots lent to it (bit i: slot id i + 1), and,
-    per request id, the steps in flight that advance it (bit k: the k-th oldest)."""
-    owns: dict = {}
-    borrows: dict = {}
-    for i, s in enumerate(world.pool.slots):
-        if s.owner != NOBODY:
-            owns[s.owner] = owns.get(s.owner, 0) | (1 << i)
-        if s.borrower != NOBODY:
-            borrows[s.borrower] = borrows.get(s.borrower, 0) | (1 << i)
-    steps: dict = {}
-    for k, st in enumerate(world.steps):
-        for rid in st.requests:
-            steps[rid] = steps.get(rid, 0) | (1 << k)
-    return owns, borrows, steps
+FIELDS = {  # the fields the codec packs, per record; a field added elsewhere must be classified here
+    World: ("pool", "requests", "sessions", "launched", "completed", "steps"),
+    Request: ("id", "session", "phase", "handle", "lent", "ran"),
+    Session: ("id", "status", "handle", "turn", "turns"),
+    Step: ("epoch", "slots", "requests"),
+    Slot: ("state", "owner", "borrower", "fence", "readers"),
+    Pool: ("slots", "free", "locks"),
+}
+_SLOT_BYTES = 3  # a slot in the header: state, fence, readers (owner and borrower: the actors' masks)
 
 
-def _request_sig(r, owns, borrows, steps) -> tuple:
-    return (
-        r.phase,
-        _NONE if r.handle is None else r.handle + 2,
-        r.lent,
-        r.ran,
-        owns.get(r.id, 0),
-        borrows.get(r.id, 0),
-        steps.get(r.id, 0),
+class OutOfRange(ValueError):
+    """A world the compact encoding cannot hold (kept as `(EXACT, world)` instead)."""
+
+
+def _check_fields() -> None:
+    for record, fields in FIELDS.items():
+        if record._fields != fields:
+            raise TypeError(
+                f"{record.__name__} has fields {record._fields}, the symmetry codec packs {fields}: classify the "
+                "new field in verification/symmetry.py (an actor id must be renamed, a plain value packed)"
+            )
+
+
+_check_fields()
+
+
+def _small(v) -> int:
+    """A plain value (None, a bool, a small int) as one byte: None -> 0, v -> v + 3."""
+    if v is None:
+        return 0
+    if not -3 < v < 253:
+        raise OutOfRange(v)
+    return int(v) + 3
+
+
+def _value(b: int):
+    return None if b == 0 else b - 3
+
+
+class Codec:
+    """The encoding of the worlds of one workload (the actors of `root`, with their sessions and
+    turns; those never change). `key`, `plain_key`: a world to bytes; `world`: back."""
+
+    def __init__(self, root: World):
+        self.requests = tuple((r.id, r.session) for r in root.requests)
+        self.sessions = tuple((s.id, s.turns) for s in root.sessions)
+        self.slots = len(root.pool.slots)
+        self.turns_of = {s.id: s.turns for s in root.sessions}
+        self.session_of = {r.id: r.session for r in root.requests}
+        self.req_index = {r.id: i for i, r in enumerate(root.requests)}
+        self.ses_index = {s.id: i for i, s in enumerate(root.sessions)}
+        self.plain = tuple(i for i, r in enumerate(root.requests) if r.session is None)
+        classes: dict = {}
+        for j, s in enumerate(root.sessions):
+            classes.setdefault(len(s.turns), []).append(j)
+        self.classes = tuple(tuple(c) for c in classes.values())
+        self.req_turns = tuple(tuple(self.req_index[i] for i in s.turns) for s in root.sessions)
+        self.units = tuple(tuple((j, self.req_turns[j]) for j in c) for c in self.classes)
+        self.req_block = 3 + len(FIELDS[Request]) - 2  # plain fields, then owns, borrows, steps
+        self.ses_block = 2 + len(FIELDS[Session]) - 2  # plain fields (turn as a position), then owns, borrows
+        if self.slots > 8 or len(root.requests) + len(root.sessions) > 250:
+            raise OutOfRange("the compact encoding holds at most 8 slots")
+        self._req: dict = {}  # Request -> its block's plain part
+        self._ses: dict = {}
+        self._pools: dict = {}  # Pool -> (its header part, the tails of the actors' blocks)
+        self._step_codes: dict = {}  # steps in flight -> (their header part, the requests' step masks)
+        self._req_back: dict = {}  # (request index, plain part) -> Request
+        self._ses_back: dict = {}
+        self._slot_back: dict = {}  # (state, fence, readers) as packed -> the values
+        self._pool_back: dict = {}  # (header part, owners, borrowers) -> Pool
+        self.places = self._places()
+
+    def _places(self) -> tuple:
+        """Where each actor's block lies in `_layout`'s order, from the first block: (is a
+        request, its index, its id, the offset)."""
+        places, at = [], 0
+        for members in self.classes:
+            for j in members:
+                places.append((False, j, self.sessions[j][0], at))
+                at += self.ses_block
+                for i in self.req_turns[j]:
+                    places.append((True, i, self.requests[i][0], at))
+                    at += self.req_block
+        for i in self.plain:
+            places.append((True, i, self.requests[i][0], at))
+            at += self.req_block
+        return tuple(places)
+
+    # -- encoding ----------------------------------------------------------------------------
+    def _parts(self, world: World) -> tuple:
+        """The header, the request blocks and the session blocks, in id order."""
+        try:
+            pool_code, tails = self._pools[world.pool]
+        except KeyError:
+            pool_code, tails = self._pools[world.pool] = self._pool_code(world.pool)
+        steps = world.steps
+        head = bytes((world.launched + 8, world.completed + 8, len(steps))) + pool_code
+        req_codes, ses_codes = self._req, self._ses
+        if len(world.requests) != len(tails[0]) or len(world.sessions) != len(tails[1]):
+            raise OutOfRange("not a world of this workload")
+        try:
+            reqs = [req_codes[r] + t for r, t in zip(world.requests, tails[0])]
+        except KeyError:
+            for k, r in enumerate(world.requests):
+                if r not in req_codes:
+                    req_codes[r] = self._req_code(k, r)
+            reqs = [req_codes[r] + t for r, t in zip(world.requests, tails[0])]
+        if steps:
+            head += self._steps(steps, reqs)
+        try:
+            sess = [ses_codes[x] + t for x, t in zip(world.sessions, tails[1])]
+        except KeyError:
+            for k, x in enumerate(world.sessions):
+                if x not in ses_codes:
+                    ses_codes[x] = self._ses_code(k, x)
+            sess = [ses_codes[x] + t for x, t in zip(world.sessions, tails[1])]
+        return head, reqs, sess
+
+    def _steps(self, steps: tuple, reqs: list) -> bytes:
+        """The steps in flight (epoch, slot mask); the requests each one advances get its bit
+        in the step mask that ends their blocks."""
+        try:
+            code, masks = self._step_codes[steps]
+        except KeyError:
+            code, masks = self._step_codes[steps] = self._step_code(steps)
+        for k, m in masks:
+            reqs[k] = reqs[k][:-1] + m
+        return code
+
+    def _step_code(self, steps: tuple) -> tuple:
+        out = []
+        masks = [0] * len(self.requests)
+        index = self.req_index
+        for n, st in enumerate(steps):
+            mask = 0
+            for i in st.slots:
+                if not 1 <= i <= self.slots:
+                    raise OutOfRange(st)
+                mask |= 1 << (i - 1)
+            out += (st.epoch + 8, mask)
+            for rid in st.requests:
+                masks[index[rid]] |= 1 << n
+        return bytes(out), tuple((k, bytes((m,))) for k, m in enumerate(masks) if m)
+
+    def _pool_code(self, pool: Pool) -> tuple:
+        """The pool's part of the header (each slot's state, fence and readers, the free list) and, per
+        request and per session, the tail of its block: the slots it owns and borrows, and (a
+        request's) a zero step mask that `_steps` fills in."""
+        n = len(self.requests)
+        index = {**self.req_index, **{sid: n + j for sid, j in self.ses_index.items()}}
+        owns = [0] * len(index)
+        borrows = [0] * len(index)
+        if pool.locks is not None:  # a lock record names requests: kept exactly, never renamed
+            raise OutOfRange(pool)
+        head = []
+        for k, s in enumerate(pool.slots):
+            code = (int(s.state), _small(s.fence), _small(s.readers))
+            self._slot_back[code] = s.state, s.fence, s.readers
+            head += code
+            if s.owner != NOBODY:
+                if s.owner not in index:
+                    raise OutOfRange(s)
+                owns[index[s.owner]] |= 1 << k
+            if s.borrower != NOBODY:
+                if s.borrower not in index:
+                    raise OutOfRange(s)
+                borrows[index[s.borrower]] |= 1 << k
+        head.append(len(pool.free))
+        head += pool.free
+        tails = (
+            tuple(bytes((owns[k], borrows[k], 0)) for k in range(n)),
+            tuple(bytes((owns[k], borrows[k])) for k in range(n, len(index))),
+        )
+        return bytes(head), tails
+
+    def _req_code(self, k: int, r: Request) -> bytes:
+        if (r.id, r.session) != self.requests[k]:
+            raise OutOfRange(r)
+        code = bytes(_small(v) for v in r[2:])
+        return code
+
+    def _ses_code(self, k: int, s: Session) -> bytes:
+        if (s.id, s.turns) != self.sessions[k]:
+            raise OutOfRange(s)
+        if s.turn is None:
+            turn = 0
+        elif s.turn in s.turns:
+            turn = 1 + s.turns.index(s.turn)
+        else:
+            raise OutOfRange(s)
+        return bytes((_small(s.status), _small(s.handle), turn))
+
+    def plain_key(self, world: World):
+        """The world packed as it is: the blocks in id order."""
+        return self._layout(world, False)
+
+    def key(self, world: World):
+        """The world renamed canonically, packed: one key per class of renamed worlds."""
+        return self._layout(world, True)
+
+    def _layout(self, world: World, canonical: bool):
+        """The header, then each class of sessions (a session's block followed by its turns'
+        blocks; sorted when `canonical`), then the plain requests (sorted when `canonical`)."""
+        try:
+            head, reqs, sess = self._parts(world)
+        except (OutOfRange, ValueError, KeyError, TypeError):
+            return (EXACT, world)
+        out = [head]
+        for members in self.units:
+            if len(members) == 1:  # a session alone in its class: nothing to sort
+                j, turns = members[0]
+                out.append(sess[j])
+                out += [reqs[i] for i in turns]
+            else:
+                groups = [sess[j] + b"".join([reqs[i] for i in turns]) for j, turns in members]
+                if canonical:
+                    groups.sort()
+                out += groups
+        if self.plain:
+            plain = [reqs[i] for i in self.plain]
+            if canonical:
+                plain.sort()
+            out += plain
+        return b"".join(out)
+
+    # -- decoding ----------------------------------------------------------------------------
+    def world(self, key) -> World:
+        """The world a `plain_key` packed; for a `key`, the representative of its class (ids
+        given to the sorted blocks in order)."""
+        if isinstance(key, tuple):
+            return key[1]
+        n_steps = key[2]
+        end_pool = 3 + _SLOT_BYTES * self.slots
+        end_pool += 1 + key[end_pool]
+        at = end_pool + 2 * n_steps  # the first actor block
+        n_slots, rb, sb = self.slots, self.req_block, self.ses_block
+        owner = [NOBODY] * n_slots
+        borrower = [NOBODY] * n_slots
+        requests: list = [None] * len(self.requests)
+        sessions: list = [None] * len(self.sessions)
+        members: list = [[] for _ in range(n_steps)]
+        for is_request, index, actor, offset in self.places:
+            b = at + offset
+            if is_request:
+                plain = key[b : b + rb - 3]
+                rec = self._req_back.get((index, plain)) or self._request_back(index, plain)
+                requests[index] = rec
+                owns, borrows, steps = key[b + rb - 3], key[b + rb - 2], key[b + rb - 1]
+                for n in _BITS[steps]:
+                    members[n].append(actor)
+            else:
+                plain = key[b : b + sb - 2]
+                rec = self._ses_back.get((index, plain)) or self._session_back(index, plain)
+                sessions[index] = rec
+                owns, borrows = key[b + sb - 2], key[b + sb - 1]
+            for k in _BITS[owns]:
+                owner[k] = actor
+            for k in _BITS[borrows]:
+                borrower[k] = actor
+        pool_key = (key[3:end_pool], tuple(owner), tuple(borrower))
+        pool = self._pool_back.get(pool_key) or self._pool_of(pool_key)
+        steps = tuple(
+            Step(key[end_pool + 2 * n] - 8, _SLOT_SETS[key[end_pool + 2 * n + 1]], frozenset(members[n]))
+            for n in range(n_steps)
+        )
+        return World(pool, tuple(requests), tuple(sessions), key[0] - 8, key[1] - 8, steps)
+
+    def _request_back(self, index: int, plain: bytes) -> Request:
+        rid, sid = self.requests[index]
+        fields = [_value(b) for b in plain]
+        fields[2], fields[3] = bool(fields[2]), bool(fields[3])  # lent, ran
+        found = self._req_back[(index, plain)] = Request(rid, sid, *fields)
+        return found
+
+    def _session_back(self, index: int, plain: bytes) -> Session:
+        sid, turns = self.sessions[index]
+        turn = None if plain[2] == 0 else turns[plain[2] - 1]
+        found = self._ses_back[(index, plain)] = Session(sid, _value(plain[0]), _value(plain[1]), turn, turns)
+        return found
+
+    def _pool_of(self, pool_key: tuple) -> Pool:
+        head, owner, borrower = pool_key
+        slots = []
+        for k in range(self.slots):
+            at = _SLOT_BYTES * k
+            state, fence, readers = self._slot_back[(head[at], head[at + 1], head[at + 2])]
+            slots.append(Slot(state, owner[k], borrower[k], fence, readers))
+        found = self._pool_back[pool_key] = Pool(tuple(slots), tuple(head[_SLOT_BYTES * self.slots + 1 :]))
+        return found
+
+
+_BITS = tuple(tuple(k for k in range(8) if m >> k & 1) for m in range(256))  # mask -> its bits
+_SLOT_SETS = tuple(frozenset(k + 1 for k in bits) for bits in _BITS)  # mask -> the slot ids it names
+
+
+_CODECS: dict = {}
+
+
+def codec(world: World) -> Codec:
+    """The codec of the workload `world` belongs to (its actors, sessions and turns, its pool's
+    size), built once per workload."""
+    shape = (
+        tuple((r.id, r.session) for r in world.requests),
+        tuple((s.id, s.turns) for s in world.sessions),
+        len(world.pool.slots),
     )
+    found = _CODECS.get(shape)
+    if found is None:
+        found = _CODECS[shape] = Codec(world)
+    return found
 
 
-def renaming(world: World) -> dict:
-    """The canonical renaming of `world`: old id -> new id for every request and session."""
-    owns, borrows, steps = _masks(world)
-    sigs = {r.id: _request_sig(r, owns, borrows, steps) for r in world.requests}
-    sessions = []
-    for s in world.sessions:
-        turn = _NONE if s.turn is None else 1 + s.turns.index(s.turn) if s.turn in s.turns else 255
-        sig = (s.status, _NONE if s.handle is None else s.handle + 2, turn, owns.get(s.id, 0),
-               tuple([sigs[i] for i in s.turns]), s.id)  # fmt: skip
-        sessions.append(sig)
-    sessions.sort()
-    names: dict = {}
-    n = 0
-    for j, sig in enumerate(sessions):
-        names[sig[-1]] = SESSION_BASE + j
-        for i in world.sessions[sig[-1] - SESSION_BASE].turns:
-            names[i] = n
-            n += 1
-    for _, rid in sorted([(sigs[r.id], r.id) for r in world.requests if r.session is None]):
-        names[rid] = n
-        n += 1
-    return names
+def key(world: World):
+    """`Codec.key` with the codec of `world`'s workload."""
+    return codec(world).key(world)
 
 
-def key(world: World) -> bytes:
-    """The world renamed canonically, packed: one key per class of renamed worlds."""
-    return _pack(world, renaming(world))
-
-
-def plain_key(world: World) -> bytes:
-    """The world packed as it is (no renaming)."""
-    return _pack(world, None)
-
-
-def useful(world: World) -> bool:
-    """Whether any renaming can relate two worlds of this workload: two plain requests, or two
-    sessions with as many turns. Without one, `plain_key` is exact and cheaper."""
-    plain = sum(r.session is None for r in world.requests)
-    counts = [len(s.turns) for s in world.sessions]
-    return plain > 1 or len(set(counts)) < len(counts)
-
-
-def _pack(world: World, names: dict | None) -> bytes:
-    """Every field of `world`, ids renamed by `names` (None: kept), as small ints packed into
-    bytes (a tuple of ints if a value falls outside a byte, which only a broken world has)."""
-    get = (names or {}).get
-    out = [world.launched + 8, len(world.steps)]
-    for s in world.pool.slots:
-        out += (s.state, get(s.owner, s.owner) + 2, get(s.borrower, s.borrower) + 2, s.fence + 8)
-    out.append(len(world.pool.free))
-    out += world.pool.free
-    for st in world.steps:
-        out.append(st.epoch + 8)
-        out += sorted(st.slots)
-        out.append(254)
-        out += sorted(get(i, i) for i in st.requests)
-        out.append(255)
-    requests, sessions = world.requests, world.sessions
-    if names is not None:  # in their new order: new ids are 0.. for requests, SESSION_BASE.. for sessions
-        requests, sessions = list(requests), list(sessions)
-        for r in world.requests:
-            requests[names[r.id]] = r
-        for s in world.sessions:
-            sessions[names[s.id] - SESSION_BASE] = s
-    for r in requests:
-        out += (
-            r.phase,
-            0 if r.session is None else get(r.session, r.session) - SESSION_BASE + 1,
-            _NONE if r.handle is None else r.handle + 2,
-            r.lent,
-            r.ran,
-        )
-    for s in sessions:
-        out += (
-            s.status,
-            _NONE if s.handle is None else s.handle + 2,
-            _NONE if s.turn is None else get(s.turn, s.turn) + 1,
-        )
-        out += [get(i, i) for i in s.turns]
-        out.append(255)
-    try:
-        return bytes(out)
-    except ValueError:  # a value outside a byte (a broken world): keep it exact all the same
-        return tuple(out)  # type: ignore[return-value]
+def plain_key(world: World):
+    """`Codec.plain_key` with the codec of `world`'s workload."""
+    return codec(world).plain_key(world)
