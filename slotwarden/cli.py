@@ -148,7 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="a smoke run: small budgets, small bounds, no CrossHair, counterexamples not shrunk",
     )
-    level.add_argument("--thorough", action="store_true", help="ten times the default Hypothesis budgets")
+    level.add_argument(
+        "--thorough",
+        action="store_true",
+        help="ten times the default Hypothesis budgets, and the larger exhaustive bounds (millions of states)",
+    )
     p.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: a fixed one, reproducible)")
     p.add_argument(
         "--shard",

@@ -52,6 +52,10 @@ def test_check_all_and_max_states():
     seen = []
     results = check_all(TEST_BOUNDS[:2], on_result=seen.append)
     assert seen == results and all(isinstance(r, CheckResult) and r.ok for r in results)
+    in_two = check_all(TEST_BOUNDS[:2], workers=2)  # two processes: the same results, in the same order
+    assert [(r.bounds, r.states, r.transitions, r.rules, r.goals) for r in in_two] == [
+        (r.bounds, r.states, r.transitions, r.rules, r.goals) for r in results
+    ]
     cut = check(TEST_BOUNDS[1], max_states=100)
     assert cut.states == 100 and cut.violation is None and not cut.complete and not cut.ok
     assert len(DEFAULT_BOUNDS) >= 6 and {b.overlap for b in DEFAULT_BOUNDS} == {False, True}
@@ -294,6 +298,8 @@ DEFAULT_COUNTS = {  # (states, transitions) of the default run, pinned; the chea
     "slots=2 requests=4 sessions=2 overlap=on": (24042, 166236),
     "slots=3 requests=4 sessions=1 overlap=on": (64938, 429960),
     "slots=4 requests=5 sessions=2 overlap=off turns=1": (82728, 525426),
+    "slots=4 requests=3 sessions=1 overlap=on": (152320, 837864),
+    "slots=3 requests=5 sessions=2 overlap=on turns=1": (150669, 1282449),
 }
 
 

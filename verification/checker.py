@@ -1,8 +1,9 @@
 """A bounded exhaustive model checker: breadth-first over the abstract scheduler (`abstract.py`).
 
 Every reachable world of a `Bounds` is visited once, up to a renaming of request and session
-ids (`symmetry.py`: worlds are stored as compact canonical keys, never as objects; only the
-frontier is kept). In each one every state property holds (`abstract.state_fault`), every slot
+ids (`symmetry.py`: worlds are stored as compact canonical keys, never as objects: the visited
+set holds the keys, each level of the search a list of them with the position of each one's
+parent, and a world is decoded from its key only while its level is expanded). In each one every state property holds (`abstract.state_fault`), every slot
 move of every enabled action keeps the per-transition properties and is legal in the declared
 lifecycle (`abstract.move_fault`; an `IllegalMove` or `BadSlotId` is the violation "legal"), and
 a world that is not final has an enabled action (no deadlock). The first violation stops the
@@ -15,6 +16,12 @@ fails unless, over a run, every rule fired (but those in `UNREACHABLE`, each wit
 and every goal was reached: a state space that never reaches a rule proves nothing about it.
 Reachable-state counts are pinned in the tests, as stateright does.
 
+No partial-order reduction: an abort or a close is enabled in nearly every world and conflicts
+with every other action of its request or session, and nearly every action changes what the
+properties read (slots, handles, steps in flight), so sound ample sets would be the whole
+enabled set almost everywhere. Large bounds are made affordable by the renaming, the compact
+keys, and checking bounds in parallel (`check_all(workers=2)`).
+
     >>> from slotwarden.verification.checker import check
     >>> from slotwarden.verification.abstract import Bounds
     >>> check(Bounds(slots=1, requests=2, sessions=1)).violation is None
@@ -24,6 +31,8 @@ Reachable-state counts are pinned in the tests, as stateright does.
 from __future__ import annotations
 
 import time
+from array import array
+from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Iterable, NamedTuple
 
 from slotwarden.model.declaration import Lifecycle, relation_of
@@ -46,7 +55,7 @@ from .abstract import (
     state_fault,
     successors,
 )
-from .symmetry import key, plain_key, useful
+from .symmetry import Codec
 
 
 class Violation(NamedTuple):
@@ -200,14 +209,20 @@ DEFAULT_BOUNDS = (
     # four slots, two one-turn sessions and three plain requests (s100 = r0; s101 = r1; r2..r4 plain):
     # the renaming of sessions and of plain requests makes it one of the cheaper bounds
     Bounds(slots=4, requests=5, sessions=2, overlap=False, turns=1),
+    # overlapped: four slots under a two-turn session and a plain request (s100 = r0, r1; r2 plain),
+    # and the five-request, two-session workload on three slots (s100 = r0; s101 = r1; r2..r4 plain)
+    Bounds(slots=4, requests=3, sessions=1, overlap=True),
+    Bounds(slots=3, requests=5, sessions=2, overlap=True, turns=1),
 )
 """The default run (the reachable-state counts are pinned in tests/test_checker.py)."""
 
 THOROUGH_BOUNDS = DEFAULT_BOUNDS + (
     Bounds(slots=4, requests=5, sessions=2, overlap=False),  # s100 = r0, r1; s101 = r2, r3; r4 plain
-    Bounds(slots=3, requests=5, sessions=2, overlap=True, turns=1),
+    Bounds(slots=4, requests=5, sessions=2, overlap=True, turns=1),  # s100 = r0; s101 = r1; r2..r4 plain
+    Bounds(slots=4, requests=5, sessions=2, overlap=True),  # s100 = r0, r1; s101 = r2, r3; r4 plain
 )
-"""`verify --thorough`: the default bounds and two larger ones (five requests, two sessions)."""
+"""`verify --thorough`: the default bounds and three larger ones (four slots, five requests, two
+sessions; the overlapped ones are millions of states each, checked in two processes)."""
 
 TEST_BOUNDS = (
     Bounds(slots=1, requests=2, sessions=1, overlap=False),
@@ -240,19 +255,28 @@ def check(
     max_states: int | None = None,
     symmetry: bool = True,
     lifecycle: Lifecycle = LIFECYCLE,
+    on_level: Callable[[int, int], None] | None = None,
 ) -> CheckResult:
     """Explore every world reachable under `bounds` with `policy` (default: the correct one),
     breadth-first, one world per class of renamed worlds (`symmetry=False`, or a policy that is
     not `symmetric`: every world); stop at the first violation (a shortest trace) or after
-    `max_states` worlds. `lifecycle` names the rules for the coverage record."""
+    `max_states` worlds. `lifecycle` names the rules for the coverage record; `on_level(depth,
+    states)` is called as each level of the search ends (progress of a long run).
+
+    Memory: the visited set holds one compact key per world (`symmetry.Codec`); each level of
+    the search is a list of those keys with the position of each one's parent in the level
+    before (4 bytes), enough to rebuild a trace. A world is decoded from its key when its level
+    is expanded, so no world object outlives its expansion."""
     policy = Policy() if policy is None else policy
     start = time.perf_counter()
     root = initial(bounds)
-    keyof = key if symmetry and getattr(policy, "symmetric", True) and useful(root) else plain_key
+    codec = Codec(root)
+    keyof = codec.key if symmetry and getattr(policy, "symmetric", True) else codec.plain_key
     root_key = keyof(root)
-    parents: dict = {root_key: None}  # key -> the key of the world it was first reached from
-    frontier = [(root, root_key)]
-    max_depth = transitions = 0
+    seen = {root_key}
+    levels: list = [([root_key], array("I", [0]))]  # per depth: the keys, each one's parent's position
+    transitions = 0
+    judged: dict = {}  # a slot move -> (the property it breaks or None, the rule that made it)
     fired: set = set()
     pending = list(GOALS)
     reached: set = set()
@@ -262,72 +286,108 @@ def check(
     def done(violation: Violation | None, complete: bool) -> CheckResult:
         forget()
         _RULES.clear()
+        depth = len(levels) - 1 if levels[-1][0] else len(levels) - 2
         return CheckResult(
-            bounds, len(parents), transitions, max_depth, time.perf_counter() - start, violation, complete, name,
+            bounds, len(seen), transitions, depth, time.perf_counter() - start, violation, complete, name,
             frozenset(fired), frozenset(reached),
         )  # fmt: skip
 
-    def found(prop: str, wkey, last: Outcome | None = None) -> CheckResult:
-        return done(_violation(prop, parents, wkey, last, policy, bounds, keyof), False)
+    def found(prop: str, depth: int, pos: int, last: Outcome | None = None) -> CheckResult:
+        return done(_violation(prop, _path(levels, depth, pos), last, policy, bounds, keyof), False)
 
-    def shortest(prop: str, wkey, last: Outcome | None, rest: list) -> CheckResult:
+    def shortest(prop: str, depth: int, pos: int, last: Outcome | None, k: int) -> CheckResult:
         # every violation met while expanding one level has a trace one action longer than the
         # level, except a deadlock of a world of the level itself: look for one among the rest
-        for later, later_key in rest:
-            if not is_final(later) and next(successors(later, policy, overlap), None) is None:
-                return found("deadlock", later_key)
-        return found(prop, wkey, last)
+        keys = levels[depth - 1][0] if last is None else levels[depth][0]
+        base = depth - 1 if last is None else depth
+        for later in range(k + 1, len(keys)):
+            world = codec.world(keys[later])
+            if not is_final(world) and next(successors(world, policy, overlap), None) is None:
+                return found("deadlock", base, later)
+        return found(prop, depth, pos, last)
 
     if state_fault(root):
-        return found(state_fault(root)[0], root_key)
-    while frontier:
-        level: list = []
-        for k, (world, wkey) in enumerate(frontier):
+        return found(state_fault(root)[0], 0, 0)
+    depth = 0
+    while levels[depth][0]:
+        level_keys: list = []
+        parents = array("I")
+        levels.append((level_keys, parents))
+        for k, wkey in enumerate(levels[depth][0]):
+            world = codec.world(wkey)
             enabled = False
             for out in successors(world, policy, overlap):
                 enabled = True
                 transitions += 1
                 if out.error is not None:
-                    return shortest("legal", wkey, out, frontier[k + 1 :])
+                    return shortest("legal", depth, k, out, k)
                 for m in out.moves:
-                    bad = move_fault(m)
+                    try:
+                        bad, rule = judged[m]
+                    except KeyError:
+                        bad = move_fault(m)
+                        rule = None if bad else _rule_of(m, lifecycle)
+                        judged[m] = bad, rule
                     if bad:
-                        return shortest(bad[0], wkey, out, frontier[k + 1 :])
-                    fired.add(_rule_of(m, lifecycle))
+                        return shortest(bad[0], depth, k, out, k)
+                    fired.add(rule)
                 if pending:
                     for goal in [g for g in pending if g.reached(world, out)]:
                         pending.remove(goal)
                         reached.add(goal.name)
                 nxt = out.world
                 nkey = keyof(nxt)
-                if nkey in parents:
+                if nkey in seen:
                     continue
-                parents[nkey] = wkey
-                depth = max_depth + 1
+                seen.add(nkey)
+                level_keys.append(nkey)
+                parents.append(k)
                 fault = state_fault(nxt)
                 if fault:
-                    max_depth = depth
-                    return shortest(fault[0], nkey, None, frontier[k + 1 :])
-                level.append((nxt, nkey))
-                if max_states is not None and len(parents) >= max_states:
-                    max_depth = depth
+                    return shortest(fault[0], depth + 1, len(level_keys) - 1, None, k)
+                if max_states is not None and len(seen) >= max_states:
                     return done(None, False)
             if not enabled and not is_final(world):
-                return found("deadlock", wkey)
-        frontier = level
-        if level:
-            max_depth += 1
+                return found("deadlock", depth, k)
+        depth += 1
+        if on_level is not None:
+            on_level(depth, len(seen))
     return done(None, True)
 
 
-def check_all(configs: Iterable[Bounds] = DEFAULT_BOUNDS, policy: Policy | None = None, on_result=None) -> list:
-    """`check` each bounds in turn; `on_result(result)` is called as each one ends."""
-    results = []
-    for bounds in configs:
-        result = check(bounds, policy)
-        results.append(result)
-        if on_result is not None:
-            on_result(result)
+def _path(levels: list, depth: int, pos: int) -> list:
+    """The keys from the initial world to the world at `pos` of level `depth`."""
+    path = []
+    while depth >= 0:
+        keys, parents = levels[depth]
+        path.append(keys[pos])
+        pos = parents[pos]
+        depth -= 1
+    path.reverse()
+    return path
+
+
+def check_all(
+    configs: Iterable[Bounds] = DEFAULT_BOUNDS, policy: Policy | None = None, on_result=None, workers: int = 1
+) -> list:
+    """`check` each bounds; `on_result(result)` is called as each one ends, in the order of
+    `configs`. With `workers` > 1 the bounds are checked in that many processes at once (each
+    bounds is one search in one process; the last bounds, usually the largest, start first)."""
+    configs = list(configs)
+    if workers <= 1 or len(configs) <= 1:
+        results = []
+        for bounds in configs:
+            results.append(check(bounds, policy))
+            if on_result is not None:
+                on_result(results[-1])
+        return results
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(check, b, policy) for b in reversed(configs)][::-1]
+        results = []
+        for future in futures:
+            results.append(future.result())
+            if on_result is not None:
+                on_result(results[-1])
     return results
 
 
@@ -335,18 +395,11 @@ def _stuck_message(world: World) -> str:
     return f"no action is enabled in {show_world(world)}"
 
 
-def _violation(
-    prop: str, parents: dict, wkey, last: Outcome | None, policy: Policy, bounds: Bounds, keyof
-) -> Violation:
-    """The violation `prop` met at the world stored as `wkey` (or by its outcome `last`), with
-    its trace: the path of keys back to the initial world, replayed forward from the initial
+def _violation(prop: str, path: list, last: Outcome | None, policy: Policy, bounds: Bounds, keyof) -> Violation:
+    """The violation `prop` met at the world stored as `path[-1]` (or by its outcome `last`),
+    with its trace: `path` (the keys from the initial world) replayed forward from the initial
     world (each step: the first enabled action whose next world has the next key), so every
     line names the ids of the world it really happened in."""
-    path = []
-    while wkey is not None:
-        path.append(wkey)
-        wkey = parents[wkey]
-    path.reverse()
     world, lines = initial(bounds), []
     for nkey in path[1:]:
         out = next(

@@ -5,9 +5,9 @@ Stages (each a list of jobs, so `--shard I/N` can split the whole campaign):
    so does the runtime's own path (compiled tables, `look_up`/`write` on real ledger columns);
    and every single-rule mutant of it is killed by some check, or listed as equivalent;
 2. CrossHair proofs of the model's properties (two worker processes);
-3. the bounded exhaustive model checker over the abstract scheduler, then its coverage: every
-   declared rule fired (but those listed unreachable, with a reason) and every `sometimes`
-   goal reached;
+3. the bounded exhaustive model checker over the abstract scheduler (its bounds in two worker
+   processes, while the stages 4-7 run), then its coverage: every declared rule fired (but those
+   listed unreachable, with a reason) and every `sometimes` goal reached;
 4. the differential stage: the checker's model follows the runtime's scheduler over seeded
    random workloads, move by move, and both agree on every slot's state, owner and borrower;
 5. the Hypothesis campaign: pool, an engine allocator behind the guard, the scheduler with
@@ -192,9 +192,14 @@ def _proof(name: str, timeout: float) -> Row:
     )
 
 
-def _checker(bounds) -> Row:
-    r = _CHECKED[bounds] = check(bounds)
-    v = r.violation
+def _checker_job(bounds) -> tuple:
+    """One exhaustive bounds in a worker process: its row and its result (for the coverage job)."""
+    r = check(bounds)
+    return _checker_row(r), r
+
+
+def _checker_row(r) -> Row:
+    bounds, v = r.bounds, r.violation
     text = f"{r.states} states, {r.transitions} transitions, depth {r.max_depth}" + (
         f"; VIOLATION {v.property}" if v else ""
     )
@@ -319,7 +324,7 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
     out += [("declaration", "runtime agreement", lambda: _runtime_agreement(None))]
     if level["proofs"]:
         out += [("proofs", n, (n, proof_timeout)) for n in (only or model_proofs.PROOFS)]
-    out += [("exhaustive", str(b), lambda b=b: _checker(b)) for b in level["bounds"]]
+    out += [("exhaustive", str(b), (b,)) for b in level["bounds"]]
     out.append(("exhaustive", "coverage", lambda: _coverage(level["bounds"])))
     out.append(("differential", "model = runtime", lambda: _differential(level["differential"], seed)))
     machines = [
@@ -388,9 +393,25 @@ def run_verify(args) -> int:
         with ProcessPoolExecutor(max_workers=2, max_tasks_per_child=1) as pool:  # a fresh CrossHair per proof
             for row in pool.map(_proof, *zip(*(j[2] for j in proof_jobs))):
                 show(row)
-    for stage, name, thunk in todo:
-        if stage not in ("proofs", "mutants"):
+    bounds_jobs = [j for j in todo if j[0] == "exhaustive" and not callable(j[2])]
+    with ProcessPoolExecutor(max_workers=2) as pool:  # the exhaustive bounds, beside the serial stages
+        if bounds_jobs:
+            print("== exhaustive bounds in 2 processes, beside the stages that follow", flush=True)
+        searches = [pool.submit(_checker_job, *j[2]) for j in reversed(bounds_jobs)][::-1]
+        later = []  # the coverage job reads every search's result: it runs once they are in
+        for stage, name, thunk in todo:
+            if stage in ("proofs", "mutants") or not callable(thunk):
+                continue
+            if stage == "exhaustive":
+                later.append(thunk)
+                continue
             show(thunk())
+        for search in searches:
+            row, result = search.result()
+            _CHECKED[result.bounds] = result
+            show(row)
+    for thunk in later:
+        show(thunk())
     mutant_jobs = [j for j in todo if j[0] == "mutants"]
     if mutant_jobs:
         print("== mutants (2 processes)", flush=True)
