@@ -166,6 +166,8 @@ def test_worlds_outside_the_compact_range_are_kept_exactly():
     for w in (odd, stranger, locked):
         assert codec.key(w) == (EXACT, w) and codec.world(codec.key(w)) is w
     assert NOBODY not in {r.id for r in root.requests}
+    big = initial(Bounds(slots=9, requests=2, sessions=1))  # a slot mask holds eight slots
+    assert Codec(big).key(big) == (EXACT, big)
 
 
 def test_a_new_record_field_must_be_classified(monkeypatch):

@@ -90,8 +90,6 @@ class Codec:
         self.requests = tuple((r.id, r.session) for r in root.requests)
         self.sessions = tuple((s.id, s.turns) for s in root.sessions)
         self.slots = len(root.pool.slots)
-        self.turns_of = {s.id: s.turns for s in root.sessions}
-        self.session_of = {r.id: r.session for r in root.requests}
         self.req_index = {r.id: i for i, r in enumerate(root.requests)}
         self.ses_index = {s.id: i for i, s in enumerate(root.sessions)}
         self.plain = tuple(i for i, r in enumerate(root.requests) if r.session is None)
@@ -103,8 +101,7 @@ class Codec:
         self.units = tuple(tuple((j, self.req_turns[j]) for j in c) for c in self.classes)
         self.req_block = 3 + len(FIELDS[Request]) - 2  # plain fields, then owns, borrows, steps
         self.ses_block = 2 + len(FIELDS[Session]) - 2  # plain fields (turn as a position), then owns, borrows
-        if self.slots > 8 or len(root.requests) + len(root.sessions) > 250:
-            raise OutOfRange("the compact encoding holds at most 8 slots")
+        self.exact = self.slots > 8  # a slot mask is one byte: larger pools are kept exactly
         self._req: dict = {}  # Request -> its block's plain part
         self._ses: dict = {}
         self._pools: dict = {}  # Pool -> (its header part, the tails of the actors' blocks)
@@ -246,6 +243,8 @@ class Codec:
     def _layout(self, world: World, canonical: bool):
         """The header, then each class of sessions (a session's block followed by its turns'
         blocks; sorted when `canonical`), then the plain requests (sorted when `canonical`)."""
+        if self.exact:
+            return (EXACT, world)
         try:
             head, reqs, sess = self._parts(world)
         except (OutOfRange, ValueError, KeyError, TypeError):
