@@ -17,7 +17,7 @@ from slotwarden.verification.abstract import (
     ses_actor,
     session_of,
 )
-from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, CheckResult, check, check_all
+from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS, CheckResult, check, check_all
 
 # -- the correct scheduler ---------------------------------------------------------------------
 
@@ -301,6 +301,17 @@ DEFAULT_COUNTS = {  # (states, transitions) of the default run, pinned; the chea
     "slots=4 requests=3 sessions=1 overlap=on": (152320, 837864),
     "slots=3 requests=5 sessions=2 overlap=on turns=1": (150669, 1282449),
 }
+
+
+THOROUGH_COUNTS = {  # (states, transitions) of bounds only --thorough checks, pinned from a full run (too long for a test)
+    "slots=4 requests=5 sessions=2 overlap=on turns=1": (1911648, 17309846),
+}
+
+
+def test_thorough_adds_larger_bounds_to_the_default_ones():
+    assert THOROUGH_BOUNDS[: len(DEFAULT_BOUNDS)] == DEFAULT_BOUNDS
+    extra = [str(b) for b in THOROUGH_BOUNDS[len(DEFAULT_BOUNDS) :]]
+    assert set(THOROUGH_COUNTS) <= set(extra) and not set(extra) & set(DEFAULT_COUNTS)
 
 
 def test_default_bounds_are_pinned():
