@@ -11,6 +11,13 @@ All or nothing, faults from below included: alloc zeroes (fork copies) the slots
 out after every check and before the ledger writes, so a zeroing that raises leaves the slots
 free and the ledger as it was (the zeroing may have reached part of the free slots' state, which
 nobody holds and the next alloc zeroes again). Single-threaded, like its ledger (`WrongThread`).
+
+The prefix cache's moves are pool events too: `insert` (a running request donates its slot to a
+tree node), `lock`/`unlock` (a request reads a published slot), `evict` (a node gives its slot
+back) and `copy` from a cached slot the request has locked (copy-on-write). The ledger counts a
+slot's locks; the pool also keeps who holds each (`locks`), so an unlock by a request that holds
+no lock on the slot is refused (SGLang #27147) even when others hold some, and a copy from a
+cached slot is refused unless the copying request holds a lock on it.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import numpy as np
 import torch
 
 from slotwarden.kernels.slots import copy_slots, to_device, zero_slots
-from slotwarden.model.errors import BadInput, BadSlotId, IllegalCopy
+from slotwarden.model.errors import BadInput, BadSlotId, IllegalCopy, IllegalMove
 from slotwarden.model.vocabulary import NOBODY, Actor, Event, Group, State
 
 from . import inputs
@@ -39,6 +46,7 @@ class StatePool:
         self.conv = [torch.zeros(s, dtype=config.conv_dtype, device=self.device) for s in config.conv_shapes()]
         self.ssm = torch.zeros(config.ssm_shape(), dtype=config.ssm_dtype, device=self.device)
         self.ledger = SlotLedger(config.num_slots, check=check, recorder_depth=recorder_depth)
+        self.locks: dict[int, set[int]] = {}  # cached slot -> the requests holding a lock on it
         attach_trace(self.ledger, trace)  # a slot-event trace (runtime/trace.py); None: off, nothing added
         self._probe()
 
@@ -73,8 +81,28 @@ class StatePool:
     def state_of(self, ids) -> list[State]:
         return [State(int(s)) for s in self.ledger.state_of(ids)]
 
-    def audit(self, live_requests=None, live_sessions=None):
-        return self.ledger.audit(live_requests, live_sessions)
+    def audit(self, live_requests=None, live_sessions=None, live_nodes=None):
+        """The ledger's audit (`SlotLedger.audit`), with a problem for every cached slot whose
+        lock count disagrees with the requests the pool says hold a lock on it."""
+        audit = self.ledger.audit(live_requests, live_sessions, live_nodes)
+        extra = self.lock_problems()
+        return audit._replace(problems=audit.problems + tuple(extra)) if extra else audit
+
+    def lock_problems(self) -> list:
+        """Where the ledger's lock counts and the pool's record of lock holders disagree."""
+        readers = self.ledger.cols.readers
+        recorded = np.zeros(readers.shape, dtype=np.int64)
+        for slot, holders in self.locks.items():
+            recorded[slot] = len(holders)
+        bad = np.flatnonzero(recorded != readers)
+        return [
+            f"slot {int(s)}: {int(readers[s])} locks counted, held by requests {sorted(self.locks.get(int(s), ()))}"
+            for s in bad[:8]
+        ]
+
+    def lock_holders(self, slot: int) -> frozenset:
+        """The requests holding a lock on `slot`."""
+        return frozenset(self.locks.get(inputs.slot(slot, self.capacity, "lock_holders"), ()))
 
     def history(self, slot: int, limit: int = 8):
         self.ledger._here()
@@ -139,6 +167,57 @@ class StatePool:
             return torch.from_numpy(ids)
         return self.fire(Event.CLOSE, ids, session)
 
+    # -- the prefix cache --------------------------------------------------------------------
+    def insert(self, ids, request: Actor, node: int):
+        """Request `request` donates its running slots to tree node `node` (CACHING: the
+        step in flight may still write them; published at its fence)."""
+        return self.fire(Event.INSERT, ids, request, node)
+
+    def lock(self, ids, request: Actor):
+        """`request` locks published (CACHED) slots to read them; refused, nothing changed,
+        for a slot it already holds a lock on."""
+        request = inputs.actor(request, Event.LOCK)
+        arr = self.ledger._ids(ids, Event.LOCK, request)
+        self._check_locks(arr, request, Event.LOCK)
+        out = self.fire(Event.LOCK, arr, request)
+        for s in arr.tolist():
+            self.locks.setdefault(s, set()).add(request.id)
+        return out
+
+    def unlock(self, ids, request: Actor):
+        """`request` gives back the locks it holds on `ids`; refused, nothing changed, for a
+        slot it holds no lock on (whatever the count says: SGLang #27147)."""
+        request = inputs.actor(request, Event.UNLOCK)
+        arr = self.ledger._ids(ids, Event.UNLOCK, request)
+        self._check_locks(arr, request, Event.UNLOCK)
+        out = self.fire(Event.UNLOCK, arr, request)
+        for s in arr.tolist():
+            holders = self.locks[s]
+            holders.discard(request.id)
+            if not holders:
+                del self.locks[s]
+        return out
+
+    def evict(self, ids, node: Actor):
+        """Tree node `node` gives back its slots: an unpublished one (its write aborted) or a
+        published one nobody has locked; released, free at the fence of the step in flight."""
+        return self.fire(Event.EVICT, ids, node)
+
+    def _check_locks(self, ids: np.ndarray, request: Actor, event: Event) -> None:
+        want = event is Event.UNLOCK  # an unlock needs a lock of its own; a lock must not have one
+        for s in ids.tolist():
+            if (request.id in self.locks.get(s, ())) is not want:
+                rec = self.ledger.record(s)
+                why = "holds no lock" if want else "already holds a lock"
+                held = sorted(self.locks.get(s, ()))
+                raise IllegalMove(
+                    f"{request} {why} on slot {s} ({rec.readers} locks held, by requests {held})",
+                    slot=rec,
+                    event=event,
+                    actor=request,
+                    slot_id=s,
+                )
+
     def launch(self, done=None) -> int:
         return self.ledger.launch(done)
 
@@ -147,7 +226,9 @@ class StatePool:
 
     # -- data --------------------------------------------------------------------------------
     def copy(self, src, dst, actor: Actor) -> None:
-        """Copy the state of slots `src` into slots `dst`, which `actor` must hold."""
+        """Copy the state of slots `src` into slots `dst`, which `actor` must hold. A source is
+        a held slot, or a published cached slot on which `actor` holds a lock (copy-on-write
+        from the prefix cache); anything else is refused and nothing is copied."""
         self.ledger._here()
         actor = inputs.actor(actor, "copy")
         src_ids = self.ledger._ids(src, "copy", actor)
@@ -196,10 +277,21 @@ class StatePool:
             )
 
     def _require_held(self, ids: np.ndarray, actor: Actor, what: str) -> None:
-        groups = self.ledger._group[self.ledger.cols.state[ids]]
+        """Raise `IllegalCopy` unless every slot of `ids` is held by a request or a session,
+        or is a published cached slot on which `actor` holds a lock."""
+        states = self.ledger.cols.state[ids]
+        groups = self.ledger._group[states]
         held = (groups == int(Group.BATCH_OWNED)) | (groups == int(Group.SESSION_OWNED))
         if not held.all():
+            for i in np.flatnonzero(~held).tolist():
+                s = int(ids[i])
+                held[i] = states[i] == int(State.CACHED) and actor.id in self.locks.get(s, ())
+        if not held.all():
             slot = int(ids[np.argmin(held)])
-            raise IllegalCopy(
-                f"a slot that nobody holds cannot be {what}", slot=self.ledger.record(slot), actor=actor, slot_id=slot
+            rec = self.ledger.record(slot)
+            why = (
+                f"{actor} holds no lock on cached slot {slot}: it cannot be {what}"
+                if rec.state is State.CACHED
+                else f"a slot that nobody holds cannot be {what}"
             )
+            raise IllegalCopy(why, slot=rec, actor=actor, slot_id=slot)
