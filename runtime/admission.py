@@ -64,9 +64,10 @@ def build_batch(sched: "Scheduler") -> tuple[Batch, list]:
             break
         if not take_slot(sched, req):
             blocked = True
-            _starved(sched, req, items, retracted, needs_slot=True)
+            if not sched.cache_evict(1):  # the prefix cache makes room (free at the fence) before anyone is retracted
+                _starved(sched, req, items, retracted, needs_slot=True)
             continue
-        n = min(cfg.chunk_size, len(req.input), cfg.token_budget)  # always fits an empty step
+        n = min(cfg.chunk_size, len(req.input) - req.fed, cfg.token_budget)  # always fits an empty step
         if n > budget:  # does not fit this step: give back what it took, try again next step
             try:
                 sched.rollback_candidate(req)
@@ -103,13 +104,17 @@ def take_slot(sched: "Scheduler", req: Request) -> bool:
                 sched.pool.lend([s.slot], Actor.session(s.sid), req.rid)
                 req.slot, req.lent = s.slot, True
                 return True
+        sched.cache_match(req)  # a plain request locks its longest cached prefix, if any
         ids = sched.pool.alloc(1, actor)
     except BaseException:
         if _adopt(sched, req) is State.TAKEN:  # allocated, but its zeroing may not have run: give it back
             sched.pool.rollback([req.slot], actor)
             req.slot = None
+        if req.slot is None:
+            sched.cache_forget(req)
         raise
     if ids is None:
+        sched.cache_forget(req)  # no slot to copy into: let the prefix go (it may be evicted to make room)
         return False
     req.slot, req.lent = int(ids[0]), False
     return True
@@ -119,6 +124,7 @@ def admit(sched: "Scheduler", req: Request) -> None:
     actor = Actor.request(req.rid)
     if req.lent and sched.sessions[req.session].stale:
         sched.pool.zero([req.slot], actor)  # the transcript is fed again from zero (again, on a retry)
+    sched.cache_copy(req)  # copy-on-write of its matched prefix, if any, into its fresh slot
     try:
         sched.pool.admit([req.slot], actor)
     except BaseException:

@@ -40,6 +40,7 @@ class Request:
     waited: int = 0  # steps spent at the head of the queue waiting for a slot or a seat
     outputs_at_admit: int = 0  # len(output) when last admitted: retraction waits for progress past it
     generation: int = 0  # bumped when it leaves the running batch: outputs of steps launched before are void
+    cached: tuple | None = None  # a candidate's prefix-cache match (node, slot, length), locked until copied
 
     @property
     def prefilling(self) -> bool:

@@ -49,6 +49,7 @@ from . import intake
 from .admission import Batch, build_batch
 from .device import SimulatedDevice
 from .pool import StatePool, to_device
+from .prefix import CachePolicy, PrefixCache
 from .request import Counters, Phase, Request, Result, Session, SessionState, SessionStatus
 from .faults import guarded as _guarded, handle_problems
 from .scheduler_errors import (
@@ -84,13 +85,14 @@ class SchedulerConfig:
     retract_after: int | None = 3  # a head of queue starved this many steps retracts a running request
     session_timeout: int | None = None  # steps an idle session lives before the reaper closes it
     audit_when_idle: bool = True
+    prefix_cache: bool = False  # plain requests share recurrent state by prefix (runtime/prefix.py)
 
     def __post_init__(self):
         for name in ("max_running", "token_budget", "chunk_size"):
             _check_field(self, name, lambda v: v >= 1, "a positive int")
         for name in ("retract_after", "session_timeout"):
             _check_field(self, name, lambda v: v >= 0, "an int >= 0, or None", optional=True)
-        for name in ("overlap", "audit_when_idle"):
+        for name in ("overlap", "audit_when_idle", "prefix_cache"):
             if type(getattr(self, name)) is not bool:
                 raise BadConfig(name, getattr(self, name), "True or False")
 
@@ -134,7 +136,7 @@ class StepReport(NamedTuple):
     retracted: tuple
 
 
-class Scheduler:
+class Scheduler(CachePolicy):
     """Build it with `slotwarden.build(...)` (runtime/build.py), which sizes the pool from the
     layer; built by hand, a pool whose state does not fit the layer raises `PoolMismatch` here."""
 
@@ -158,6 +160,7 @@ class Scheduler:
         self._broken: SchedulerBroken | None = None
         self._critical: str | None = None  # set while a fault would leave the scheduler broken
         self._state_written = False  # the step being launched has called the model
+        self.prefix = PrefixCache() if config.prefix_cache else None  # the prefix cache (runtime/prefix.py)
 
     # -- the user's side ---------------------------------------------------------------------
     @_guarded
@@ -340,7 +343,8 @@ class Scheduler:
         every held slot belongs to a live request or session, as the scheduler itself says."""
         live_requests = {r.rid for r in self.requests.values() if r.slot is not None}
         live_sessions = set(self.sessions)
-        audit = self.pool.audit(live_requests, live_sessions)
+        live_nodes = set(self.prefix.tree.holding().values()) if self.prefix is not None else None
+        audit = self.pool.audit(live_requests, live_sessions, live_nodes)
         problems = list(audit.problems) + handle_problems(self)
         leaks = [
             f"slot {leak.slot}: {leak.state.name}, owner {leak.owner}, left there by {leak.last_event.name.lower()}\n{leak.history}"
@@ -352,14 +356,18 @@ class Scheduler:
 
     # -- policy: what the scheduler fires at each decision (mutants override one of these) ----
     def rollback_candidate(self, req: Request) -> None:
-        """A candidate that took its slot does not fit: give back exactly what it took."""
+        """A candidate that took its slot does not fit: give back exactly what it took (its
+        prefix-cache match included)."""
         self.pool.rollback([req.slot], Actor.request(req.rid))
         req.slot, req.lent = None, False
+        self.cache_forget(req)
 
     def release_finished(self, req: Request) -> None:
         """A request reached its budget: a plain one releases its slot, a session turn parks
         its fresh slot in the session or gives the lent one back."""
         actor = Actor.request(req.rid)
+        if self.cache_donate(req):
+            return
         if req.session is None or req.lent:
             self.pool.finish([req.slot], actor)
         else:
@@ -394,8 +402,10 @@ class Scheduler:
         self.pool.close(Actor.session(s.sid))
 
     def fence_finished(self) -> None:
-        """Fence every step the device has finished."""
+        """Fence every step the device has finished (then the prefix cache publishes what
+        they wrote and gives back the locks of the copies they made)."""
         self.pool.fence()
+        self.cache_after_fence()
 
     # -- the forward pass --------------------------------------------------------------------
     def _launch(self, batch: Batch) -> InFlight:
@@ -582,6 +592,7 @@ class Scheduler:
         if req.slot is not None:
             self.rollback_candidate(req)
             self._tally["rollbacks"] += 1
+        self.cache_forget(req)  # a prefix match it still holds (SGLang #20182)
         if req in self.waiting:
             self.waiting.remove(req)
         self._leave(req, reason)

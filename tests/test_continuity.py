@@ -7,7 +7,7 @@ from hypothesis import settings
 from slotwarden.runtime.build import build
 from slotwarden.runtime.pool import StatePool
 from slotwarden.verification.campaign import Budget, run_machine
-from slotwarden.verification.continuity import ContinuityMachine, continuation, replay
+from slotwarden.verification.continuity import CachedContinuityMachine, ContinuityMachine, continuation, replay
 from slotwarden.verification.stateful import MODEL
 
 
@@ -39,3 +39,7 @@ def test_a_lend_that_loses_the_session_state_is_caught(monkeypatch):
     monkeypatch.setattr(StatePool, "lend", zeroing)
     r = run_machine("lend zeroes", ContinuityMachine, Budget(50, 20), 0, shrink=False)
     assert not r.passed and "transcript" in r.error
+
+
+CachedContinuityMachine.TestCase.settings = settings(max_examples=15, stateful_step_count=20, deadline=None)
+TestCachedContinuity = CachedContinuityMachine.TestCase

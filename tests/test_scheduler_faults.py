@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
-from slotwarden.model.vocabulary import Group
+from slotwarden.model.vocabulary import Actor, Group
 from slotwarden.runtime.build import build
+from slotwarden.runtime.prefix import Match
 from slotwarden.runtime.scheduler import Scheduler, SchedulerBroken, StepFailed
 
 POOL_CALLS = (
@@ -348,3 +349,116 @@ def test_a_fault_at_a_session_turns_retraction_continues_exactly():
                 assert sched.idle and sched.check_audit().clean
                 got = state(sched)
                 assert torch.equal(got.conv, want.conv) and torch.equal(got.ssm, want.ssm), (at, when, exc)
+
+
+# -- the same contract with the prefix cache on --------------------------------------------------
+CACHE_CALLS = ("insert", "lock", "unlock", "evict", "copy", "fence", "alloc", "rollback", "finish", "abort")
+BASE = [7, 8, 9]
+
+
+def cached_scheduler(injector, cls=Scheduler):
+    sched = build(Model(injector), slots=3, overlap=False, prefix_cache=True, cls=cls, **CONFIG)
+    for name in CACHE_CALLS:
+        setattr(sched.pool, name, injector.wrap(f"pool.{name}", getattr(sched.pool, name)))
+    return sched
+
+
+def drive_cached(sched, base_output):
+    """A base request, then follow-ups sharing its prefix (one aborted while queued), under
+    pressure from plain requests; retried after every fault; then the cache is flushed."""
+    results, seen = {}, []
+
+    def attempt(call):
+        try:
+            call()
+        except SchedulerBroken:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt included, on purpose
+            seen.append(exc)
+
+    def run_until_idle():
+        for _ in range(60):
+            if sched.broken or sched.idle:
+                break
+            attempt(lambda: results.update((r.rid, r) for r in sched.step().finished))
+
+    rids = []
+    try:
+        rids.append(sched.submit(BASE, 4))
+        run_until_idle()
+        follow = BASE + list(base_output) + [5]
+        rids += [sched.submit(follow, 2), sched.submit(BASE + list(base_output) + [6], 2), sched.submit([1], 2)]
+        attempt(lambda: sched.abort(rids[3]))
+        rids += [sched.submit(follow + [3, 4], 1), sched.submit([2, 3], 3)]
+        run_until_idle()
+        for _ in range(3):  # flush the cache, then an idle step that fences what is left and audits
+            before = len(seen)
+            attempt(sched.flush_cache)
+            attempt(lambda: results.update((r.rid, r) for r in sched.step().finished))
+            if len(seen) == before and sched.idle and sched.pool.available() == sched.pool.capacity:
+                break
+    except SchedulerBroken:
+        pass
+    results.update((r.rid, r) for r in sched.collect())
+    return rids, results, seen
+
+
+def test_with_the_prefix_cache_every_cache_fault_point_continues_exactly_or_refuses_cleanly():
+    clean = cached_scheduler(Injector())
+    base = clean.requests[clean.submit(BASE, 4)]
+    clean.run()
+    reference = Injector()
+    sched = cached_scheduler(reference)
+    rids, want, seen = drive_cached(sched, base.output)
+    assert not seen and sched.prefix.stats().hits >= 2 and sched.prefix.stats().evictions >= 1
+    assert [want[r].reason for r in rids] == ["length", "length", "length", "abort", "length", "length"]
+    assert sched.check_audit().counts[Group.FREE] == sched.pool.capacity
+    outcomes = {}
+    points = [  # the pool's calls (a failed forward pass ends its requests: tested above), half the exceptions
+        (at, when, exc)
+        for at, when, exc in fault_points(reference.log)
+        if reference.log[at - 1].startswith("pool.") and (exc is RuntimeError or at % 2)
+    ]
+    for at, when, exc in points:
+        injector = Injector(at, when, exc)
+        sched = cached_scheduler(injector)
+        rids, results, seen = drive_cached(sched, base.output)
+        where = f"fault {when} {injector.fired} (call {at}, {exc.__name__})"
+        assert seen and sched.broken is None, f"{where}: {sched.broken}"
+        for rid in rids:
+            if rid != rids[3]:
+                assert results[rid].reason == "length" and results[rid].output == want[rid].output, where
+        audit = sched.check_audit()
+        assert audit.clean and audit.counts[Group.FREE] == sched.pool.capacity, where
+        outcomes.setdefault(injector.fired, set()).add(when)
+    assert {f"pool.{c}" for c in ("insert", "lock", "unlock", "evict", "copy")} <= set(outcomes), outcomes
+
+
+class UnrecordedLock(Scheduler):
+    """Broken: a match records its lock only if the pool's call returns (no look at the pool's
+    word after a fault), so a fault right after the LOCK leaves a lock nobody accounts for."""
+
+    def cache_match(self, req):
+        cache = self.prefix
+        if req.session is not None or req.cached is not None or len(req.input) < 2:
+            return
+        node, length = cache.tree.match(req.input[:-1])
+        if node is not None:
+            slot = cache.tree.info(node).slot
+            self.pool.lock([slot], Actor.request(req.rid))
+            cache.tree.lock(node, req.rid)
+            req.cached, req.fed = Match(node, slot, length), length
+
+
+def test_a_cache_move_the_scheduler_does_not_record_after_a_fault_breaks_it():
+    clean = cached_scheduler(Injector())
+    base = clean.requests[clean.submit(BASE, 4)]
+    clean.run()
+    reference = Injector()
+    drive_cached(cached_scheduler(reference), base.output)
+    at = reference.log.index("pool.lock") + 1
+    for cls, broken in ((Scheduler, False), (UnrecordedLock, True)):
+        sched = cached_scheduler(Injector(at, "after"), cls)
+        drive_cached(sched, base.output)
+        assert (sched.broken is not None) is broken, cls
+    assert "holds a lock on slot" in str(sched.broken)

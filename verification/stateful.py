@@ -603,6 +603,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         stalled = 0  # steps in a row that ran nothing (a fence in between may free slots)
         for _ in range(5000):
             if self.sched.idle:
+                self.sched.flush_cache()  # the prefix cache (if on) gives back every slot it holds
                 self.sched.step()  # fences what is left and audits
                 break
             ran = self.sched.step().kind != "idle" or self.sched.inflight is not None or self.sched.running

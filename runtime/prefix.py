@@ -1,0 +1,233 @@
+"""The scheduler's prefix cache: a `RadixTree` of recurrent-state slots, moved only by pool events.
+
+On with `SchedulerConfig(prefix_cache=True)`. The tree answers questions and never touches the
+pool; `CachePolicy` (mixed into the `Scheduler`) turns its answers into pool events:
+
+- admission: a plain request matches the longest published prefix of its input but the last
+  token (at least one token is always fed) and LOCKs that node's slot; it takes a fresh slot
+  and, once admitted, copies the cached state into it (copy-on-write) and feeds only the tokens
+  after the prefix. Its lock is given back (UNLOCK) at the fence of the step that performs the
+  copy, so the source cannot be evicted under the copy. A candidate that rolls back, finds no
+  free slot, or leaves the queue unlocks at once (it copied nothing);
+- finish: a plain request donates its slot to the node for the tokens its state has consumed
+  (INSERT: CACHING). The node is published (matchable) only when the fence of the step in
+  flight at the donation lands (CACHING -> CACHED); if that prefix already has a slot, the
+  request finishes as without the cache;
+- pressure: a candidate that finds no free slot has the cache EVICT its least recently used
+  unlocked node (released, free at the fence) before anyone is retracted;
+- `flush_cache()` evicts every unlocked node (the pool is quiescent after the next fence).
+
+Session turns neither match nor donate: a turn continues its session's own slot, which only
+its session's close releases, so sessions work exactly as without the cache beside it.
+
+Each policy step is one method (mutants override one): `cache_match`, `cache_forget`,
+`cache_copy`, `cache_donate`, `cache_evict`, `cache_after_fence`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from slotwarden.model.vocabulary import MAX_READERS, Actor, State
+
+from .radix import RadixTree
+
+if TYPE_CHECKING:
+    from .request import Request
+
+
+class CacheStats(NamedTuple):
+    """What the prefix cache saved: plain requests admitted (each looked up its prefix), those
+    that found one (`hits`), the input tokens they did not feed (`tokens_saved`), slots donated, slots evicted."""
+
+    lookups: int
+    hits: int
+    tokens_saved: int
+    inserts: int
+    evictions: int
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.lookups if self.lookups else 0.0
+
+
+@dataclass(eq=False)
+class PrefixCache:
+    """The tree and what the scheduler waits for: `copies`, (step, request id, node, slot) of
+    every lock to give back at that step's fence; `unpublished`, node -> slot of every
+    donation waiting for its fence."""
+
+    tree: RadixTree = field(default_factory=lambda: RadixTree(max_readers=MAX_READERS))
+    copies: deque = field(default_factory=deque)
+    unpublished: dict = field(default_factory=dict)
+    tally: dict = field(default_factory=lambda: dict.fromkeys(CacheStats._fields, 0))
+
+    def stats(self) -> CacheStats:
+        return CacheStats(**self.tally)
+
+
+class Match(NamedTuple):
+    """A candidate's match: the node it locked, that node's slot, the prefix length."""
+
+    node: int
+    slot: int
+    length: int
+
+
+class CachePolicy:
+    """The scheduler's prefix-cache moves (see the module docstring). Mixed into `Scheduler`;
+    every method is a no-op answer when the cache is off (`self.prefix` None)."""
+
+    prefix: PrefixCache | None
+
+    def cache_match(self, req: "Request") -> None:
+        """A plain candidate about to take a fresh slot locks the longest published prefix of
+        its input but the last token; it will feed only what follows (`req.fed`)."""
+        cache = self.prefix
+        if cache is None or req.session is not None or req.cached is not None or len(req.input) < 2:
+            return
+        node, length = cache.tree.match(req.input[:-1])
+        if node is None:
+            return
+        slot = cache.tree.info(node).slot
+        try:
+            self.pool.lock([slot], Actor.request(req.rid))
+        finally:  # a fault after the pool moved: record the lock all the same
+            if req.rid in self.pool.lock_holders(slot):
+                cache.tree.lock(node, req.rid)
+                req.cached, req.fed = Match(node, slot, length), length
+
+    def cache_forget(self, req: "Request") -> None:
+        """A candidate gives its match back unused (it copied nothing): UNLOCK at once."""
+        m = req.cached
+        if m is None:
+            return
+        try:
+            self.pool.unlock([m.slot], Actor.request(req.rid))
+        finally:  # a fault after the pool moved: record the unlock all the same
+            if req.rid not in self.pool.lock_holders(m.slot):
+                self.prefix.tree.unlock(m.node, req.rid)
+                req.cached, req.fed = None, 0
+
+    def cache_copy(self, req: "Request") -> None:
+        """The admitted candidate copies the locked state into its fresh slot; the lock is
+        given back at the fence of the step being built, which performs the copy."""
+        m = req.cached
+        if self.prefix is not None and req.session is None:
+            self.prefix.tally["lookups"] += 1  # every plain request admitted looked its prefix up
+        if m is None:
+            return
+        self.pool.copy([m.slot], [req.slot], Actor.request(req.rid))
+        self.prefix.copies.append((self.pool.ledger.launched + 1, req.rid, m.node, m.slot))
+        self.prefix.tally["hits"] += 1
+        self.prefix.tally["tokens_saved"] += m.length
+        req.cached = None
+
+    def cache_donate(self, req: "Request") -> bool:
+        """A finished plain request donates its slot to the node of the tokens its state has
+        consumed (its prompt and every output but the last); False if the cache is off or that
+        prefix already holds a slot (then it finishes as usual)."""
+        cache = self.prefix
+        if cache is None or req.session is not None:
+            return False
+        tokens = list(req.prompt) + list(req.output[:-1])
+        node, donated = cache.tree.insert(tokens, req.slot)
+        if not donated:
+            return False
+        try:
+            self.pool.insert([req.slot], Actor.request(req.rid), node)
+        except BaseException:
+            if self.pool.state_of([req.slot])[0] is not State.CACHING:  # the pool refused: undo the tree
+                cache.tree.drop_unpublished(node)
+                raise
+            cache.unpublished[node] = req.slot
+            raise
+        cache.unpublished[node] = req.slot
+        cache.tally["inserts"] += 1
+        return True
+
+    def cache_evict(self, n: int = 1) -> int:
+        """Evict up to `n` unlocked published nodes, least recently used first; their slots are
+        free at the fence of the step in flight. Returns how many were evicted."""
+        cache = self.prefix
+        if cache is None:
+            return 0
+        done = 0
+        for node in cache.tree.evictable(n):
+            slot = cache.tree.info(node).slot
+            try:
+                self.pool.evict([slot], Actor.cache(node))
+            finally:  # a fault after the pool moved: record the eviction all the same
+                if self.pool.state_of([slot])[0] is not State.CACHED:
+                    cache.tree.evict(node)
+            cache.tally["evictions"] += 1
+            done += 1
+        return done
+
+    def cache_after_fence(self) -> None:
+        """After a fence: publish every donation whose write it fenced, and give back every
+        lock whose copy it fenced."""
+        cache = self.prefix
+        if cache is None:
+            return
+        if cache.unpublished:
+            slots = list(cache.unpublished.items())
+            states = self.pool.state_of([s for _, s in slots])
+            for (node, _), state in zip(slots, states):
+                if state is State.CACHED:
+                    cache.tree.publish(node)
+                    del cache.unpublished[node]
+        done = self.pool.ledger.completed
+        while cache.copies and cache.copies[0][0] <= done:
+            _, rid, node, slot = cache.copies[0]
+            try:
+                self.pool.unlock([slot], Actor.request(rid))
+            finally:  # a fault after the pool moved: record the unlock all the same
+                if rid not in self.pool.lock_holders(slot):
+                    cache.tree.unlock(node, rid)
+                    cache.copies.popleft()
+
+    def flush_cache(self) -> int:
+        """Evict every unlocked published node (what is locked or unpublished stays)."""
+        if self.prefix is None:
+            return 0
+        return self.cache_evict(len(self.prefix.tree.holding()))
+
+
+def cache_problems(sched) -> list:
+    """Where the tree and the pool disagree: a slot the tree holds that the pool does not say
+    its node owns (published or not), a cache-owned slot the tree does not hold, a node's lock
+    holders that are not the pool's, a lock held by a request that neither waits with a match
+    nor waits for its copy's fence."""
+    cache = sched.prefix
+    if cache is None:
+        return []
+    pool, tree, problems = sched.pool, cache.tree, []
+    holding = tree.holding()
+    for slot, node in holding.items():
+        rec = pool.ledger.record(slot)
+        want = {State.CACHED} if tree.info(node).published else {State.CACHING}
+        if node in cache.unpublished:  # fenced, and published by the scheduler's next look (after a fault)
+            want.add(State.CACHED)
+        if rec.state not in want or rec.owner != node:
+            problems.append(f"node {node} holds slot {slot}, which the pool says is {rec.state.name} of {rec.owner}")
+        elif tree.info(node).holders != pool.lock_holders(slot):
+            problems.append(
+                f"node {node}: the tree says requests {sorted(tree.info(node).holders)} lock slot {slot}, "
+                f"the pool {sorted(pool.lock_holders(slot))}"
+            )
+    states = pool.ledger.cols.state
+    cached = np.flatnonzero((states == int(State.CACHING)) | (states == int(State.CACHED))).tolist()
+    for slot in cached:
+        if slot not in holding:
+            problems.append(f"slot {slot} is cache-owned, but no node of the tree holds it")
+    expected = {(rid, slot) for _, rid, _, slot in cache.copies}
+    expected |= {(r.rid, r.cached.slot) for r in sched.requests.values() if r.cached is not None}
+    held = {(rid, slot) for slot, rids in pool.locks.items() for rid in rids}
+    for rid, slot in sorted(held - expected):
+        problems.append(f"request {rid} holds a lock on slot {slot} with no match or copy to account for it")
+    return problems
