@@ -13,7 +13,8 @@ Stages (each a list of jobs, so `--shard I/N` can split the whole campaign):
 5. the Hypothesis campaign: pool, an engine allocator behind the guard, the scheduler with
    overlap off and on; every machine must pass;
 6. continuity: every finished request's tokens and slot state, bit for bit, against a replay
-   of its transcript (the continuity machine);
+   of its transcript (the continuity machine), with the prefix cache off and on (follow-ups
+   sharing donated prefixes, copy-on-write, evictions);
 7. runtime faults: each fault of `runtime_faults.FAULTS` seeded into the runtime in process,
    and hunted by the agreement, pool, guard, continuity and scheduler checks until one catches it;
 8. the mutant matrix: each bug of the history injected, and caught by the checker and by the
@@ -54,7 +55,7 @@ from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT, prove
 from slotwarden.verification import declaration_mutants
 from slotwarden.verification.differential import check_differential
 from slotwarden.verification.mutants import MUTANTS
-from slotwarden.verification.continuity import ContinuityMachine, continuity_machine_for
+from slotwarden.verification.continuity import CachedContinuityMachine, ContinuityMachine, continuity_machine_for
 from slotwarden.verification.runtime_faults import FAULTS, hunt
 from slotwarden.verification.stateful import GuardMachine, PoolMachine, machine_for
 from slotwarden.runtime.scheduler import Scheduler
@@ -91,9 +92,9 @@ LEVELS = {  # examples per machine, steps per example, mutant examples, checker 
 
 RUNTIME_LEVELS = {  # the continuity machine; the machines that hunt a seeded runtime fault (they
     # stop at the first catch, so their budget is spent only by a fault that escapes)
-    "quick": dict(continuity=Budget(25, 20), hunt=Budget(100, 20)),
-    "default": dict(continuity=Budget(100, 25), hunt=Budget(200, 25)),
-    "thorough": dict(continuity=Budget(1000, 40), hunt=Budget(1000, 40)),
+    "quick": dict(continuity=Budget(25, 20), cached=Budget(15, 20), hunt=Budget(100, 20)),
+    "default": dict(continuity=Budget(100, 25), cached=Budget(40, 25), hunt=Budget(200, 25)),
+    "thorough": dict(continuity=Budget(1000, 40), cached=Budget(400, 40), hunt=Budget(1000, 40)),
 }
 
 
@@ -139,10 +140,11 @@ def _runtime_agreement(_) -> Row:
     return Row("declaration", "runtime look_up/write = step()", not bad, time.perf_counter() - start, text, detail)
 
 
-def _continuity(budget: Budget, seed) -> Row:
-    r = run_machine("continuity", ContinuityMachine, budget, seed)
+def _continuity(budget: Budget, seed, machine: type = ContinuityMachine, name: str = "continuity") -> Row:
+    r = run_machine(name, machine, budget, seed)
     text = f"{r.examples} examples, tokens and state bit for bit" + ("" if r.passed else f"; FAILED: {r.error}")
-    return Row("continuity", "state = transcript's reference", r.passed, r.seconds, text, r._asdict())
+    what = "state = transcript's reference" + (", prefix cache on" if machine is CachedContinuityMachine else "")
+    return Row("continuity", what, r.passed, r.seconds, text, r._asdict())
 
 
 def fault_stages(runtime_level: dict, level: dict, seed) -> dict:
@@ -336,6 +338,13 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
     out += [("hypothesis", n, lambda n=n, m=m, b=b: _machine(n, m, b, seed)) for n, m, b in machines]
     runtime = RUNTIME_LEVELS[next((k for k, v in LEVELS.items() if v == level), "default")]
     out.append(("continuity", "continuity", lambda: _continuity(runtime["continuity"], seed)))
+    out.append(
+        (
+            "continuity",
+            "continuity+cache",
+            lambda: _continuity(runtime["cached"], seed, CachedContinuityMachine, "continuity+cache"),
+        )
+    )
     stages = fault_stages(runtime, level, seed)
     out += [("faults", f.name, lambda f=f: _fault(f, stages)) for f in FAULTS]
     out += [("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"])) for m in MUTANTS]
