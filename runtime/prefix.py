@@ -94,10 +94,11 @@ class CachePolicy:
         if node is None:
             return
         slot = cache.tree.info(node).slot
+        had = req.rid in self.pool.lock_holders(slot)  # (then the pool refuses a second lock)
         try:
             self.pool.lock([slot], Actor.request(req.rid))
         finally:  # a fault after the pool moved: record the lock all the same
-            if req.rid in self.pool.lock_holders(slot):
+            if not had and req.rid in self.pool.lock_holders(slot):
                 cache.tree.lock(node, req.rid)
                 req.cached, req.fed = Match(node, slot, length), length
 
@@ -106,10 +107,11 @@ class CachePolicy:
         m = req.cached
         if m is None:
             return
+        had = req.rid in self.pool.lock_holders(m.slot)
         try:
             self.pool.unlock([m.slot], Actor.request(req.rid))
         finally:  # a fault after the pool moved: record the unlock all the same
-            if req.rid not in self.pool.lock_holders(m.slot):
+            if had and req.rid not in self.pool.lock_holders(m.slot):
                 self.prefix.tree.unlock(m.node, req.rid)
                 req.cached, req.fed = None, 0
 
@@ -184,10 +186,11 @@ class CachePolicy:
         done = self.pool.ledger.completed
         while cache.copies and cache.copies[0][0] <= done:
             _, rid, node, slot = cache.copies[0]
+            had = rid in self.pool.lock_holders(slot)
             try:
                 self.pool.unlock([slot], Actor.request(rid))
             finally:  # a fault after the pool moved: record the unlock all the same
-                if rid not in self.pool.lock_holders(slot):
+                if had and rid not in self.pool.lock_holders(slot):
                     cache.tree.unlock(node, rid)
                     cache.copies.popleft()
 

@@ -27,13 +27,12 @@ from __future__ import annotations
 from functools import lru_cache
 
 import torch
-from hypothesis import strategies as st
-from hypothesis.stateful import initialize, invariant, precondition, rule
+from hypothesis.stateful import invariant
 
 from slotwarden.runtime.request import SessionStatus
 from slotwarden.runtime.scheduler import Scheduler
 from slotwarden.model.vocabulary import State
-from slotwarden.verification.stateful import FEATURES, MODEL, SchedulerMachine, _marks_broken
+from slotwarden.verification.stateful import MODEL, CachedSchedulerMachine, SchedulerMachine
 
 
 @lru_cache(maxsize=4096)
@@ -166,46 +165,11 @@ def greedy(prompt: list, n: int) -> list:
     return out
 
 
-def _plain(machine) -> list:
-    if not hasattr(machine, "sched"):
-        return []
-    machine._track()
-    return [r for r in machine.tracked.values() if r.session is None]
-
-
-class CachedContinuityMachine(ContinuityMachine):
+class CachedContinuityMachine(ContinuityMachine, CachedSchedulerMachine):
     """The continuity machine with the prefix cache on, and follow-up requests that share the
-    prefixes earlier requests donate."""
+    prefixes earlier requests donate (`CachedSchedulerMachine`)."""
 
     settings_override = {"prefix_cache": True}
-
-    # the scheduler machine's draws, with pools of 3 slots first: a copy-on-write needs two
-    # (the cached source and the fresh copy), and a third lets another request run beside it
-    @initialize(
-        slots=st.sampled_from([3, 2, 4, 1]),
-        overlap=st.booleans(),
-        budget=st.sampled_from([3, 4, 5, 8, 32]),
-        chunk=st.sampled_from([16, 2, 4, 1]),
-        max_running=st.sampled_from([4, 3, 2, 1]),
-        retract_after=st.sampled_from([1, 2, None]),
-        features=st.sets(st.sampled_from(FEATURES)),
-    )
-    def setup(self, slots, overlap, budget, chunk, max_running, retract_after, features):
-        SchedulerMachine.setup(self, slots, overlap, budget, chunk, max_running, retract_after, features)
-
-    @precondition(lambda self: bool(_plain(self)))
-    @rule(data=st.data(), extra=st.integers(0, 63), new=st.integers(1, 4))
-    @_marks_broken
-    def follow_up(self, data, extra, new):
-        """A plain request continuing an earlier one, as a client does once the answer came
-        back (the scheduler steps until the earlier one ended, a few steps at most): its
-        prompt, the output it generates (known from the reference), one more token."""
-        base = data.draw(st.sampled_from(sorted(_plain(self), key=lambda r: -r.rid)), label="continues")
-        for _ in range(12):
-            if base.done:
-                break
-            self.sched.step()
-        self.sched.submit(list(base.prompt) + greedy(list(base.prompt), base.max_new_tokens) + [extra], new)
 
 
 def continuity_machine_for(scheduler_cls: type, **settings) -> type:

@@ -16,6 +16,9 @@ session turn's partial state is kept as the session's checkpoint) makes only leg
 checker's model, which holds no state, cannot see it (`policy` None), and the continuity
 machine, which compares every finished turn's tokens and state with its transcript's, catches
 it (`machine="continuity"`).
+
+The prefix cache's bugs (`verification/cache_mutants.py`) run with the cache on and are hunted
+by the cached scheduler machine, whose follow-ups share donated prefixes.
 """
 
 from __future__ import annotations
@@ -27,6 +30,14 @@ from slotwarden.runtime.request import Phase, Request, Session, SessionStatus
 from slotwarden.runtime.scheduler import Scheduler
 from slotwarden.verification import abstract as A
 from slotwarden.verification.abstract import Bounds, Fire, Policy, req_actor, session_of
+from slotwarden.verification.cache_mutants import (
+    CowPublishedBeforeCopy,
+    CowUnlockOverDecrements,
+    EvictIgnoresPin,
+    MatchLeaksOnQueueAbort,
+    PublishAtSchedule,
+    TombstoneLockSkipped,
+)
 
 
 class LentRollbackFrees(Scheduler):
@@ -403,5 +414,66 @@ MUTANTS = (
         {},
         runtime_catch=("AssertionError",),  # the continuity machine: tokens or state differ from the transcript's
         machine="continuity",
+    ),
+    # the prefix cache: the runtime halves (the checker's policies join under the same names)
+    Mutant(
+        "tombstone_lock_skipped",
+        TombstoneLockSkipped,
+        None,
+        _SESSION,
+        "SGLang #27147",
+        "every unlock matches a lock by the same request",
+        {"prefix_cache": True},
+        runtime_catch=("IllegalCopy", "IllegalMove"),
+    ),
+    Mutant(
+        "cow_unlock_over_decrements",
+        CowUnlockOverDecrements,
+        None,
+        _SESSION,
+        "SGLang #27038",
+        "a cached slot is never evicted while a copy from it is in flight",
+        {"prefix_cache": True},
+        runtime_catch=("IllegalMove",),
+    ),
+    Mutant(
+        "cow_published_before_copy",
+        CowPublishedBeforeCopy,
+        None,
+        _SESSION,
+        "SGLang #30986",
+        "a slot is published only once the step writing it is fenced",
+        {"prefix_cache": True, "overlap": True},
+        runtime_catch=("IllegalMove",),
+    ),
+    Mutant(
+        "match_leaks_on_queue_abort",
+        MatchLeaksOnQueueAbort,
+        None,
+        _SESSION,
+        "SGLang #20182",
+        "every path out of a request (abort included) lets go of what its match holds",
+        {"prefix_cache": True},
+        runtime_catch=("IllegalMove", "AuditFailed"),
+    ),
+    Mutant(
+        "evict_ignores_pin",
+        EvictIgnoresPin,
+        None,
+        _SESSION,
+        "LMDeploy #4700",
+        "only an unlocked node is evicted",
+        {"prefix_cache": True},
+        runtime_catch=("IllegalMove",),
+    ),
+    Mutant(
+        "publish_at_schedule",
+        PublishAtSchedule,
+        None,
+        _SESSION,
+        "vLLM #56525",
+        "a donated slot is published at the fence of the step that wrote it, not when the next is scheduled",
+        {"prefix_cache": True},
+        runtime_catch=("FenceError",),
     ),
 )

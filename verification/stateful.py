@@ -618,10 +618,56 @@ class SchedulerMachine(RuleBasedStateMachine):
         )
 
 
+class CachedSchedulerMachine(SchedulerMachine):
+    """The scheduler machine with the prefix cache on, pools of 3 slots drawn first (a
+    copy-on-write needs two: the cached source and the fresh copy), and follow-ups: a plain
+    request continuing an earlier one once its answer came back, as a chat client does, so
+    that it matches the prefix the earlier one donated."""
+
+    settings_override = {"prefix_cache": True}
+
+    @initialize(
+        slots=st.sampled_from([3, 2, 4, 1]),
+        overlap=st.booleans(),
+        budget=st.sampled_from([3, 4, 5, 8, 32]),
+        chunk=st.sampled_from([16, 2, 4, 1]),
+        max_running=st.sampled_from([4, 3, 2, 1]),
+        retract_after=st.sampled_from([1, 2, None]),
+        features=st.sets(st.sampled_from(FEATURES)),
+    )
+    def setup(self, slots, overlap, budget, chunk, max_running, retract_after, features):
+        SchedulerMachine.setup(self, slots, overlap, budget, chunk, max_running, retract_after, features)
+        self.bases = []  # plain requests submitted, in order (the scheduler forgets ended ones)
+
+    @precondition(lambda self: self._has("plain"))
+    @rule(n=st.integers(1, 6), new=st.integers(1, 4), first=st.integers(0, 63))
+    @_marks_broken
+    def submit(self, n, new, first):
+        rid = self.sched.submit([(first + i) % 64 for i in range(n)], new)
+        self.bases.append(self.sched.requests[rid])
+
+    @precondition(lambda self: hasattr(self, "sched") and self.bases)
+    @rule(data=st.data(), extra=st.integers(0, 63), new=st.integers(1, 4))
+    @_marks_broken
+    def follow_up(self, data, extra, new):
+        """A plain request continuing an earlier one (the latest first): the scheduler steps
+        until the earlier one ended (a few steps at most); then its prompt, its output, one
+        more token."""
+        base = data.draw(st.sampled_from(self.bases[::-1]), label="continues")
+        for _ in range(12):
+            if base.done:
+                break
+            self.sched.step()
+        rid = self.sched.submit(list(base.prompt) + list(base.output) + [extra], new)
+        self.bases.append(self.sched.requests[rid])
+
+
 def machine_for(scheduler_cls: type, **settings) -> type:
-    """`SchedulerMachine` driving `scheduler_cls` (a mutant), with `settings` fixed."""
+    """`SchedulerMachine` driving `scheduler_cls` (a mutant), with `settings` fixed (with the
+    prefix cache on: `CachedSchedulerMachine`, follow-ups included)."""
+    base = CachedSchedulerMachine if settings.get("prefix_cache") else SchedulerMachine
     return type(
         f"{scheduler_cls.__name__}Machine",
-        (SchedulerMachine,),
-        {"scheduler_cls": scheduler_cls, "settings_override": settings},
+        (base,),
+        {"scheduler_cls": scheduler_cls, "settings_override": {**base.settings_override, **settings}},
     )
