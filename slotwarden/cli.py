@@ -198,6 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overlap", action="store_true", help="overlap scheduling (fences delay slot reuse)")
     p.add_argument("--seed", type=int, default=0, help="workload seed (default: 0)")
     p.add_argument("--plot", metavar="FILE.png", help="draw slot occupancy by state over time (needs matplotlib)")
+    p.add_argument(
+        "--prefix-cache",
+        action="store_true",
+        help="share recurrent state by prefix; half the plain requests continue an earlier one (report the hit "
+        "rate and input tokens saved)",
+    )
     p.set_defaults(func=_demo)
 
     p = sub.add_parser(

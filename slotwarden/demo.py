@@ -11,6 +11,11 @@ through the slots. See `slotwarden.workload` for the workload and the client tha
 At the end: throughput, peak slot use by state, the lifecycle events counted, and the final
 audit (`Scheduler.check_audit()` plus every slot FREE). Exits 0 only with a clean audit.
 
+With `--prefix-cache` the scheduler shares recurrent state by prefix, and half the plain
+requests continue an earlier one once it ended (its prompt and output, then a few new tokens),
+as a stateless chat client does; the summary adds the hit rate and the input tokens saved (the
+cache is flushed before the final audit), and `--plot` draws the tokens saved over the steps.
+
 A safety net around the scheduler: a run that launches nothing for many steps while requests
 wait stops as a failure (`Stalled`, naming who holds the slots and who waits) instead of
 spinning until max_steps; the audit line then reports it.
@@ -34,6 +39,7 @@ from slotwarden.workload import Driver, WorkloadSpec, make_plan
 
 PLOT_HINT = "pip install 'slotwarden[plot]'  (or: pip install 'matplotlib>=3.8')"
 SCHEDULER = dict(token_budget=64, chunk_size=32, retract_after=3, session_timeout=10)
+FOLLOW_SHARE = 0.5  # with --prefix-cache: plain requests that continue an earlier one (shared prefixes)
 GROUPS = tuple(Group)
 
 
@@ -102,6 +108,7 @@ def simulate(
     plan = make_plan(spec)
     driver = Driver(sched, plan)
     samples: list = []
+    saved: list = []  # input tokens the prefix cache saved so far, per step
     _sample_before_fence(sched, samples)
     rollbacks = retractions = prefill_tokens = quiet = 0
     if stall_steps is None:
@@ -132,6 +139,8 @@ def simulate(
             kinds[report.kind] += 1
             if report.kind == "prefill":
                 prefill_tokens += report.tokens
+            if sched.prefix is not None:
+                saved.append(sched.prefix.stats().tokens_saved)
             t += 1
             if bar is not None:
                 bar.update(1)
@@ -148,6 +157,13 @@ def simulate(
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - start
+    cache = sched.prefix.stats() if sched.prefix is not None else None
+    if cache is not None and failure is None:
+        try:  # the cache gives back every slot it holds; the next fence frees them
+            sched.flush_cache()
+            sched.step()
+        except (AuditFailed, LifecycleError) as exc:
+            failure = f"{type(exc).__name__}: {exc}"
 
     audit_line, clean = _final_audit(sched, failure)
     results += sched.collect()
@@ -187,6 +203,9 @@ def simulate(
         "sessions_closed_by_client": driver.stats.client_closes,
         "deferred_closes": driver.stats.deferred_closes,
         "sessions_closed_by_reaper": reaped,
+        "prefix_cache": None
+        if cache is None
+        else {**cache._asdict(), "hit_rate": cache.hit_rate, "saved_by_step": saved},
         "samples": [{g.name: c[g] for g in GROUPS} for c in samples],
         "audit": audit_line,
         "clean": clean,
@@ -229,8 +248,14 @@ def format_summary(r: dict) -> str:
         f"sessions closed       {r['sessions_closed_by_client']} by their client ({r['deferred_closes']} deferred while a turn ran), "
         f"{r['sessions_closed_by_reaper']} by the reaper",
         "finish reasons        " + ", ".join(f"{k} {v}" for k, v in sorted(r["finish_reasons"].items())),
-        r["audit"],
     ]
+    c = r.get("prefix_cache")
+    if c is not None:
+        lines.append(
+            f"prefix cache          hit rate {c['hit_rate']:.0%} ({c['hits']} of {c['lookups']} plain requests admitted), "
+            f"{c['tokens_saved']} input tokens saved; {c['inserts']} slots donated, {c['evictions']} evicted"
+        )
+    lines.append(r["audit"])
     return "\n".join(lines)
 
 
@@ -272,6 +297,11 @@ def plot(result: dict, path) -> None:
         fontsize=9,
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    cache = result.get("prefix_cache")
+    if cache is not None and cache["saved_by_step"]:  # the prefix cache's savings, on a second axis
+        saved = ax.twinx()
+        saved.plot(range(len(cache["saved_by_step"])), cache["saved_by_step"], color="black", linewidth=1.2)
+        saved.set_ylabel(f"input tokens saved by the prefix cache (hit rate {cache['hit_rate']:.0%})", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, format="png")
     plt.close(fig)
@@ -290,12 +320,15 @@ def run(args, **params) -> int:
         sessions=getattr(args, "sessions", 24),
         requests=getattr(args, "requests", 96),
         seed=getattr(args, "seed", 0),
+        **({"follow_share": FOLLOW_SHARE} if getattr(args, "prefix_cache", False) else {}),
         **{k: v for k, v in params.items() if k in spec_fields},
     )
     options = {k: v for k, v in params.items() if k not in spec_fields}
     options.setdefault("slots", getattr(args, "slots", 16))
     options.setdefault("overlap", bool(getattr(args, "overlap", False)))
     options.setdefault("device", getattr(args, "device", None))
+    if getattr(args, "prefix_cache", False):
+        options.setdefault("prefix_cache", True)
     result = simulate(spec, **options)
     print(format_summary(result))
     if plot_path:

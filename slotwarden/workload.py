@@ -44,6 +44,7 @@ class WorkloadSpec:
     close_delay: tuple = (0, 4)
     deferred_closes: int = 1  # of the closed ones: closed while their last turn still runs
     aborts: tuple = ("queued", "running", "session turn")
+    follow_share: float = 0.0  # plain requests that continue an earlier one once it ended (shared prefixes)
 
     def arrival_horizon(self) -> int:
         return self.horizon if self.horizon is not None else max(1, int(1.2 * (self.sessions + self.requests)))
@@ -54,6 +55,7 @@ class Arrival:
     step: int
     prompt: tuple
     max_new_tokens: int
+    follows: int | None = None  # index of an earlier arrival: sent once that one ended, after its prompt and output
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,14 @@ def make_plan(spec: WorkloadSpec = WorkloadSpec()) -> Plan:
             )
         )
     requests.sort(key=lambda a: a.step)
+    if spec.follow_share > 0:  # drawn apart, so that the rest of the plan stays the same
+        pick = random.Random(spec.seed + 2)
+        requests = [
+            a
+            if i == 0 or pick.random() >= spec.follow_share
+            else Arrival(a.step, a.prompt[:4], a.max_new_tokens, pick.randrange(i))
+            for i, a in enumerate(requests)
+        ]
     sessions = []
     closing = set(rng.sample(range(spec.sessions), round(spec.close_share * spec.sessions)))
     deferred = set(rng.sample(sorted(closing), min(spec.deferred_closes, len(closing))))
@@ -152,6 +162,9 @@ class Driver:
         self.session_arrivals = defaultdict(list)
         for s in plan.sessions:
             self.session_arrivals[s.step].append(s)
+        self.index = {id(a): i for i, a in enumerate(plan.requests)}
+        self.sent: dict[int, object] = {}  # arrival index -> its request, once submitted
+        self.following: list = []  # follow-ups due, waiting for the request they continue to end
         self.pending_aborts = list(plan.aborts)
         self.live: dict[int, _Live] = {}  # sid -> live session, while the client still acts on it
         self.closed_by_client: set[int] = set()
@@ -160,8 +173,16 @@ class Driver:
     # -- around each step ----------------------------------------------------------------------
     def before_step(self, t: int) -> None:
         s = self.sched
-        for a in self.request_arrivals.pop(t, ()):
-            s.submit(a.prompt, a.max_new_tokens)
+        self.following += self.request_arrivals.pop(t, ())
+        for a in list(self.following):
+            prompt = a.prompt
+            if a.follows is not None:
+                base = self.sent.get(a.follows)
+                if base is None or not base.done:
+                    continue  # (the base arrives no later: it is sent first)
+                prompt = tuple(base.prompt) + tuple(base.output) + tuple(a.prompt)
+            self.following.remove(a)
+            self.sent[self.index[id(a)]] = s.requests[s.submit(prompt, a.max_new_tokens)]
             self.stats.submitted += 1
         for p in self.session_arrivals.pop(t, ()):
             live = _Live(p, s.open_session())
@@ -203,6 +224,7 @@ class Driver:
         s = self.sched
         return (
             not self.request_arrivals
+            and not self.following
             and not self.session_arrivals
             and not self.live
             and s.idle
