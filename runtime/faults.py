@@ -7,8 +7,8 @@ cancellation) raised anywhere in a call, the scheduler is in one of three states
   first, so the outputs equal a fault-free run's. This covers every fault outside the forward
   pass: one raised by a pool call that refused (the pool is all-or-nothing), and one that
   struck right after a pool call moved a slot, where the scheduler takes the pool's word and
-  completes its record (admission, finish, park, abort, retract, close; an alloc whose zeroing
-  may not have run is given back).
+  completes its record (admission, finish, park, abort, retract, close, and the prefix cache's
+  lock, unlock, donation and eviction; an alloc whose zeroing may not have run is given back).
 - The forward pass raised (anything, once the model was called): the slots it may have
   written are untrustworthy, so its requests end at once with reason "step N failed: ...";
   an `Exception` is raised as `StepFailed`, a `BaseException` as itself. Others continue exactly.

@@ -20,6 +20,10 @@ pool; `CachePolicy` (mixed into the `Scheduler`) turns its answers into pool eve
 Session turns neither match nor donate: a turn continues its session's own slot, which only
 its session's close releases, so sessions work exactly as without the cache beside it.
 
+No insertion at chunk boundaries: a request still prefilling keeps writing its slot, so a
+chunk-boundary node would need a second slot and a copy per boundary (SGLang's extra_buffer);
+donating only at finish keeps one slot per request and the model's one INSERT per slot.
+
 Each policy step is one method (mutants override one): `cache_match`, `cache_forget`,
 `cache_copy`, `cache_donate`, `cache_evict`, `cache_after_fence`.
 """
