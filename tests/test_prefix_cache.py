@@ -233,3 +233,14 @@ def test_the_acid_test_and_the_cached_continuity_machine_catch_a_lost_copy():
     r = run_machine("copy lost", continuity_machine_for(CopyLost, prefix_cache=True), Budget(60, 25), 0, shrink=False)
     assert not r.passed and "transcript" in r.error
     assert CachedContinuityMachine.settings_override == {"prefix_cache": True}
+
+
+def test_requests_finishing_in_the_same_step_each_donate():
+    """Three plain requests finish in one step: each donates its own slot (a release of many
+    in one pool call must not skip the donation)."""
+    sched = build(MODEL, slots=3, prefix_cache=True)
+    for first in (1, 5, 9):
+        sched.submit([first, first + 1], 2)
+    sched.run()
+    assert sched.prefix.stats().inserts == 3 and sched.prefix.tree.sizes().published == 3
+    quiesce(sched)
