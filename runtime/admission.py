@@ -62,10 +62,8 @@ def build_batch(sched: "Scheduler") -> tuple[Batch, list]:
                 needs_slot = req.slot is None and not has_own_slot(sched, req) and not sched.pool.available()
                 _starved(sched, req, items, retracted, needs_slot)
             break
-        if not take_slot(sched, req):
+        if not take_slot(sched, req) and not make_room(sched, req, items, retracted):
             blocked = True
-            if not sched.cache_evict(1):  # the prefix cache makes room (free at the fence) before anyone is retracted
-                _starved(sched, req, items, retracted, needs_slot=True)
             continue
         n = min(cfg.chunk_size, len(req.input) - req.fed, cfg.token_budget)  # always fits an empty step
         if n > budget:  # does not fit this step: give back what it took, try again next step
@@ -118,6 +116,18 @@ def take_slot(sched: "Scheduler", req: Request) -> bool:
         return False
     req.slot, req.lent = int(ids[0]), False
     return True
+
+
+def make_room(sched: "Scheduler", req: Request, items: list, retracted: list) -> bool:
+    """`req` found no free slot. The prefix cache evicts its least recently used unlocked node
+    before anyone is retracted; the evicted slot is free at the fence of the step in flight,
+    at once when none is (overlap off), and `req` tries again. With nothing to evict, `req`
+    starves (and may retract a running request). Whether `req` now holds a slot."""
+    if not sched.cache_evict(1):
+        _starved(sched, req, items, retracted, needs_slot=True)
+        return False
+    sched.fence_finished()  # frees the evicted slot if no step in flight may use it
+    return take_slot(sched, req)
 
 
 def admit(sched: "Scheduler", req: Request) -> None:
