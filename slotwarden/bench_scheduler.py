@@ -15,6 +15,9 @@ Workloads, each at N = 16, 256 and 1024 running requests (pool of N slots, max_r
   (between steps, untimed) by a new request with a 1-4 token prompt, so every step also
   finishes, allocates and admits about N/32 requests: alloc, admit, finish, fence.
 
+Then a shared-prefix workload with the real layer, the prefix cache off and on (chat clients
+resending their conversation; `bench_prefix`): wall time, steps, input tokens fed, hit rate.
+
 Each is run with the pool's checks on (``check="strict"``) and off (``check="off"``): two
 schedulers fed the same seeded workload, stepping in alternating turns of a few steps (so that
 load from other processes hits both alike); the table shows the median of the repeats.
@@ -39,7 +42,7 @@ from typing import Callable
 
 import torch
 
-from slotwarden import bench_common
+from slotwarden import bench_common, bench_prefix
 from slotwarden.bench_common import device_of, machine, sync_for, write_json  # noqa: F401 (write_json: the module's API)
 from slotwarden.demo import build_scheduler
 from slotwarden.runtime.intake import MAX_NEW_TOKENS
@@ -357,7 +360,21 @@ def format_report(result: dict) -> str:
     return "\n".join(lines)
 
 
+def measure_all(device=None, *, prefix: dict | None = None, log: Callable[[str], None] = lambda s: None, **settings):
+    """`measure`, then the shared-prefix workload with the prefix cache on and off
+    (`bench_prefix`; its settings `prefix`, None for its defaults) under "prefix"."""
+    result = measure(device, log=log, **settings)
+    log("shared-prefix workload: the prefix cache off, then on")
+    result["prefix"] = bench_prefix.measure(device, **(prefix or bench_prefix.DEFAULT))
+    return result
+
+
+def report_all(result: dict) -> str:
+    return format_report(result) + "\n\n" + bench_prefix.format_table(result["prefix"])
+
+
 def run(args, **params) -> int:
     """The CLI entry point: `slotwarden bench scheduler [--device D] [--json FILE] [--quick]`.
-    `params` override `measure`'s arguments (the tests use tiny sizes)."""
-    return bench_common.run(args, params, DEFAULT, QUICK, measure, format_report)
+    `params` override `measure_all`'s arguments (the tests use tiny sizes)."""
+    quick = dict(QUICK, prefix=bench_prefix.QUICK)
+    return bench_common.run(args, params, DEFAULT, quick, measure_all, report_all)

@@ -176,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
         "bench",
         help="side-by-side timings (pool: against SGLang's allocator; scheduler: host overhead per step)",
         description="Time the checked pool against real peers (pool) or the scheduler's host overhead per step "
-        "(scheduler), in one run on one device, and report ratios. Prints a table; --json writes the numbers.",
+        "(scheduler, then a shared-prefix workload with the prefix cache off and on), in one run on one device, and "
+        "report ratios. Prints a table; --json writes the numbers.",
     )
     p.add_argument("target", choices=("pool", "scheduler"), help="what to measure")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")

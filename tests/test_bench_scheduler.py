@@ -5,7 +5,9 @@ import json
 
 import pytest
 
+from slotwarden import bench_prefix as bp
 from slotwarden import bench_scheduler as bs
+from slotwarden.runtime.scheduler import Scheduler
 from slotwarden.runtime.ledger import SlotLedger
 
 TINY = dict(ns=(2, 5), repeats=1, loop_s=0.0, warmup=40, min_steps=2, chunk=2)  # warm-up: some churn requests finish
@@ -46,11 +48,31 @@ def test_targets_are_reported_at_256_only(result):
 def test_report_and_json(tmp_path, capsys):
     out = tmp_path / "sched.json"
     args = argparse.Namespace(device="cpu", json=str(out), quick=False)
-    assert bs.run(args, **dict(TINY, ns=(3,), workloads=("churn",))) == 0
+    assert bs.run(args, **dict(TINY, ns=(3,), workloads=("churn",), prefix=bp.QUICK)) == 0
     text = capsys.readouterr().out
     assert "checks on µs/step" in text and "checks off µs/step" in text and "checking share" in text
+    assert "shared-prefix workload" in text and "hit rate" in text
     data = json.loads(out.read_text())
     assert data["meta"]["device"] == "cpu" and len(data["rows"]) == 1
+    assert data["prefix"]["same_tokens"] and data["prefix"]["on"]["hits"] > 0
+
+
+def test_the_prefix_cache_feeds_fewer_tokens_for_the_same_output(monkeypatch):
+    r = bp.measure("cpu", **bp.QUICK)
+    assert r["on"]["generated"] == r["off"]["generated"]
+    assert r["on"]["prefill_tokens"] < r["off"]["prefill_tokens"] and r["on"]["hits"] > 0
+    copy = Scheduler.cache_copy
+
+    def lost(self, req):  # broken: the copy lands in the wrong place (the state starts from zero)
+        m = req.cached
+        copy(self, req)
+        if m is not None:
+            for t in self.pool.tensors:
+                t[:, req.slot] = 0
+
+    monkeypatch.setattr(Scheduler, "cache_copy", lost)
+    with pytest.raises(RuntimeError, match="the prefix cache changed conversation"):
+        bp.measure("cpu", **bp.QUICK)
 
 
 def test_ledger_timer_counts_outermost_calls_and_unwraps():
