@@ -14,6 +14,11 @@ ledger. One `step()`:
 3. fence every step the device has finished: released slots it may have used become free;
 4. when idle, audit the pool: every slot accounted for, no leak, owners named.
 
+With `SchedulerConfig(prefix_cache=True)` plain requests also share recurrent state by prefix
+(`prefix.py`): a candidate copies its longest cached prefix into its fresh slot, a finished
+request donates its slot, and a candidate short of a slot has the cache evict before anyone
+is retracted; every cache move is a pool event too.
+
 Results: a request that ends (finished, aborted, dropped with its session, failed) leaves the
 scheduler's tables at once; its `Result` (plain ints) waits in an outbox that the next
 `step()` empties into its report's `finished`, `run()` into the dict it returns, or `collect()`
