@@ -155,6 +155,7 @@ def admit_all(sched: "Scheduler", reqs: list) -> None:
     for req in reqs:
         if req.lent and sched.sessions[req.session].stale:
             sched.pool.zero([req.slot], Actor.request(req.rid))  # fed again from zero (again, on a retry)
+        sched.cache_copy(req)  # copy-on-write of its matched prefix, if any, into its fresh slot
     try:
         sched.pool.fire_each(Event.ADMIT, [req.slot for req in reqs], [req.rid for req in reqs])
     except BaseException:

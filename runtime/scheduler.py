@@ -511,8 +511,9 @@ class Scheduler(CachePolicy):
     def _releases_in_groups(self) -> bool:
         """Whether finished requests may be released many in one pool call: only with the stock
         `release_finished` (a subclass or a wrapper that replaces it, as mutants and fault
-        tests do, is called once per request)."""
-        return getattr(self.release_finished, "__func__", None) is Scheduler.release_finished
+        tests do, is called once per request), and with the prefix cache off (a plain request
+        donates its slot to the cache: one INSERT of its own)."""
+        return self.prefix is None and getattr(self.release_finished, "__func__", None) is Scheduler.release_finished
 
     def _finish_group(self) -> list:
         """The requests waiting to finish, in order, up to the first that parks its slot in
