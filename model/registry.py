@@ -30,6 +30,7 @@ from .properties import (
     cache_read_only,
     evict_unlocked,
     lock_counted,
+    locks_match,
     reads_published,
     conserved,
     exclusive,
@@ -237,7 +238,7 @@ _ALL = (
         Kind.MOVE,
         evict_unlocked,
         ("evict_unlocked",),
-        (MUTANTS,),
+        (CHECKER, MUTANTS),
         lambda b, e, a, t, ep, x, L: evict_unlocked(b, x, ep, L),
     ),
     Property(
@@ -258,8 +259,18 @@ _ALL = (
         Kind.MOVE,
         reads_published,
         ("reads_published",),
-        (MUTANTS,),
+        (CHECKER, MUTANTS),
         lambda b, e, a, t, ep, x, L: reads_published(b, a, x, L),
+    ),
+    Property(
+        "locks_match",
+        13,
+        "every cached slot's lock count is the number of live requests holding a lock on it: "
+        "every unlock matches a lock by the same request",
+        Kind.WORLD,
+        locks_match,
+        (),
+        (CHECKER, MACHINES),
     ),
     Property(
         "legal",

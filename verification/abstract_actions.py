@@ -14,6 +14,13 @@ raises during an action is a violation, reported as an `Outcome` with its error.
 - A request finishes any time after it has been in one completed step. Any request not done
   can be aborted: a PENDING turn is one queued behind its session's turn in flight (or not yet
   sent); it becomes DONE, and so do the session's queued turns when it closes.
+- The prefix cache (`Bounds.nodes` > 0): a request taking a fresh slot may instead match a
+  published node (`match`: a fresh slot and a lock on the cached one, as `Request.src`); its
+  first launched step performs the copy (`Step.copies`) and the lock is let go at that step's
+  fence. A request leaving before then lets go at once. A plain request that may finish may
+  donate its slot to a new node instead (`donate`), published at the fence of the step in
+  flight; the cache may evict any unlocked node at any time (`evict`: a CACHING one is an
+  aborted write, dropped unread).
 - Any running request can be retracted (the runtime retracts for a slot or for a seat in the
   running batch, which this model does not count): it waits again, holding nothing. A session
   turn keeps its place as its session's turn in flight; its lent slot goes back to the session
@@ -26,6 +33,7 @@ from typing import Iterator, NamedTuple
 
 from slotwarden.model import pool as model_pool
 from slotwarden.model.errors import LifecycleError
+from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.pool import Pool
 from slotwarden.model.vocabulary import Actor, Event, Slot, State
 
@@ -44,6 +52,7 @@ from .abstract_world import (
     Session,
     Step,
     World,
+    cached_ids,
     session_of,
 )
 
@@ -59,16 +68,19 @@ class Move(NamedTuple):
 
 
 class Action(NamedTuple):
-    """An action of the abstract scheduler: `kind` on request/session `id` (None: the scheduler)."""
+    """An action of the abstract scheduler: `kind` on request/session `id` (None: the scheduler
+    or the cache), about slot `slot` (a match's or an eviction's cached slot)."""
 
     kind: str
     id: int | None = None
+    slot: int | None = None
 
     def __str__(self) -> str:
+        on = "" if self.slot is None else f"slot {self.slot}"
         if self.id is None:
-            return self.kind
+            return self.kind if not on else f"{self.kind}({on})"
         who = "s" if self.kind == "close" else "r"
-        return f"{self.kind}({who}{self.id})"
+        return f"{self.kind}({who}{self.id}{', ' + on if on else ''})"
 
 
 class Outcome(NamedTuple):
@@ -156,7 +168,8 @@ class _Txn:
                 after, ids = got
                 event, actor = Event.ALLOC, d.actor
             else:
-                after = apply(before, d.event, d.ids, d.actor, d.target, self.epoch)
+                epoch = self.epoch if d.epoch is None else d.epoch
+                after = apply(before, d.event, d.ids, d.actor, d.target, epoch)
                 ids, event, actor = d.ids, d.event, d.actor
             for i in ids:
                 self.moves.append(Move(i, before.slots[i - 1], event, actor, after.slots[i - 1]))
@@ -189,6 +202,14 @@ class _Txn:
         self.fire(self.policy.close_events(self.world, s))
         self.set_session(s.id, status=CLOSED, handle=None)
 
+    def frozen_world(self) -> World:
+        """The world as this action has left it so far (no fence, no normalisation)."""
+        w = self.world
+        return w._replace(
+            pool=self.pool, requests=tuple(self.requests), sessions=tuple(self.sessions), launched=self.launched,
+            completed=self.completed, steps=tuple(self.steps),
+        )  # fmt: skip
+
     def freeze(self) -> World:
         """Fence what the device has finished, normalise epochs, freeze."""
         before = self.pool
@@ -202,11 +223,15 @@ class _Txn:
         pool, steps = self.pool, tuple(self.steps)
         if base:
             pool = Pool(
-                tuple(s._replace(fence=s.fence - base) if s.state is State.RELEASED else s for s in pool.slots),
+                tuple(s._replace(fence=s.fence - base) if s.state in _FENCED else s for s in pool.slots),
                 pool.free,
+                pool.locks,
             )
             steps = tuple(st._replace(epoch=st.epoch - base) for st in steps)
-        return World(pool, tuple(self.requests), tuple(self.sessions), self.launched - base, 0, steps)
+        return World(pool, tuple(self.requests), tuple(self.sessions), self.launched - base, 0, steps, self.world.nodes)
+
+
+_FENCED = tuple(spec.state for spec in LIFECYCLE.states if spec.fenced)
 
 
 # -- the actions: each returns the finished transaction, or None when not enabled -------------
@@ -239,6 +264,20 @@ def _take(world: World, rid: int, policy: Policy):
     return t
 
 
+def _match(world: World, rid: int, policy: Policy, slot: int):
+    r = world.requests[rid]
+    if r.phase != WAITING or not policy.can_match(world, r, slot):
+        return None
+    if r.session is not None and session_of(world, r.session).handle is not None:
+        return None  # a turn runs on its session's slot
+    t = _Txn(world, policy)
+    ids = t.fire(policy.match_events(world, r, slot))
+    if ids is None:
+        return None
+    t.set_request(rid, phase=CANDIDATE, handle=ids[0], lent=False, src=slot)
+    return t
+
+
 def _admit(world: World, rid: int, policy: Policy):
     r = world.requests[rid]
     if r.phase != CANDIDATE:
@@ -255,7 +294,7 @@ def _rollback(world: World, rid: int, policy: Policy):
         return None
     t = _Txn(world, policy)
     t.fire(policy.rollback_events(world, r))
-    t.set_request(rid, phase=WAITING, handle=None, lent=False)
+    t.set_request(rid, phase=WAITING, handle=None, lent=False, src=None)
     return t
 
 
@@ -278,13 +317,34 @@ def _finish(world: World, rid: int, policy: Policy):
     return t
 
 
+def _donate(world: World, rid: int, policy: Policy):
+    r = world.requests[rid]
+    if r.phase != RUNNING or not r.ran or not policy.can_donate(world, r):
+        return None
+    if len(cached_ids(world)) >= world.nodes:
+        return None
+    t = _Txn(world, policy)
+    t.fire(policy.donate_events(world, r))
+    t.set_request(rid, phase=DONE, handle=None, lent=False, ran=False)
+    t.leave_steps(rid)
+    return t
+
+
+def _evict(world: World, slot: int, policy: Policy):
+    if not policy.can_evict(world, slot):
+        return None
+    t = _Txn(world, policy)
+    t.fire(policy.evict_events(world, slot))
+    return t
+
+
 def _retract(world: World, rid: int, policy: Policy):
     r = world.requests[rid]
     if r.phase != RUNNING or not policy.can_retract(world, r):
         return None
     t = _Txn(world, policy)
     t.fire(policy.retract_events(world, r))
-    t.set_request(rid, phase=WAITING, handle=None, lent=False, ran=False)
+    t.set_request(rid, phase=WAITING, handle=None, lent=False, ran=False, src=None)
     t.leave_steps(rid)
     return t
 
@@ -295,7 +355,7 @@ def _abort(world: World, rid: int, policy: Policy):
         return None
     t = _Txn(world, policy)
     t.fire(policy.abort_events(world, r))
-    t.set_request(rid, phase=DONE, handle=None, lent=False, ran=False)
+    t.set_request(rid, phase=DONE, handle=None, lent=False, ran=False, src=None)
     t.leave_steps(rid)
     if r.session is not None:
         t.turn_over(r.session, policy.turn_after_abort(world, t.session(r.session), r))
@@ -326,7 +386,11 @@ def _launch(world: World, policy: Policy, overlap: bool):
     t = _Txn(world, policy)
     t.launched = world.launched + 1
     used = frozenset(r.handle for r in running if r.handle is not None)
-    t.steps.append(Step(t.launched, used, frozenset(r.id for r in running)))
+    copies = frozenset((r.id, r.src) for r in running if r.src is not None)
+    for rid, _ in copies:  # the step performs the copy: its fence lets go of the lock
+        t.set_request(rid, src=None)
+    t.steps.append(Step(t.launched, used, frozenset(r.id for r in running), copies))
+    t.fire(policy.launch_events(t.frozen_world(), copies))
     return t
 
 
@@ -337,6 +401,8 @@ def _complete(world: World, policy: Policy):
     done = t.steps.pop(0)
     for rid in done.requests:
         t.set_request(rid, ran=True)
+    for rid, slot in sorted(done.copies):
+        t.fire(policy.copy_done_events(world, rid, slot))
     t.completed = done.epoch
     return t
 
@@ -345,12 +411,12 @@ _BY_PHASE = {  # the actions a request may take in each phase, in a fixed order
     PENDING: (("submit", _submit), ("abort", _abort)),
     WAITING: (("take", _take), ("abort", _abort)),
     CANDIDATE: (("admit", _admit), ("rollback", _rollback), ("abort", _abort)),
-    RUNNING: (("finish", _finish), ("retract", _retract), ("abort", _abort)),
+    RUNNING: (("finish", _finish), ("donate", _donate), ("retract", _retract), ("abort", _abort)),
     DONE: (),
 }
 
 
-def _attempt(kind: str, who: int | None, fn, *args) -> Outcome | None:
+def _attempt(kind: str, who: int | None, fn, *args, slot: int | None = None) -> Outcome | None:
     """Run action `fn(*args)`: its outcome, or None when it is not enabled."""
     try:
         t = fn(*args)
@@ -358,8 +424,8 @@ def _attempt(kind: str, who: int | None, fn, *args) -> Outcome | None:
             return None
         world = t.freeze()
     except LifecycleError as e:  # the model refused a move the policy decided on
-        return Outcome(Action(kind, who), None, (), e)
-    return Outcome(Action(kind, who), world, tuple(t.moves))
+        return Outcome(Action(kind, who, slot), None, (), e)
+    return Outcome(Action(kind, who, slot), world, tuple(t.moves))
 
 
 def successors(world: World, policy: Policy, overlap: bool) -> Iterator[Outcome]:
@@ -370,11 +436,22 @@ def successors(world: World, policy: Policy, overlap: bool) -> Iterator[Outcome]
         if out is not None:
             yield out
         return
+    cached = cached_ids(world) if world.pool.locks is not None else ()
+    published = [i for i in cached if world.pool.slots[i - 1].state is State.CACHED]
     for r in world.requests:
         for kind, fn in _BY_PHASE[r.phase]:
             out = _attempt(kind, r.id, fn, world, r.id, policy)
             if out is not None:
                 yield out
+        if r.phase == WAITING:
+            for i in published:
+                out = _attempt("match", r.id, _match, world, r.id, policy, i, slot=i)
+                if out is not None:
+                    yield out
+    for i in cached:
+        out = _attempt("evict", None, _evict, world, i, policy, slot=i)
+        if out is not None:
+            yield out
     out = _attempt("launch", None, _launch, world, policy, overlap)
     if out is not None:
         yield out
@@ -390,13 +467,20 @@ def successors(world: World, policy: Policy, overlap: bool) -> Iterator[Outcome]
 
 ACTIONS = {  # every action by name, for callers that drive the model one action at a time
     "submit": _submit, "take": _take, "admit": _admit, "rollback": _rollback, "finish": _finish,
-    "retract": _retract, "abort": _abort, "close": _close,
+    "retract": _retract, "abort": _abort, "close": _close, "donate": _donate,
 }  # fmt: skip
 
 
-def perform(world: World, policy: Policy, kind: str, who: int | None = None, overlap: bool = True) -> Outcome | None:
-    """The outcome of one named action (`launch`, `complete`, or a request's or session's
-    action on `who`), or None when it is not enabled."""
+def perform(
+    world: World, policy: Policy, kind: str, who: int | None = None, overlap: bool = True, slot: int | None = None
+) -> Outcome | None:
+    """The outcome of one named action (`launch`, `complete`, `evict` of `slot`, or a request's
+    or session's action on `who`; `match` of `who` on cached `slot`), or None when it is not
+    enabled."""
+    if kind == "match":
+        return _attempt(kind, who, _match, world, who, policy, slot, slot=slot)
+    if kind == "evict":
+        return _attempt(kind, None, _evict, world, slot, policy, slot=slot)
     if kind == "launch":
         return _attempt(kind, None, _launch, world, policy, overlap)
     if kind == "complete":

@@ -11,6 +11,7 @@ from slotwarden.model.properties import (
     fence_respected,
     freed_once,
     handles_match,
+    locks_match,
     no_orphans,
     quiescent,
     session_kept,
@@ -22,7 +23,19 @@ from .abstract_actions import _FORGETTERS, Move
 from .abstract_words import show_handles, show_slot, show_slots
 from .abstract_world import CLOSED, DONE, World, is_final
 
-STATE_PROPERTIES = texts(("conserved", "exclusive", "no_orphans", "handles_match", "in_flight_not_free", "quiescent"))
+STATE_PROPERTIES = texts(
+    (
+        "conserved",
+        "exclusive",
+        "no_orphans",
+        "handles_match",
+        "in_flight_not_free",
+        "evict_unlocked",
+        "reads_published",
+        "locks_match",
+        "quiescent",
+    )
+)
 MOVE_PROPERTIES = texts(("legal", "session_kept", "freed_once", "fence_respected"))
 RUN_PROPERTIES = {"deadlock": text("deadlock")}  # judged over the search (rule coverage and goals: checker.coverage)
 PROPERTIES = {**STATE_PROPERTIES, **MOVE_PROPERTIES, **RUN_PROPERTIES}
@@ -51,6 +64,10 @@ def state_fault(world: World) -> tuple[str, str] | None:
                     f"slot {i} is {show_slot(slots[i - 1])} while a step in flight still uses it "
                     f"(in flight: {len(world.steps)})"
                 )
+    if world.pool.locks is not None:
+        found = _cache_fault(world)
+        if found:
+            return found
     if is_final(world) and not quiescent(slots):
         return "quiescent", f"everything done and fenced, yet slots {show_slots(slots)}"
     return None
@@ -97,6 +114,39 @@ def _holder_fault(world: World) -> tuple[str, str] | None:
         found = "handles_match", f"slots {show_slots(slots)}; handles {show_handles(handles)}"
     _HOLDER_FAULTS[key] = found
     return found
+
+
+def _cache_fault(world: World) -> tuple[str, str] | None:
+    """The prefix cache against the steps in flight and the requests: every copy in flight
+    holds its lock on its source (so the source cannot be evicted under it); no slot a step in
+    flight writes is published; every lock the pool counts is held by a live match or a copy
+    in flight, and nothing else."""
+    slots, locks = world.pool.slots, world.pool.locks
+    for st in world.steps:
+        for rid, i in sorted(st.copies):
+            if (rid, i) not in locks:
+                return "evict_unlocked", (
+                    f"r{rid}'s copy from slot {i} is in flight, yet it holds no lock on it "
+                    f"({show_slot(slots[i - 1])}): the cache may evict it under the copy"
+                )
+        for i in sorted(st.slots):
+            if slots[i - 1].state is State.CACHED:
+                return "reads_published", (
+                    f"slot {i} is {show_slot(slots[i - 1])}, matchable while a step in flight still writes it"
+                )
+    held: dict = {}
+    for r in world.requests:
+        if r.src is not None:
+            held.setdefault(r.id, []).append(r.src)
+    for st in world.steps:
+        for rid, i in st.copies:
+            held.setdefault(rid, []).append(i)
+    if not locks_match(slots, held) or sorted(locks) != sorted((rid, i) for rid, ids in held.items() for i in ids):
+        return (
+            "locks_match",
+            f"slots {show_slots(slots)}; locks recorded {list(locks)}; held by matches and copies {held}",
+        )
+    return None
 
 
 _NOT_UNDER_A_STEP = (State.FREE, State.TAKEN)  # TAKEN: freed under the step and taken again

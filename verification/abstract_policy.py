@@ -13,18 +13,21 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from slotwarden.model.vocabulary import NOBODY, Actor, Event
+from slotwarden.model.vocabulary import MAX_READERS, NOBODY, Actor, Event, State
 
-from .abstract_world import PENDING, WAITING, Request, Session, World, session_of
+from .abstract_world import PENDING, WAITING, Request, Session, World, node_of, session_of
 
 
 class Fire(NamedTuple):
-    """A decision: fire `event` by `actor` on slots `ids` (with `target` for LEND and PARK)."""
+    """A decision: fire `event` by `actor` on slots `ids` (with `target` for LEND, PARK and
+    INSERT); `epoch`: the step a released or donated slot waits for (None: the policy's
+    `release_epoch`)."""
 
     event: Event
     actor: Actor
     ids: tuple
     target: int = NOBODY
+    epoch: int | None = None
 
 
 class Alloc(NamedTuple):
@@ -80,7 +83,7 @@ class Policy:
     def rollback_events(self, world: World, r: Request) -> tuple:
         """The candidate did not fit: ROLLBACK gives back what it took, to where it came from
         (a lent slot to its session)."""
-        return (Fire(Event.ROLLBACK, req_actor(r), (r.handle,)),)
+        return self.unmatch_events(world, r) + (Fire(Event.ROLLBACK, req_actor(r), (r.handle,)),)
 
     def finish_events(self, world: World, r: Request) -> tuple:
         """A plain request or a lent turn finishes (a lent slot goes back to its session); a
@@ -102,13 +105,13 @@ class Policy:
     def retract_events(self, world: World, r: Request) -> tuple:
         """RETRACT gives back what the request holds, to where it came from (a lent slot to its
         session)."""
-        return (Fire(Event.RETRACT, req_actor(r), (r.handle,)),)
+        return self.unmatch_events(world, r) + (Fire(Event.RETRACT, req_actor(r), (r.handle,)),)
 
     def abort_events(self, world: World, r: Request) -> tuple:
         """A queued or waiting request holds nothing; anything else gives back what it holds."""
         if r.phase in (PENDING, WAITING) or r.handle is None:
             return ()
-        return (Fire(Event.ABORT, req_actor(r), (r.handle,)),)
+        return self.unmatch_events(world, r) + (Fire(Event.ABORT, req_actor(r), (r.handle,)),)
 
     def turn_after_abort(self, world: World, s: Session, r: Request) -> int | None:
         """The session's turn in flight once its turn `r` is aborted: none if `r` was it, else
@@ -120,3 +123,48 @@ class Policy:
         if s.handle is None:
             return ()
         return (Fire(Event.CLOSE, ses_actor(s), (s.handle,)),)
+
+    # -- the prefix cache (worlds with `Bounds.nodes` > 0) ---------------------------------
+    def can_match(self, world: World, r: Request, slot: int) -> bool:
+        """A request taking a fresh slot may match a published node with room for one more lock,
+        unless it still holds a lock there: a request retracted while its copy from that node
+        is in flight keeps the copy's lock until the step's fence, and one request holds at
+        most one lock per slot."""
+        rec = world.pool.slots[slot - 1]
+        return rec.state is State.CACHED and rec.readers < MAX_READERS and (r.id, slot) not in world.pool.locks
+
+    def match_events(self, world: World, r: Request, slot: int) -> tuple:
+        """A request matches the node holding cached `slot`: it takes a fresh slot and locks the
+        cached one, to copy from it in its first step (copy-on-write)."""
+        return (Alloc(req_actor(r), 1), Fire(Event.LOCK, req_actor(r), (slot,)))
+
+    def unmatch_events(self, world: World, r: Request) -> tuple:
+        """A request leaving before its copy step was launched lets go of its match's lock."""
+        return () if r.src is None else (Fire(Event.UNLOCK, req_actor(r), (r.src,)),)
+
+    def launch_events(self, world: World, copies: frozenset) -> tuple:
+        """At a launch: nothing fires (the copies' locks are held until the step's fence)."""
+        return ()
+
+    def copy_done_events(self, world: World, rid: int, slot: int) -> tuple:
+        """The fence of the step that copied from cached `slot` for request `rid`: the lock goes."""
+        return (Fire(Event.UNLOCK, Actor.request(rid), (slot,)),)
+
+    def can_donate(self, world: World, r: Request) -> bool:
+        """A plain request on its own slot may donate its state instead of finishing."""
+        return r.session is None and not r.lent
+
+    def donate_events(self, world: World, r: Request) -> tuple:
+        """The finishing request donates its slot to a new node, published at the fence of the
+        step in flight (which may still write it)."""
+        return (Fire(Event.INSERT, req_actor(r), (r.handle,), target=node_of(r.handle)),)
+
+    def can_evict(self, world: World, slot: int) -> bool:
+        """The cache may drop any node nobody holds a lock on, at any time (pressure or not:
+        a real cache's LRU choice is one of these)."""
+        return world.pool.slots[slot - 1].readers == 0
+
+    def evict_events(self, world: World, slot: int) -> tuple:
+        """The node drops its slot: released, free at the fence (an unpublished write is
+        dropped unread)."""
+        return (Fire(Event.EVICT, Actor.cache(world.pool.slots[slot - 1].owner), (slot,)),)

@@ -15,8 +15,10 @@ def show_slot(s: Slot) -> str:
         text += f", lent to r{s.borrower})" if s.borrower != NOBODY else ")"
     elif s.borrower != NOBODY:
         text += f"(lent to r{s.borrower})"
-    if s.state is State.RELEASED:
+    if s.state in (State.RELEASED, State.CACHING):
         text += f"(fence +{s.fence})"
+    if s.readers:
+        text += f"({s.readers} locked)"
     return text
 
 
@@ -61,6 +63,7 @@ def show_world(world: World) -> str:
     reqs = ", ".join(
         f"r{r.id}{'' if r.session is None else f'@s{r.session}'}:{PHASES[r.phase]}"
         + ("" if r.handle is None else f"[{r.handle}{'L' if r.lent else ''}]")
+        + ("" if r.src is None else f"<copies {r.src}>")
         for r in world.requests
     )
     sess = ", ".join(

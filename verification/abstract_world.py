@@ -12,13 +12,19 @@ The workload is fixed by `Bounds`:
   one in flight at a time, while the session is OPEN.
 - request ids count from 0 and session ids from `SESSION_BASE`, so an id of one kind used
   where the other belongs never names a live actor by coincidence.
+- with `nodes` > 0 the scheduler runs a prefix cache of at most `nodes` nodes, each holding one
+  slot. A node is named by the slot it holds (`NODE_BASE` + slot id): the tree's shape is
+  abstracted away, so every request may match every published node (shared prefixes), which
+  over-approximates any real tree. With `nodes` = 0 nothing touches the cache.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.pool import Pool, new_pool
+from slotwarden.model.vocabulary import ActorKind
 
 # -- phases of a request, statuses of a session (plain ints: cheap to hash) --------------------
 PENDING, WAITING, CANDIDATE, RUNNING, DONE = range(5)
@@ -29,6 +35,15 @@ STATUSES = ("OPEN", "CLOSING", "CLOSED")
 SESSION_BASE = 100
 """The first session id. Request ids are 0 .. requests - 1 (fewer than `SESSION_BASE`)."""
 
+NODE_BASE = 200
+"""Cache node ids are `NODE_BASE` + the id of the slot the node holds: never a request's or a
+session's id, and never renamed (slot ids are not names)."""
+
+
+def node_of(slot_id: int) -> int:
+    """The id of the cache node that holds (or will hold) slot `slot_id`."""
+    return NODE_BASE + slot_id
+
 
 class Bounds(NamedTuple):
     """The size of the world: slots in the pool, requests, sessions, and overlap on or off."""
@@ -38,6 +53,7 @@ class Bounds(NamedTuple):
     sessions: int
     overlap: bool = False
     turns: int = 2  # at most this many turns per session
+    nodes: int = 0  # at most this many cache nodes (slots owned by the prefix cache); 0: no cache
 
     def assignment(self) -> tuple:
         """The session id of each request (None: plain), as the module docstring says."""
@@ -51,7 +67,8 @@ class Bounds(NamedTuple):
             f"slots={self.slots} requests={self.requests} sessions={self.sessions} "
             f"overlap={'on' if self.overlap else 'off'}"
         )
-        return text if self.turns == 2 else text + f" turns={self.turns}"
+        text = text if self.turns == 2 else text + f" turns={self.turns}"
+        return text if not self.nodes else text + f" nodes={self.nodes}"
 
 
 class Request(NamedTuple):
@@ -61,6 +78,7 @@ class Request(NamedTuple):
     handle: int | None = None  # the slot id it believes it holds
     lent: bool = False  # its slot is borrowed from its session
     ran: bool = False  # it has been in a completed step (it may finish)
+    src: int | None = None  # the cached slot it locked to copy from, until its copy step is launched
 
 
 class Session(NamedTuple):
@@ -77,6 +95,7 @@ class Step(NamedTuple):
     epoch: int
     slots: frozenset  # the slot ids it reads and writes
     requests: frozenset  # the still-running requests whose run it advances
+    copies: frozenset = frozenset()  # (request id, cached slot id): copies it performs; unlocked at its fence
 
 
 class World(NamedTuple):
@@ -86,11 +105,17 @@ class World(NamedTuple):
     launched: int  # the newest launched step (relative to `completed`)
     completed: int  # the newest completed step (always 0 once normalised)
     steps: tuple  # tuple[Step, ...], oldest first: launched, not completed
+    nodes: int = 0  # the bound on cache nodes (`Bounds.nodes`), fixed for a run
 
 
 def session_of(world: World, sid: int) -> Session:
     """The session with id `sid`."""
     return world.sessions[sid - SESSION_BASE]
+
+
+def cached_ids(world: World) -> tuple:
+    """The ids of the slots the prefix cache owns (CACHING or CACHED), in id order."""
+    return tuple(i + 1 for i, s in enumerate(world.pool.slots) if LIFECYCLE.spec(s.state).owner is ActorKind.CACHE)
 
 
 def initial(bounds: Bounds) -> World:
@@ -100,13 +125,14 @@ def initial(bounds: Bounds) -> World:
         Session(SESSION_BASE + j, OPEN, turns=tuple(i for i, s in enumerate(owners) if s == SESSION_BASE + j))
         for j in range(bounds.sessions)
     )
-    return World(new_pool(bounds.slots), requests, sessions, 0, 0, ())
+    return World(new_pool(bounds.slots, locks=bounds.nodes > 0), requests, sessions, 0, 0, (), bounds.nodes)
 
 
 def is_final(world: World) -> bool:
-    """Every request done, every session closed, no step in flight."""
+    """Every request done, every session closed, no step in flight, the prefix cache empty."""
     return (
         not world.steps
+        and not cached_ids(world)
         and all(r.phase == DONE for r in world.requests)
         and all(s.status == CLOSED for s in world.sessions)
     )

@@ -37,7 +37,7 @@ from typing import Callable, Iterable, NamedTuple
 
 from slotwarden.model.declaration import Lifecycle, relation_of
 from slotwarden.model.lifecycle import LIFECYCLE
-from slotwarden.model.vocabulary import Event, Group, State
+from slotwarden.model.vocabulary import MAX_READERS, Event, Relation, State
 
 from .abstract import (
     CLOSING,
@@ -97,6 +97,27 @@ def _deferred_close_runs(world: World, out: Outcome) -> bool:
     return out.action.kind != "close" and any(m.event is Event.CLOSE for m in out.moves)
 
 
+def _two_readers(world: World, out: Outcome) -> bool:
+    return any(s.state is State.CACHED and s.readers >= 2 for s in out.world.pool.slots)
+
+
+def _evicted_under_pressure(world: World, out: Outcome) -> bool:
+    return not world.pool.free and any(m.event is Event.EVICT and m.before.state is State.CACHED for m in out.moves)
+
+
+def _published_at_fence(world: World, out: Outcome) -> bool:
+    return any(m.event is Event.FENCE and m.after.state is State.CACHED for m in out.moves)
+
+
+def _copy_source_locked(world: World, out: Outcome) -> bool:
+    slots = out.world.pool.slots
+    return any(slots[i - 1].readers > 0 for st in out.world.steps for _, i in st.copies)
+
+
+def _aborted_write_dropped(world: World, out: Outcome) -> bool:
+    return any(m.event is Event.EVICT and m.before.state is State.CACHING for m in out.moves)
+
+
 GOALS = (
     Goal("lent_rolled_back", "a lent slot is rolled back to its session", _lent_rolled_back),
     Goal(
@@ -111,15 +132,26 @@ GOALS = (
     Goal(
         "deferred_close_runs", "a deferred close releases the session's slot when its turn ends", _deferred_close_runs
     ),
+    Goal("two_readers", "a cached slot is locked by two readers at once", _two_readers),
+    Goal("evicted_under_pressure", "the cache evicts a published node while no slot is free", _evicted_under_pressure),
+    Goal(
+        "published_at_fence", "a donated slot is published at the fence of the step that wrote it", _published_at_fence
+    ),
+    Goal(
+        "copy_source_locked",
+        "a copy-on-write's source stays locked while the step performing the copy is in flight",
+        _copy_source_locked,
+    ),
+    Goal(
+        "aborted_write_dropped", "a donated slot whose write was never fenced is dropped unread", _aborted_write_dropped
+    ),
 )
 
 UNREACHABLE = {  # (source, event, relation) -> why no action of the abstract scheduler fires it
-    (r.source, r.event, r.by): (
-        "the abstract scheduler runs no prefix cache yet: nothing donates, locks, unlocks or evicts "
-        "a cached slot; the one-move proofs and the declaration mutants judge these rules until it does"
-    )
-    for r in LIFECYCLE.rules
-    if Group.CACHE_OWNED in (LIFECYCLE.spec(r.source).group, LIFECYCLE.spec(r.dest).group)
+    (State.CACHED, Event.UNLOCK, Relation.FULL): (
+        f"an unlock at the lock bound needs {MAX_READERS} readers of one slot, and the checker's worlds hold "
+        "a few requests; the one-move proofs (lock_counted, locks_match) judge it"
+    ),
 }
 
 
@@ -213,6 +245,13 @@ DEFAULT_BOUNDS = (
     # and the five-request, two-session workload on three slots (s100 = r0; s101 = r1; r2..r4 plain)
     Bounds(slots=4, requests=3, sessions=1, overlap=True),
     Bounds(slots=3, requests=5, sessions=2, overlap=True, turns=1),
+    # the prefix cache: plain requests donating, matching (several readers of one node, copies
+    # in flight) and evicting on 2-3 slots, overlapped, and beside a two-turn session
+    Bounds(slots=2, requests=3, sessions=0, overlap=True, nodes=2),
+    Bounds(slots=3, requests=3, sessions=0, overlap=True, nodes=1),
+    Bounds(slots=3, requests=4, sessions=0, overlap=True, nodes=2),
+    Bounds(slots=2, requests=4, sessions=1, overlap=True, nodes=1),
+    Bounds(slots=3, requests=3, sessions=1, overlap=True, nodes=1),
 )
 """The default run (the reachable-state counts are pinned in tests/test_checker.py)."""
 
@@ -220,15 +259,19 @@ THOROUGH_BOUNDS = DEFAULT_BOUNDS + (
     Bounds(slots=4, requests=5, sessions=2, overlap=False),  # s100 = r0, r1; s101 = r2, r3; r4 plain
     Bounds(slots=4, requests=5, sessions=2, overlap=True, turns=1),  # s100 = r0; s101 = r1; r2..r4 plain
     Bounds(slots=4, requests=5, sessions=2, overlap=True),  # s100 = r0, r1; s101 = r2, r3; r4 plain
+    Bounds(slots=3, requests=4, sessions=1, overlap=True, nodes=2),  # two plain donors beside a session
 )
-"""`verify --thorough`: the default bounds and three larger ones (four slots, five requests, two
-sessions; the overlapped ones are millions of states each, checked in two processes)."""
+"""`verify --thorough`: the default bounds and four larger ones (four slots, five requests, two
+sessions: the overlapped ones are millions of states each, checked in two processes; the prefix
+cache beside a session with two plain donors)."""
 
 TEST_BOUNDS = (
     Bounds(slots=1, requests=2, sessions=1, overlap=False),
     Bounds(slots=2, requests=3, sessions=1, overlap=False),
     Bounds(slots=2, requests=3, sessions=1, overlap=True),
     Bounds(slots=1, requests=4, sessions=2, overlap=False),
+    Bounds(slots=3, requests=3, sessions=0, overlap=False, nodes=1),  # two readers of one node
+    Bounds(slots=2, requests=3, sessions=0, overlap=True, nodes=2),  # an unfenced write dropped
 )
 """Small bounds for the tests (about a second in all); their state counts are pinned there."""
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from slotwarden.model.vocabulary import Actor, Event
+from slotwarden.model.vocabulary import Actor, Event, State
 from slotwarden.runtime.request import Phase, Request, Session, SessionStatus
 from slotwarden.runtime.scheduler import Scheduler
 from slotwarden.verification import abstract as A
@@ -254,9 +254,63 @@ class AbstractOverlengthAbortRestores(Policy):
         return super().abort_events(world, r)
 
 
+# -- the prefix cache's bugs (2025-2026), in the abstract scheduler ------------------------------
+class AbstractTombstoneLockSkipped(Policy):
+    """SGLang #27147: the match's lock on a tombstoned node is skipped (the inc does nothing),
+    yet the request copies from the node and its copy's fence lets go of a lock never taken."""
+
+    def match_events(self, world, r, slot):
+        return tuple(d for d in super().match_events(world, r, slot) if not isinstance(d, Fire))
+
+
+class AbstractCowUnlockOverDecrements(Policy):
+    """SGLang #27038: the copy-on-write temp lock is released when the copy's step is launched,
+    and again at its fence: the count runs ahead of the locks taken, and the source can be
+    evicted while the copy from it is in flight."""
+
+    def launch_events(self, world, copies):
+        return tuple(Fire(Event.UNLOCK, Actor.request(rid), (i,)) for rid, i in sorted(copies))
+
+
+class AbstractCowPublishedBeforeCopy(Policy):
+    """SGLang #30986: a donated slot is published at once, before the step still writing it
+    (its copy or load) has landed: a reader can match state that is not there yet."""
+
+    def donate_events(self, world, r):
+        return tuple(d._replace(epoch=world.completed) for d in super().donate_events(world, r))
+
+
+class AbstractMatchLeaksOnQueueAbort(Policy):
+    """SGLang #20182: a candidate aborted before it runs gives back its fresh slot but not the
+    lock its prefix match took: the matched node stays pinned by a request that is gone."""
+
+    def abort_events(self, world, r):
+        plan = super().abort_events(world, r)
+        if r.phase == A.CANDIDATE:
+            return tuple(d for d in plan if d.event is not Event.UNLOCK)
+        return plan
+
+
+class AbstractEvictIgnoresPin(Policy):
+    """LMDeploy #4700: eviction goes by another count (the KV blocks' references) and drops a
+    node whose state is still locked by a reader."""
+
+    def can_evict(self, world, slot):
+        return True
+
+
+class AbstractPublishAtSchedule(Policy):
+    """vLLM #56525: donated state is committed when the next step is scheduled, not at the fence
+    of the step writing it: if that write is aborted, a retry loads what was never written."""
+
+    def launch_events(self, world, copies):
+        caching = tuple(i + 1 for i, s in enumerate(world.pool.slots) if s.state is State.CACHING)
+        return (Fire(Event.FENCE, Actor.fence(world.launched), caching),) if caching else ()
+
+
 class Mutant(NamedTuple):
     name: str
-    cls: type  # the Scheduler subclass (runtime)
+    cls: type | None  # the Scheduler subclass (runtime); None: its runtime variant is not written yet
     policy: type | None  # the Policy subclass (exhaustive checker); None: a bug its model cannot hold
     bounds: Bounds  # the checker bounds the bug needs
     bug: str  # the SGLang pull request(s)
@@ -279,6 +333,8 @@ class Mutant(NamedTuple):
 _SESSION = Bounds(slots=1, requests=3, sessions=1, overlap=False)  # s0 = r0, r1; r2 plain
 _PAIR = Bounds(slots=2, requests=3, sessions=1, overlap=False)
 _OVERLAP = Bounds(slots=2, requests=3, sessions=1, overlap=True)
+_CACHE = Bounds(slots=2, requests=3, sessions=0, overlap=False, nodes=1)  # a donor and two readers
+_CACHE_OVERLAP = Bounds(slots=2, requests=2, sessions=0, overlap=True, nodes=1)
 
 MUTANTS = (
     Mutant(
@@ -415,65 +471,65 @@ MUTANTS = (
         runtime_catch=("AssertionError",),  # the continuity machine: tokens or state differ from the transcript's
         machine="continuity",
     ),
-    # the prefix cache: the runtime halves (the checker's policies join under the same names)
+    # the prefix cache: the checker's halves (the runtime variants join under the same names)
     Mutant(
         "tombstone_lock_skipped",
-        TombstoneLockSkipped,
         None,
-        _SESSION,
+        AbstractTombstoneLockSkipped,
+        _CACHE,
         "SGLang #27147",
         "every unlock matches a lock by the same request",
-        {"prefix_cache": True},
-        runtime_catch=("IllegalCopy", "IllegalMove"),
+        {},
+        checker_catch=("locks_match", "legal"),
     ),
     Mutant(
         "cow_unlock_over_decrements",
-        CowUnlockOverDecrements,
         None,
-        _SESSION,
+        AbstractCowUnlockOverDecrements,
+        _CACHE,
         "SGLang #27038",
         "a cached slot is never evicted while a copy from it is in flight",
-        {"prefix_cache": True},
-        runtime_catch=("IllegalMove",),
+        {},
+        checker_catch=("evict_unlocked",),
     ),
     Mutant(
         "cow_published_before_copy",
-        CowPublishedBeforeCopy,
         None,
-        _SESSION,
+        AbstractCowPublishedBeforeCopy,
+        _CACHE_OVERLAP,
         "SGLang #30986",
         "a slot is published only once the step writing it is fenced",
-        {"prefix_cache": True, "overlap": True},
-        runtime_catch=("IllegalMove",),
+        {},
+        checker_catch=("reads_published",),
     ),
     Mutant(
         "match_leaks_on_queue_abort",
-        MatchLeaksOnQueueAbort,
         None,
-        _SESSION,
+        AbstractMatchLeaksOnQueueAbort,
+        _CACHE,
         "SGLang #20182",
         "every path out of a request (abort included) lets go of what its match holds",
-        {"prefix_cache": True},
-        runtime_catch=("IllegalMove", "AuditFailed"),
+        {},
+        checker_catch=("locks_match",),
     ),
     Mutant(
         "evict_ignores_pin",
-        EvictIgnoresPin,
         None,
-        _SESSION,
+        AbstractEvictIgnoresPin,
+        _CACHE,
         "LMDeploy #4700",
         "only an unlocked node is evicted",
-        {"prefix_cache": True},
-        runtime_catch=("IllegalMove",),
+        {},
+        checker_catch=("legal",),
     ),
     Mutant(
         "publish_at_schedule",
-        PublishAtSchedule,
         None,
-        _SESSION,
+        AbstractPublishAtSchedule,
+        _CACHE_OVERLAP,
         "vLLM #56525",
         "a donated slot is published at the fence of the step that wrote it, not when the next is scheduled",
-        {"prefix_cache": True},
-        runtime_catch=("FenceError",),
+        {},
+        checker_catch=("reads_published",),
     ),
 )

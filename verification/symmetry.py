@@ -35,18 +35,21 @@ as `(EXACT, world)`; the reduction then merges nothing for it.
 from __future__ import annotations
 
 from slotwarden.model.pool import Pool
-from slotwarden.model.vocabulary import NOBODY, Slot
+from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.vocabulary import NOBODY, ActorKind, Slot
 
-from .abstract_world import Request, Session, Step, World
+from .abstract_world import Request, Session, Step, World, node_of
+
+_CACHE_OWNED = frozenset(spec.state for spec in LIFECYCLE.states if spec.owner is ActorKind.CACHE)
 
 EXACT = "exact"
 """The tag of a key that holds its world as it is (a world outside the compact range)."""
 
 FIELDS = {  # the fields the codec packs, per record; a field added elsewhere must be classified here
-    World: ("pool", "requests", "sessions", "launched", "completed", "steps"),
-    Request: ("id", "session", "phase", "handle", "lent", "ran"),
+    World: ("pool", "requests", "sessions", "launched", "completed", "steps", "nodes"),
+    Request: ("id", "session", "phase", "handle", "lent", "ran", "src"),
     Session: ("id", "status", "handle", "turn", "turns"),
-    Step: ("epoch", "slots", "requests"),
+    Step: ("epoch", "slots", "requests", "copies"),
     Slot: ("state", "owner", "borrower", "fence", "readers"),
     Pool: ("slots", "free", "locks"),
 }
@@ -99,7 +102,13 @@ class Codec:
         self.classes = tuple(tuple(c) for c in classes.values())
         self.req_turns = tuple(tuple(self.req_index[i] for i in s.turns) for s in root.sessions)
         self.units = tuple(tuple((j, self.req_turns[j]) for j in c) for c in self.classes)
-        self.req_block = 3 + len(FIELDS[Request]) - 2  # plain fields, then owns, borrows, steps
+        self.nodes = root.nodes  # the prefix cache's bound: fixed for the workload
+        self.cache = root.pool.locks is not None  # the prefix cache runs: locks and copies are packed
+        # a request's tail: owns, borrows, (the slots it holds a lock on,) then its step part:
+        # (the slot it copies from in each step in flight, up to two,) the steps that advance it
+        self.step_bytes = 3 if self.cache else 1
+        self.tail = 2 + self.cache + self.step_bytes
+        self.req_block = len(FIELDS[Request]) - 2 + self.tail  # plain fields, then the tail
         self.ses_block = 2 + len(FIELDS[Session]) - 2  # plain fields (turn as a position), then owns, borrows
         self.exact = self.slots > 8  # a slot mask is one byte: larger pools are kept exactly
         self._req: dict = {}  # Request -> its block's plain part
@@ -166,13 +175,16 @@ class Codec:
         except KeyError:
             code, masks = self._step_codes[steps] = self._step_code(steps)
         for k, m in masks:
-            reqs[k] = reqs[k][:-1] + m
+            reqs[k] = reqs[k][: -self.step_bytes] + m
         return code
 
     def _step_code(self, steps: tuple) -> tuple:
         out = []
         masks = [0] * len(self.requests)
+        copies = [[0, 0] for _ in self.requests]
         index = self.req_index
+        if self.cache and len(steps) > 2:
+            raise OutOfRange(steps)
         for n, st in enumerate(steps):
             mask = 0
             for i in st.slots:
@@ -182,7 +194,16 @@ class Codec:
             out += (st.epoch + 8, mask)
             for rid in st.requests:
                 masks[index[rid]] |= 1 << n
-        return bytes(out), tuple((k, bytes((m,))) for k, m in enumerate(masks) if m)
+            for rid, i in st.copies:
+                if not self.cache or copies[index[rid]][n] or not 1 <= i <= self.slots:
+                    raise OutOfRange(st)
+                copies[index[rid]][n] = i
+        parts = tuple(
+            (k, bytes((*copies[k], m)) if self.cache else bytes((m,)))
+            for k, m in enumerate(masks)
+            if m or copies[k] != [0, 0]
+        )
+        return bytes(out), parts
 
     def _pool_code(self, pool: Pool) -> tuple:
         """The pool's part of the header (each slot's state, fence and readers, the free list) and, per
@@ -192,14 +213,22 @@ class Codec:
         index = {**self.req_index, **{sid: n + j for sid, j in self.ses_index.items()}}
         owns = [0] * len(index)
         borrows = [0] * len(index)
-        if pool.locks is not None:  # a lock record names requests: kept exactly, never renamed
+        if (pool.locks is not None) != self.cache:
             raise OutOfRange(pool)
+        locks = [0] * n
+        for rid, i in pool.locks or ():  # the lock record: per request, the slots it holds a lock on
+            if rid not in self.req_index or not 1 <= i <= self.slots:
+                raise OutOfRange(pool)
+            locks[self.req_index[rid]] |= 1 << (i - 1)
         head = []
         for k, s in enumerate(pool.slots):
             code = (int(s.state), _small(s.fence), _small(s.readers))
             self._slot_back[code] = s.state, s.fence, s.readers
             head += code
-            if s.owner != NOBODY:
+            if s.state in _CACHE_OWNED:  # its owner is the node named by its slot: no actor's mask
+                if s.owner != node_of(k + 1):
+                    raise OutOfRange(s)
+            elif s.owner != NOBODY:
                 if s.owner not in index:
                     raise OutOfRange(s)
                 owns[index[s.owner]] |= 1 << k
@@ -210,7 +239,10 @@ class Codec:
         head.append(len(pool.free))
         head += pool.free
         tails = (
-            tuple(bytes((owns[k], borrows[k], 0)) for k in range(n)),
+            tuple(
+                bytes((owns[k], borrows[k], locks[k], 0, 0, 0) if self.cache else (owns[k], borrows[k], 0))
+                for k in range(n)
+            ),
             tuple(bytes((owns[k], borrows[k])) for k in range(n, len(index))),
         )
         return bytes(head), tails
@@ -283,13 +315,21 @@ class Codec:
         requests: list = [None] * len(self.requests)
         sessions: list = [None] * len(self.sessions)
         members: list = [[] for _ in range(n_steps)]
+        copies: list = [[] for _ in range(n_steps)]
+        locks: list = []
+        tail = self.tail
         for is_request, index, actor, offset in self.places:
             b = at + offset
             if is_request:
-                plain = key[b : b + rb - 3]
+                plain = key[b : b + rb - tail]
                 rec = self._req_back.get((index, plain)) or self._request_back(index, plain)
                 requests[index] = rec
-                owns, borrows, steps = key[b + rb - 3], key[b + rb - 2], key[b + rb - 1]
+                owns, borrows, steps = key[b + rb - tail], key[b + rb - tail + 1], key[b + rb - 1]
+                if self.cache:
+                    locks += [(actor, k + 1) for k in _BITS[key[b + rb - 4]]]
+                    for n in range(n_steps):
+                        if key[b + rb - 3 + n]:
+                            copies[n].append((actor, key[b + rb - 3 + n]))
                 for n in _BITS[steps]:
                     members[n].append(actor)
             else:
@@ -301,13 +341,18 @@ class Codec:
                 owner[k] = actor
             for k in _BITS[borrows]:
                 borrower[k] = actor
-        pool_key = (key[3:end_pool], tuple(owner), tuple(borrower))
+        pool_key = (key[3:end_pool], tuple(owner), tuple(borrower), tuple(sorted(locks)) if self.cache else None)
         pool = self._pool_back.get(pool_key) or self._pool_of(pool_key)
         steps = tuple(
-            Step(key[end_pool + 2 * n] - 8, _SLOT_SETS[key[end_pool + 2 * n + 1]], frozenset(members[n]))
+            Step(
+                key[end_pool + 2 * n] - 8,
+                _SLOT_SETS[key[end_pool + 2 * n + 1]],
+                frozenset(members[n]),
+                frozenset(copies[n]),
+            )
             for n in range(n_steps)
         )
-        return World(pool, tuple(requests), tuple(sessions), key[0] - 8, key[1] - 8, steps)
+        return World(pool, tuple(requests), tuple(sessions), key[0] - 8, key[1] - 8, steps, self.nodes)
 
     def _request_back(self, index: int, plain: bytes) -> Request:
         rid, sid = self.requests[index]
@@ -323,13 +368,14 @@ class Codec:
         return found
 
     def _pool_of(self, pool_key: tuple) -> Pool:
-        head, owner, borrower = pool_key
+        head, owner, borrower, locks = pool_key
         slots = []
         for k in range(self.slots):
             at = _SLOT_BYTES * k
             state, fence, readers = self._slot_back[(head[at], head[at + 1], head[at + 2])]
-            slots.append(Slot(state, owner[k], borrower[k], fence, readers))
-        found = self._pool_back[pool_key] = Pool(tuple(slots), tuple(head[_SLOT_BYTES * self.slots + 1 :]))
+            who = node_of(k + 1) if state in _CACHE_OWNED else owner[k]
+            slots.append(Slot(state, who, borrower[k], fence, readers))
+        found = self._pool_back[pool_key] = Pool(tuple(slots), tuple(head[_SLOT_BYTES * self.slots + 1 :]), locks)
         return found
 
 
@@ -347,6 +393,8 @@ def codec(world: World) -> Codec:
         tuple((r.id, r.session) for r in world.requests),
         tuple((s.id, s.turns) for s in world.sessions),
         len(world.pool.slots),
+        world.nodes,
+        world.pool.locks is not None,
     )
     found = _CODECS.get(shape)
     if found is None:
