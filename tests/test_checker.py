@@ -368,3 +368,32 @@ def test_every_mutant_gets_the_same_verdict_with_and_without_the_reduction():
         bounds = m.bounds._replace(requests=5, sessions=2)
         a, b = check(bounds, m.policy()).violation, check(bounds, m.policy(), symmetry=False).violation
         assert a is not None and (a.property, len(a.trace)) == (b.property, len(b.trace)), m.name
+
+
+CACHED_PAIR = Bounds(slots=2, requests=3, sessions=0, overlap=True, nodes=2)  # three plain requests, a cache
+
+
+def test_the_reduction_renames_requests_holding_locks_and_copies():
+    reduced, full = check(CACHED_PAIR), check(CACHED_PAIR, symmetry=False)
+    assert reduced.ok and full.ok and reduced.states < full.states
+    assert reduced.rules == full.rules and reduced.goals == full.goals
+    for name in ("tombstone_lock_skipped", "match_leaks_on_queue_abort", "cow_unlock_over_decrements"):
+        from slotwarden.verification.mutants import MUTANTS as CATALOGUE
+
+        policy = {m.name: m for m in CATALOGUE}[name].policy
+        a, b = check(CACHED_PAIR, policy()).violation, check(CACHED_PAIR, policy(), symmetry=False).violation
+        assert (a.property, len(a.trace)) == (b.property, len(b.trace)), name
+
+
+def test_a_lock_or_a_copy_is_part_of_the_key():
+    # two worlds that differ only in who holds the lock on the cached slot are told apart
+    from slotwarden.verification.abstract_actions import perform
+
+    w = initial(CACHED_PAIR)
+    for kind, who in (("take", 0), ("admit", 0), ("launch", None), ("complete", None), ("donate", 0)):
+        w = perform(w, Policy(), kind, who).world
+    locked = perform(w, Policy(), "match", 1, slot=1).world
+    plain = perform(w, Policy(), "take", 1).world
+    assert locked.pool.slots[0].readers == 1 and plain.pool.slots[0].readers == 0
+    assert symmetry.key(locked) != symmetry.key(plain)
+    assert symmetry.key(locked) == symmetry.key(perform(w, Policy(), "match", 2, slot=1).world)

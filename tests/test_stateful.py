@@ -64,3 +64,78 @@ def test_session_ids_never_equal_request_ids_so_a_mixed_up_id_is_caught():
     sched = machine_for(Scheduler)()
     sched.setup(slots=1, overlap=False, budget=3, chunk=16, max_running=4, retract_after=None, features=set())
     assert sched.sched.open_session() == SESSION_IDS.start
+
+
+# -- the prefix cache in the pool machine --------------------------------------------------------
+import pytest  # noqa: E402
+
+from slotwarden.model import pool as model_pool  # noqa: E402
+from slotwarden.model.vocabulary import Event  # noqa: E402
+from slotwarden.verification.stateful import PoolMachine, StatePoolUnderTest  # noqa: E402
+
+
+class Pick:
+    """Stands in for Hypothesis's `data` when a test drives the machine's rules by hand."""
+
+    def __init__(self, *values):
+        self.values = list(values)
+
+    def draw(self, strategy, label=None):
+        return self.values.pop(0)
+
+
+def _cache_round(machine):
+    """Donate slot 1, publish it at the fence, two readers lock it, one unlocks, evict refused
+    while locked, the last unlock, then the eviction and its fence."""
+    machine.setup(capacity=3, small=0)
+    machine.donate(rid=1, node=2001)
+    machine.fence(back=0)
+    assert machine.model.slots[0].state.name == "CACHED"
+    machine.lock(Pick(1), rid=2)
+    machine.lock(Pick(1), rid=3)
+    machine.agrees_with_the_model()
+    machine.unlock(Pick((2, 1)))
+    machine.evict(Pick(1))  # refused by both: r3 still holds a lock
+    assert machine.model.slots[0].readers == 1
+    machine.unlock(Pick((3, 1)))
+    machine.agrees_with_the_model()
+    machine.evict(Pick(1))
+    machine.fence(back=0)
+    machine.agrees_with_the_model()
+    assert machine.model.slots[0].state.name == "FREE"
+
+
+def test_the_pool_machine_runs_the_cache_rules():
+    _cache_round(PoolMachine())
+
+
+def test_the_pool_machine_checks_locks_match(monkeypatch):
+    # a lock record that forgets nothing on unlock: the counts no longer match who holds a lock
+    relock = model_pool.relock
+
+    def keeps_locks(pool, event, ids, actor):
+        return pool.locks if event is Event.UNLOCK else relock(pool, event, ids, actor)
+
+    monkeypatch.setattr(model_pool, "relock", keeps_locks)
+    with pytest.raises(AssertionError, match="locks held"):
+        _cache_round(PoolMachine())
+
+
+class EvictsPinnedPool(StatePoolUnderTest):
+    """LMDeploy #4700 in a pool: eviction goes by another count, so a locked node's slot is
+    dropped anyway (its locks are let go first, anonymously)."""
+
+    def fire(self, event, ids, actor, target=-1):
+        if event is Event.EVICT:
+            for i in ids:
+                for _ in range(self.pool.ledger.record(i).readers):
+                    self.pool.fire(Event.UNLOCK, [i], Actor.request(1))
+        super().fire(event, ids, actor, target)
+
+
+def test_the_pool_machine_catches_an_eviction_of_a_locked_slot():
+    class Machine(PoolMachine):
+        under_test = EvictsPinnedPool
+
+    r = run_machine("evicts pinned", Machine, Budget(300, 40), 0, shrink=False)
+    assert not r.passed and "the model refuses" in r.error, r.error

@@ -37,8 +37,8 @@ from slotwarden.model.declaration import relation_of
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.step import step as model_step
-from slotwarden.model.properties import conserved, exclusive
-from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, State
+from slotwarden.model.properties import conserved, exclusive, locks_match
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Group, Relation, State
 from slotwarden.runtime.build import build
 from slotwarden.runtime.free_list import FreeList as TensorFreeList
 from slotwarden.runtime.guard import LedgerGuard
@@ -152,7 +152,9 @@ REQUEST_IDS = range(1, 10)
 SESSION_IDS = range(1001, 1010)
 """Request and session ids come from disjoint ranges, so an id of one kind used where the other
 belongs never matches by accident."""
-RIDS, SIDS = st.sampled_from(REQUEST_IDS), st.sampled_from(SESSION_IDS)
+NODE_IDS = range(2001, 2010)
+"""Cache node ids: a third disjoint range."""
+RIDS, SIDS, NODES = st.sampled_from(REQUEST_IDS), st.sampled_from(SESSION_IDS), st.sampled_from(NODE_IDS)
 EVENTS = st.sampled_from(list(Event))
 
 
@@ -176,7 +178,7 @@ class PoolMachine(RuleBasedStateMachine):
         for owner in (getattr(self.impl, "pool", None), getattr(self.impl, "guard", None)):
             if hasattr(owner, "ledger"):
                 owner.ledger.small = small  # batches up to `small` slots take the per-slot path
-        self.model = model_pool.new_pool(capacity)
+        self.model = model_pool.new_pool(capacity, locks=True)  # who holds each lock: locks_match
         self.launched = 0
         self.data = hasattr(self.impl, "copy")  # the pool holds state: check data movement too
         self.shadow: dict[int, float] = {}  # slot -> the value its state must hold while held
@@ -255,6 +257,56 @@ class PoolMachine(RuleBasedStateMachine):
     def close(self, held):
         self._fire(Event.CLOSE, (held[0],), Actor.session(held[1]))
 
+    # -- the prefix cache: insert, publish (at the fence), lock, unlock, evict ---------------------
+    @rule(held=consumes(running), node=NODES)
+    def insert(self, held, node):
+        """The request donates its slot to a tree node; published at the fence of the step in flight."""
+        self._fire(Event.INSERT, (held[0],), Actor.request(held[1]), node)
+
+    @rule(rid=RIDS, node=NODES)
+    def donate(self, rid, node):
+        """A short request's whole life, ending in a donation: it takes a free slot, runs and
+        inserts it into the tree (so that the cache rules below meet cached slots often)."""
+        actor = Actor.request(rid)
+        got_model = model_pool.alloc(self.model, 1, actor)
+        got = self.impl.alloc(1, actor)
+        assert (got is None) == (got_model is None)
+        if got is None:
+            return
+        assert got == got_model[1], f"alloc took {got}, the model's free list gives {got_model[1]}"
+        self.model, (slot,) = got_model
+        self.shadow[slot] = 0.0
+        self._fire(Event.ADMIT, (slot,), actor)
+        self._fire(Event.INSERT, (slot,), actor, node)
+
+    def _cached(self, published: bool) -> list:
+        want = (State.CACHED,) if published else (State.CACHING, State.CACHED)
+        return [i + 1 for i, s in enumerate(self.model.slots) if s.state in want]
+
+    @precondition(lambda self: any(s.state is State.CACHED for s in self.model.slots))
+    @rule(data=st.data(), rid=RIDS)
+    def lock(self, data, rid):
+        """A request locks a published slot to copy from it (a lock on a slot nobody published
+        is refused by both). A second lock by the same request is not drawn: the pool under
+        test counts locks without naming their holders, so only the model can refuse it."""
+        slot = data.draw(st.sampled_from(self._cached(True) + [1]), label="slot")
+        if (rid, slot) not in self.model.locks:
+            self._fire(Event.LOCK, (slot,), Actor.request(rid))
+
+    @precondition(lambda self: bool(self.model.locks))
+    @rule(data=st.data())
+    def unlock(self, data):
+        """A request that holds a lock lets go of it (its copy's step is fenced)."""
+        rid, slot = data.draw(st.sampled_from(self.model.locks), label="lock")
+        self._fire(Event.UNLOCK, (slot,), Actor.request(rid))
+
+    @precondition(lambda self: any(LIFECYCLE.spec(s.state).owner is ActorKind.CACHE for s in self.model.slots))
+    @rule(data=st.data())
+    def evict(self, data):
+        """The slot's node drops it: legal only while nobody holds a lock on it (both refuse otherwise)."""
+        slot = data.draw(st.sampled_from(self._cached(False)), label="slot")
+        self._fire(Event.EVICT, (slot,), Actor.cache(self.model.slots[slot - 1].owner))
+
     @rule()
     def launch(self):
         self.launched = self.impl.launch()
@@ -267,13 +319,15 @@ class PoolMachine(RuleBasedStateMachine):
 
     @rule(
         ids=st.lists(st.integers(-1, 7), max_size=3),
-        event=EVENTS.filter(lambda e: e is not Event.ALLOC),
+        event=EVENTS.filter(lambda e: e not in (Event.ALLOC, Event.LOCK, Event.UNLOCK)),
         kind=st.sampled_from(list(ActorKind)),
         who=st.one_of(RIDS, SIDS),
         to=st.sampled_from([NOBODY, 1, 2, 1001]),
     )
     def anything(self, ids, event, kind, who, to):
-        """Arbitrary moves, mostly illegal: both refuse, or both agree."""
+        """Arbitrary moves, mostly illegal: both refuse, or both agree. (Locks and unlocks are
+        drawn by `lock` / `unlock`: the pool under test counts locks, the model also records
+        whose they are.)"""
         actor = Actor(kind, who)
         if event is Event.FENCE:
             return
@@ -314,7 +368,9 @@ class PoolMachine(RuleBasedStateMachine):
 
     # -- data movement (pools that hold state) ---------------------------------------------------
     def _held(self) -> list:
-        return [i + 1 for i, s in enumerate(self.model.slots) if LIFECYCLE.spec(s.state).owner is not None]
+        """The slots a request or a session holds: the ones steps write and copies read. A
+        cache-owned slot is neither (its state stays as donated: the shadow checks it)."""
+        return [i + 1 for i, s in enumerate(self.model.slots) if self._is_held(i + 1)]
 
     def _holder(self, slot: int) -> Actor:
         """Who may write into `slot`: the request it is lent to, else its owner."""
@@ -400,11 +456,14 @@ class PoolMachine(RuleBasedStateMachine):
         self._data_move(allowed, lambda: self.impl.fork(src, Actor.request(rid)), effect)
 
     def _is_held(self, slot: int) -> bool:
-        return LIFECYCLE.spec(self.model.slots[slot - 1].state).owner is not None
+        return LIFECYCLE.spec(self.model.slots[slot - 1].state).group in (Group.BATCH_OWNED, Group.SESSION_OWNED)
 
     def _holds(self, actor: Actor, slot: int) -> bool:
         s = self.model.slots[slot - 1]
-        return relation_of(LIFECYCLE.spec(s.state), s, actor) in (Relation.OWNER, Relation.BORROWER)
+        return self._is_held(slot) and relation_of(LIFECYCLE.spec(s.state), s, actor) in (
+            Relation.OWNER,
+            Relation.BORROWER,
+        )
 
     def _fire(self, event, ids, actor, target=NOBODY):
         """A move the bundles say is legal; `anything` may have moved the slot since, so
@@ -424,9 +483,12 @@ class PoolMachine(RuleBasedStateMachine):
             assert free == self.model.free, f"free list {free}, the model's {self.model.free}"
         assert conserved(self.model.slots, self.model.free)
         assert all(exclusive(s) for s in self.impl.records())
+        held = model_pool.lock_holders(self.model)
+        assert locks_match(self.impl.records(), held), f"lock counts {self.impl.records()}, locks held {held}"
         if getattr(self, "data", False):
             values = self.impl.values()
-            for slot in self._held():
+            owned = [i + 1 for i, s in enumerate(self.model.slots) if LIFECYCLE.spec(s.state).owner is not None]
+            for slot in owned:  # cache-owned slots too: nothing writes a cached slot
                 want, got = self.shadow.get(slot), values[slot - 1]
                 assert got == want, (
                     f"slot {slot} ({self.model.slots[slot - 1].state.name}) holds {got}, expected {want}"
