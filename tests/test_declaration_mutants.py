@@ -139,3 +139,23 @@ def test_the_thorough_stage_kills_a_survivor_crosshair_does_not_confirm(monkeypa
     assert D.crosshair_check(LIFECYCLE, 1.0) == "borrow_safe: POST_FAIL false when calling ..."
     monkeypatch.setattr(C, "prove", lambda name, lifecycle, timeout: C.ProofResult(name, "", "CONFIRMED", 0.0, ""))
     assert D.crosshair_check(LIFECYCLE, 1.0) == ""
+
+
+CACHE_KILLED_BY_THE_CHECKER = {  # no one-move property can tell them apart; the checker's cache worlds can
+    "CACHED --LOCK [NONE]: readers from KEEP": "locks_match",  # a lock the count misses (SGLang #27147)
+    "CACHED --LOCK [NONE]: readers from CLEAR": "locks_match",
+    "CACHED --LOCK [READER]: readers from KEEP": "locks_match",
+    "CACHED --LOCK [NONE]: dropped": "legal",  # nobody may read a cached slot: a match is refused
+    "CACHED --LOCK [READER]: dropped": "legal",  # a second reader is refused
+}
+
+
+def test_the_cache_mutants_no_move_property_sees_are_killed_by_the_checker():
+    cache_bounds = tuple(b for b in D.CHECKER_BOUNDS if b.nodes)
+    result = D.run_stage(cache_bounds, names=set(CACHE_KILLED_BY_THE_CHECKER))
+    assert result.ok and not (set(CACHE_KILLED_BY_THE_CHECKER) & set(D.EQUIVALENT))
+    for k in result.kills:
+        assert k.killed_by == "checker" and k.detail.startswith(CACHE_KILLED_BY_THE_CHECKER[k.mutant]), k
+    # without the cache bounds they survive: the checker needs worlds that run the cache
+    blind = D.run_stage(SMALL, names=set(CACHE_KILLED_BY_THE_CHECKER))
+    assert set(blind.unlisted) == set(CACHE_KILLED_BY_THE_CHECKER)

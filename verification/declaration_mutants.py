@@ -194,8 +194,14 @@ def declared_as(lifecycle: Lifecycle):
 def _bounds() -> tuple:
     from slotwarden.verification.abstract import Bounds
 
-    # a plain request; then a session with two turns (the lent paths) and a plain request
-    return (Bounds(slots=1, requests=2, sessions=1), Bounds(slots=2, requests=3, sessions=1))
+    # a plain request; then a session with two turns (the lent paths) and a plain request; then
+    # the prefix cache: a donor and two readers of its node, and, overlapped, a dropped write
+    return (
+        Bounds(slots=1, requests=2, sessions=1),
+        Bounds(slots=2, requests=3, sessions=1),
+        Bounds(slots=3, requests=3, sessions=0, nodes=1),
+        Bounds(slots=2, requests=3, sessions=0, overlap=True, nodes=2),
+    )
 
 
 def checker_check(lifecycle: Lifecycle, bounds) -> str:
@@ -273,15 +279,6 @@ _LATER = "a candidate's slot, which no step used, waits for a fence instead of b
 
 _NO_COUNT = "the source state counts no locks (`exclusive`, proved inductive): KEEP and CLEAR both give 0"
 _UNLOCKED = "only an unlocked node is evicted (relation OWNER, not PINNED): KEEP and CLEAR both give 0 locks"
-_UNCOUNTED_LOCK = (
-    "a lock that the count misses (SGLang #27147) leaves the record as a refused move would: no one-move "
-    "property can tell them apart, and the checker's worlds do not run the prefix cache yet; `locks_match` "
-    "(a request holds a lock the count does not show) judges it once they do, and the entry must go"
-)
-_NO_READS = (
-    "fewer requests may read a cached slot: safe (nothing is written or freed), and the checker's worlds "
-    "do not run the prefix cache yet, so nothing needs the rule; once they do, the entry must go"
-)
 _CACHE = {
     **{
         f"{r}: readers from {src}": _NO_COUNT
@@ -331,15 +328,6 @@ _CACHE = {
             "UNLOCK [FULL]",
         )
     },
-    **{
-        m: _UNCOUNTED_LOCK
-        for m in (
-            "CACHED --LOCK [NONE]: readers from KEEP",
-            "CACHED --LOCK [NONE]: readers from CLEAR",
-            "CACHED --LOCK [READER]: readers from KEEP",
-        )
-    },
-    **{m: _NO_READS for m in ("CACHED --LOCK [NONE]: dropped", "CACHED --LOCK [READER]: dropped")},
 }
 """The prefix cache's equivalent mutants (and the other rules' mutants of the lock count)."""
 
