@@ -252,6 +252,7 @@ DEFAULT_BOUNDS = (
     Bounds(slots=3, requests=4, sessions=0, overlap=True, nodes=2),
     Bounds(slots=2, requests=4, sessions=1, overlap=True, nodes=1),
     Bounds(slots=3, requests=3, sessions=1, overlap=True, nodes=1),
+    Bounds(slots=3, requests=4, sessions=1, overlap=False, nodes=2),  # two donors beside a two-turn session
 )
 """The default run (the reachable-state counts are pinned in tests/test_checker.py)."""
 
