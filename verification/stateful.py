@@ -76,6 +76,11 @@ class PoolUnderTest(Protocol):
 
 
 class StatePoolUnderTest:
+    reads_cached = names_lockers = hasattr(StatePool, "lock")
+    """Whether the pool copies (and forks) from a published cached slot the copying request
+    holds a lock on (copy-on-write from the prefix cache; without it only held slots are read),
+    and keeps who holds each lock (so it refuses a second lock by the same request)."""
+
     def __init__(self, capacity: int):
         self.capacity = capacity
         self.pool = StatePool(pool_config(MODEL, capacity))
@@ -85,7 +90,11 @@ class StatePoolUnderTest:
         return None if ids is None else tuple(ids.tolist())
 
     def fire(self, event, ids, actor, target=NOBODY):
-        self.pool.fire(event, ids, actor, target)
+        lock_op = getattr(self.pool, _LOCK_OPS.get(event, ""), None)  # a pool that names who locks
+        if lock_op is not None:
+            lock_op(ids, actor)
+        else:
+            self.pool.fire(event, ids, actor, target)
 
     def launch(self):
         return self.pool.launch()
@@ -118,6 +127,10 @@ class StatePoolUnderTest:
         rows = torch.cat([t.transpose(0, 1).reshape(t.shape[1], -1) for t in self.pool.tensors], dim=1)[1:]
         uniform = (rows == rows[:, :1]).all(dim=1)
         return tuple(torch.where(uniform, rows[:, 0], torch.nan).tolist())
+
+
+_LOCK_OPS = {Event.LOCK: "lock", Event.UNLOCK: "unlock"}
+"""The pool operations that keep the lock record, where the pool has them (`fire` only counts)."""
 
 
 class GuardUnderTest:
@@ -287,10 +300,10 @@ class PoolMachine(RuleBasedStateMachine):
     @rule(data=st.data(), rid=RIDS)
     def lock(self, data, rid):
         """A request locks a published slot to copy from it (a lock on a slot nobody published
-        is refused by both). A second lock by the same request is not drawn: the pool under
-        test counts locks without naming their holders, so only the model can refuse it."""
+        is refused by both, and so is a second lock by the same request where the pool under
+        test names who holds its locks; one that only counts them is not asked)."""
         slot = data.draw(st.sampled_from(self._cached(True) + [1]), label="slot")
-        if (rid, slot) not in self.model.locks:
+        if (rid, slot) not in self.model.locks or getattr(self.impl, "names_lockers", False):
             self._fire(Event.LOCK, (slot,), Actor.request(rid))
 
     @precondition(lambda self: bool(self.model.locks))
@@ -420,7 +433,7 @@ class PoolMachine(RuleBasedStateMachine):
     def copy(self, data):
         src, dst = self._some_slot(data), self._some_slot(data)
         actor = self._some_actor(data, dst)
-        allowed = src != dst and self._is_held(src) and self._holds(actor, dst)
+        allowed = src != dst and self._readable(src, actor) and self._holds(actor, dst)
         self._data_move(
             allowed,
             lambda: self.impl.copy((src,), (dst,), actor),
@@ -443,7 +456,7 @@ class PoolMachine(RuleBasedStateMachine):
     def fork(self, data):
         src = self._some_slot(data)
         rid = data.draw(RIDS, label="request")
-        allowed = self._is_held(src)
+        allowed = self._readable(src, Actor.request(rid))
 
         def effect(ids):
             got_model = model_pool.alloc(self.model, 1, Actor.request(rid))
@@ -454,6 +467,18 @@ class PoolMachine(RuleBasedStateMachine):
                 self.shadow[ids[0]] = self.shadow[src]
 
         self._data_move(allowed, lambda: self.impl.fork(src, Actor.request(rid)), effect)
+
+    def _readable(self, slot: int, actor: Actor) -> bool:
+        """Whether `actor` may read `slot`: a slot a request or a session holds, or (for a pool
+        that reads the cache) a published cached slot on which that request holds a lock."""
+        if self._is_held(slot):
+            return True
+        return (
+            getattr(self.impl, "reads_cached", False)
+            and self.model.slots[slot - 1].state is State.CACHED
+            and actor.kind is ActorKind.REQUEST
+            and (actor.id, slot) in self.model.locks
+        )
 
     def _is_held(self, slot: int) -> bool:
         return LIFECYCLE.spec(self.model.slots[slot - 1].state).group in (Group.BATCH_OWNED, Group.SESSION_OWNED)
