@@ -274,7 +274,7 @@ def _match(world: World, rid: int, policy: Policy, slot: int):
     ids = t.fire(policy.match_events(world, r, slot))
     if ids is None:
         return None
-    t.set_request(rid, phase=CANDIDATE, handle=ids[0], lent=False, src=slot)
+    t.set_request(rid, phase=CANDIDATE, handle=ids[-1], lent=False, src=slot)  # the fresh slot
     return t
 
 

@@ -134,9 +134,10 @@ class Policy:
         return rec.state is State.CACHED and rec.readers < MAX_READERS and (r.id, slot) not in world.pool.locks
 
     def match_events(self, world: World, r: Request, slot: int) -> tuple:
-        """A request matches the node holding cached `slot`: it takes a fresh slot and locks the
-        cached one, to copy from it in its first step (copy-on-write)."""
-        return (Alloc(req_actor(r), 1), Fire(Event.LOCK, req_actor(r), (slot,)))
+        """A request matches the node holding cached `slot`: it locks the cached slot and takes a
+        fresh one (the runtime's order), to copy from the cached one in its first step
+        (copy-on-write); with no free slot the match is not made."""
+        return (Fire(Event.LOCK, req_actor(r), (slot,)), Alloc(req_actor(r), 1))
 
     def unmatch_events(self, world: World, r: Request) -> tuple:
         """A request leaving before its copy step was launched lets go of its match's lock."""
