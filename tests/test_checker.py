@@ -240,8 +240,27 @@ class KeepsUnpublishedWrites(Policy):
         return world.pool.slots[slot - 1].state is State.CACHED and super().can_evict(world, slot)
 
 
+class NeverDonates(Policy):
+    """A scheduler whose requests never donate: the cache stays empty."""
+
+    def can_donate(self, world, r):
+        return False
+
+
 def test_coverage_fails_without_matches_or_without_dropped_writes():
     cache = [b for b in TEST_BOUNDS if b.nodes]
+    cover = coverage(check(b, NeverDonates()) for b in cache)
+    assert (
+        set(cover.missed_goals)
+        >= {  # (and the sessions' goals: these bounds have none)
+            "two_readers",
+            "evicted_under_pressure",
+            "published_at_fence",
+            "copy_source_locked",
+            "aborted_write_dropped",
+        }
+        and "RUNNING --INSERT [OWNER]" in cover.missed_rules
+    )
     cover = coverage(check(b, NeverMatches()) for b in cache)
     assert {"CACHED --LOCK [NONE]", "CACHED --LOCK [READER]", "CACHED --UNLOCK [READER]"} <= set(cover.missed_rules)
     assert {"two_readers", "copy_source_locked"} <= set(cover.missed_goals)
