@@ -417,3 +417,28 @@ def test_a_lock_or_a_copy_is_part_of_the_key():
     assert locked.pool.slots[0].readers == 1 and plain.pool.slots[0].readers == 0
     assert symmetry.key(locked) != symmetry.key(plain)
     assert symmetry.key(locked) == symmetry.key(perform(w, Policy(), "match", 2, slot=1).world)
+
+
+def test_a_request_retracted_under_its_copy_keeps_the_lock_until_the_fence():
+    # found by the checker: re-matching the node before the copy's fence would be a second lock
+    # by the same request (the model refuses it), so the twin offers no match until then
+    from slotwarden.verification.abstract_actions import perform
+
+    bounds = Bounds(slots=3, requests=3, sessions=0, overlap=True, nodes=1)
+    w = initial(bounds)
+    for kind, who in (("take", 0), ("admit", 0), ("launch", None), ("complete", None), ("donate", 0)):
+        w = perform(w, Policy(), kind, who).world
+    w = perform(w, Policy(), "match", 1, slot=1).world
+    for kind, who in (("admit", 1), ("launch", None), ("retract", 1)):
+        w = perform(w, Policy(), kind, who).world
+    assert w.pool.locks == ((1, 1),) and w.steps[0].copies == frozenset({(1, 1)})
+    assert perform(w, Policy(), "match", 1, slot=1) is None  # not offered while the copy is in flight
+
+    class Rematches(Policy):
+        def can_match(self, world, r, slot):
+            return world.pool.slots[slot - 1].state.name == "CACHED"
+
+    refused = perform(w, Rematches(), "match", 1, slot=1)
+    assert refused.error is not None and "already holds a lock" in str(refused.error)
+    w = perform(w, Policy(), "complete").world  # the copy's fence lets go of the lock
+    assert w.pool.locks == () and perform(w, Policy(), "match", 1, slot=1).world is not None
