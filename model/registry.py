@@ -227,7 +227,7 @@ _ALL = (
         Kind.MOVE,
         cache_read_only,
         ("cache_read_only",),
-        (MUTANTS,),
+        (CHECKER, MUTANTS),
         lambda b, e, a, t, ep, x, L: cache_read_only(b, a, x, L),
     ),
     Property(
@@ -248,7 +248,7 @@ _ALL = (
         Kind.MOVE,
         lock_counted,
         ("lock_counted",),
-        (MUTANTS,),
+        (CHECKER, MUTANTS),
         lambda b, e, a, t, ep, x, L: lock_counted(b, e, x, L),
     ),
     Property(

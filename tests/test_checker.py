@@ -442,3 +442,23 @@ def test_a_request_retracted_under_its_copy_keeps_the_lock_until_the_fence():
     assert refused.error is not None and "already holds a lock" in str(refused.error)
     w = perform(w, Policy(), "complete").world  # the copy's fence lets go of the lock
     assert w.pool.locks == () and perform(w, Policy(), "match", 1, slot=1).world is not None
+
+
+def test_the_checker_judges_every_cache_move():
+    # a declaration where a lock makes the reader the slot's owner: the twin's match goes
+    # through it, and the checker names the move property it breaks
+    import dataclasses
+
+    from slotwarden.model.declaration import Source, declare
+    from slotwarden.model.lifecycle import EVENTS, RULES, STATES
+    from slotwarden.verification.declaration_mutants import checker_check
+
+    grabs = tuple(
+        dataclasses.replace(r, effect=r.effect._replace(owner=Source.ACTOR))
+        if (r.source, r.event, r.by) == (State.CACHED, Event.LOCK, Relation.NONE)
+        else r
+        for r in RULES
+    )
+    wrong = declare("a lock takes the slot", STATES, EVENTS, grabs)
+    found = checker_check(wrong, (Bounds(slots=2, requests=2, sessions=0, nodes=1),))
+    assert found.startswith("cache_read_only"), found

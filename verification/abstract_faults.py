@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from slotwarden.model.pool import Pool
 from slotwarden.model.properties import (
+    cache_read_only,
     conserved,
     exclusive,
     fence_respected,
     freed_once,
     handles_match,
+    lock_counted,
     locks_match,
     no_orphans,
     quiescent,
+    reads_published,
     session_kept,
 )
 from slotwarden.model.registry import text, texts
@@ -36,7 +39,9 @@ STATE_PROPERTIES = texts(
         "quiescent",
     )
 )
-MOVE_PROPERTIES = texts(("legal", "session_kept", "freed_once", "fence_respected"))
+MOVE_PROPERTIES = texts(
+    ("legal", "session_kept", "freed_once", "fence_respected", "cache_read_only", "lock_counted", "reads_published")
+)
 RUN_PROPERTIES = {"deadlock": text("deadlock")}  # judged over the search (rule coverage and goals: checker.coverage)
 PROPERTIES = {**STATE_PROPERTIES, **MOVE_PROPERTIES, **RUN_PROPERTIES}
 """The properties the checker judges, in the registry's words (`slotwarden.model.registry`)."""
@@ -166,6 +171,9 @@ def move_fault(move: Move) -> tuple[str, str] | None:
         ("session_kept", lambda: session_kept(b, e, a, x)),
         ("freed_once", lambda: freed_once(b, e, x)),
         ("fence_respected", lambda: fence_respected(b, a, x)),
+        ("cache_read_only", lambda: cache_read_only(b, a, x)),
+        ("lock_counted", lambda: lock_counted(b, e, x)),
+        ("reads_published", lambda: reads_published(b, a, x)),
     ):
         if not holds():
             found = name, f"{e.name} by {a} on slot {move.slot_id}: {show_slot(b)} -> {show_slot(x)}"
