@@ -83,7 +83,7 @@ class Policy:
     def rollback_events(self, world: World, r: Request) -> tuple:
         """The candidate did not fit: ROLLBACK gives back what it took, to where it came from
         (a lent slot to its session)."""
-        return self.unmatch_events(world, r) + (Fire(Event.ROLLBACK, req_actor(r), (r.handle,)),)
+        return (Fire(Event.ROLLBACK, req_actor(r), (r.handle,)),) + self.unmatch_events(world, r)
 
     def finish_events(self, world: World, r: Request) -> tuple:
         """A plain request or a lent turn finishes (a lent slot goes back to its session); a
@@ -105,13 +105,13 @@ class Policy:
     def retract_events(self, world: World, r: Request) -> tuple:
         """RETRACT gives back what the request holds, to where it came from (a lent slot to its
         session)."""
-        return self.unmatch_events(world, r) + (Fire(Event.RETRACT, req_actor(r), (r.handle,)),)
+        return (Fire(Event.RETRACT, req_actor(r), (r.handle,)),) + self.unmatch_events(world, r)
 
     def abort_events(self, world: World, r: Request) -> tuple:
         """A queued or waiting request holds nothing; anything else gives back what it holds."""
         if r.phase in (PENDING, WAITING) or r.handle is None:
             return ()
-        return self.unmatch_events(world, r) + (Fire(Event.ABORT, req_actor(r), (r.handle,)),)
+        return (Fire(Event.ABORT, req_actor(r), (r.handle,)),) + self.unmatch_events(world, r)
 
     def turn_after_abort(self, world: World, s: Session, r: Request) -> int | None:
         """The session's turn in flight once its turn `r` is aborted: none if `r` was it, else
@@ -140,7 +140,8 @@ class Policy:
         return (Fire(Event.LOCK, req_actor(r), (slot,)), Alloc(req_actor(r), 1))
 
     def unmatch_events(self, world: World, r: Request) -> tuple:
-        """A request leaving before its copy step was launched lets go of its match's lock."""
+        """A request leaving before its copy step was launched lets go of its match's lock
+        (after giving back its slot, as the runtime does)."""
         return () if r.src is None else (Fire(Event.UNLOCK, req_actor(r), (r.src,)),)
 
     def launch_events(self, world: World, copies: frozenset) -> tuple:
