@@ -43,3 +43,44 @@ def test_a_runtime_move_the_model_never_makes_diverges():
         run_workload(ops, cfg, policy=RetractsOnlyPlainRequests())
     pair = run_workload(ops, cfg)  # the checker's model follows the runtime on the same workload
     assert pair.followed > 0 and pair.events["RETRACT"] and pair.sched.counters.retractions
+
+
+# -- the prefix cache ----------------------------------------------------------------------------
+from slotwarden.verification.differential import runtime_has_cache  # noqa: E402
+
+needs_cache = pytest.mark.skipif(not runtime_has_cache(), reason="the runtime's scheduler has no prefix cache")
+
+
+@needs_cache
+def test_the_model_follows_the_runtime_with_the_prefix_cache():
+    report = check_differential(workloads=30, length=30, seed=3, cache=True)
+    assert report.ok, report.divergence
+    assert all(report.events.get(e) for e in ("INSERT", "LOCK", "UNLOCK", "EVICT")), report.events
+
+
+class NeverMatches(Policy):
+    """A model whose requests never match a cached prefix."""
+
+    def can_match(self, world, r, slot):
+        return False
+
+
+class NeverEvicts(Policy):
+    """A model whose cache never evicts."""
+
+    def can_evict(self, world, slot):
+        return False
+
+
+@needs_cache
+@pytest.mark.parametrize("policy, why", [(NeverMatches, "cannot match"), (NeverEvicts, "cannot evict")])
+def test_a_model_that_cannot_follow_the_cache_diverges(policy, why):
+    report = check_differential(workloads=60, length=30, seed=3, policy=policy(), cache=True)
+    assert not report.ok and why in report.divergence, report.divergence
+
+
+def test_a_cache_run_that_makes_no_cache_move_is_not_a_pass():
+    from slotwarden.verification.differential import Report
+
+    plain = Report(1, 3, 5, None, {e: 1 for e in ("ALLOC", "ADMIT", "FINISH")}, cache=True)
+    assert {"INSERT", "LOCK", "UNLOCK", "EVICT"} <= set(plain.unexercised) and not plain.ok

@@ -14,6 +14,14 @@ runtime ids and slots mapped to the model's (a slot's mapping is fixed when it i
 The model fences after every action, the runtime at the end of a step: a slot the runtime
 released after its last fence, with no step in flight that may use it, counts as free.
 
+With the prefix cache on (`cache=True`, for a runtime that has one) the workloads also send
+follow-ups (a plain request continuing an ended one: its prompt, its output, one more token),
+and the cache's moves are followed too: a match's LOCK and its fresh slot are a `match`, an
+INSERT a `donate`, an EVICT an `evict`; a lock given back at a fence was given back by the
+model's `complete`, and a LOCK given back at once (no slot to copy into) is no move at all.
+A cached slot's owner is compared through its slot (the model names a node by the slot it
+holds), its lock count as it is.
+
 The first divergence stops a workload and is reported with the operations so far. Workloads
 are drawn from a seeded generator, with pool sizes, budgets and overlap varied, so a run is
 reproducible.
@@ -33,7 +41,7 @@ from slotwarden.runtime.scheduler import Scheduler
 
 from .abstract_actions import perform
 from .abstract_policy import Policy
-from .abstract_world import DONE, OPEN, PENDING, SESSION_BASE, WAITING, Request, Session, World
+from .abstract_world import DONE, OPEN, PENDING, SESSION_BASE, WAITING, Request, Session, World, node_of
 
 CACHE_ONLY = tuple(
     e
@@ -44,9 +52,19 @@ CACHE_ONLY = tuple(
         if r.event is e
     )
 )
-"""The prefix cache's own events: the scheduler compared here runs no prefix cache yet."""
+"""The prefix cache's own events: made only by a run with the cache on."""
 FOLLOWED = tuple(e for e in Event if e is not Event.FENCE and e not in CACHE_ONLY)  # each at least once
-SETTINGS = ("overlap", "token_budget", "chunk_size", "max_running", "retract_after")
+FOLLOWED_WITH_CACHE = tuple(e for e in Event if e is not Event.FENCE)
+
+
+def runtime_has_cache() -> bool:
+    """Whether the runtime's scheduler has a prefix cache to compare (`prefix_cache`)."""
+    from slotwarden.runtime.scheduler import SchedulerConfig
+
+    return "prefix_cache" in getattr(SchedulerConfig, "__dataclass_fields__", {})
+
+
+SETTINGS = ("overlap", "token_budget", "chunk_size", "max_running", "retract_after", "prefix_cache")
 
 
 class Divergence(AssertionError):
@@ -59,26 +77,31 @@ class Report(NamedTuple):
     moves: int  # runtime slot moves the model followed
     divergence: str | None  # the first one, with its workload; None: they agree
     events: dict = {}  # event name -> how many runtime moves of it the model followed
+    cache: bool = False  # the runtime ran its prefix cache
 
     @property
     def unexercised(self) -> tuple:
-        """The runtime's events (all but the fence) that no workload made: a run that never
-        made one says nothing about it."""
-        return tuple(e.name for e in FOLLOWED if e.name not in self.events)
+        """The runtime's events (all but the fence; without the cache, all but its own) that no
+        workload made: a run that never made one says nothing about it."""
+        return tuple(e.name for e in (FOLLOWED_WITH_CACHE if self.cache else FOLLOWED) if e.name not in self.events)
 
     @property
     def ok(self) -> bool:
         return self.divergence is None and not self.unexercised
 
 
-def workload(rng: random.Random, length: int) -> tuple:
+def workload(rng: random.Random, length: int, follow: bool = False) -> tuple:
     """A random sequence of operations: ("submit", n, new), ("open",), ("turn", session, n,
-    new), ("abort", request), ("close", session), ("step", times). Requests and sessions are
-    named by their order of creation."""
+    new), ("abort", request), ("close", session), ("step", times), and with `follow`
+    ("follow", request, new): a plain request continuing an earlier one. Requests and sessions
+    are named by their order of creation."""
     ops, requests, sessions = [], 0, 0
     for _ in range(length):
         roll = rng.random()
-        if roll < 0.18:
+        if follow and requests and roll < 0.12:
+            ops.append(("follow", rng.randrange(requests), rng.randint(1, 3)))
+            requests += 1
+        elif roll < 0.18:
             ops.append(("submit", rng.randint(1, 6), rng.randint(1, 4)))
             requests += 1
         elif roll < 0.26 or (roll < 0.42 and not sessions):
@@ -111,14 +134,18 @@ class _Pair:
     """The runtime and the model side by side, with the maps from runtime ids to model ids."""
 
     def __init__(self, ops: tuple, cfg: dict, scheduler_cls: type, policy: Policy, model):
-        self.sched = build(model, slots=cfg["slots"], cls=scheduler_cls, **{k: cfg[k] for k in SETTINGS})
+        self.sched = build(model, slots=cfg["slots"], cls=scheduler_cls, **{k: cfg[k] for k in SETTINGS if k in cfg})
         self.policy, self.overlap = policy, cfg["overlap"]
-        self.world = _initial_world(ops, cfg["slots"])
+        self.cache = bool(cfg.get("prefix_cache"))
+        self.world = _initial_world(ops, cfg["slots"], self.cache)
+        self.asked: dict = {}  # model request id -> (prompt, runtime request id): what follow-ups continue
+        self.results: dict = {}  # runtime request id -> its output, once ended
         self.requests: dict = {}  # runtime request id -> model request id
         self.sessions: dict = {}  # runtime session id -> model session id
         self.slots: dict = {}  # runtime slot id -> model slot id
         self.moves: list = []  # runtime moves of the operation in progress: (event, slot, actor, target) or "launch"
         self.followed = self.launched = self.completed = 0
+        self.fenced: tuple = ()  # the model's moves at fences not yet matched with the runtime's (its unlocks)
         self.events: dict = {}
         self._watch(self.sched.pool)
 
@@ -154,21 +181,28 @@ class _Pair:
         )
 
     # -- the model follows ---------------------------------------------------------------------
-    def act(self, kind: str, who: int | None = None) -> tuple:
+    def catch_up(self) -> tuple:
+        """Complete in the model every step the device has finished; their moves but fences."""
+        made: tuple = ()
+        while self.completed < self.sched.device.finished and self.world.steps:
+            made += tuple(m for m in self._apply("complete", None).moves if m.event is not Event.FENCE)
+            self.completed += 1
+        return made
+
+    def act(self, kind: str, who: int | None = None, slot: int | None = None) -> tuple:
         """Perform a model action (completing first every step the device has finished);
         return its slot moves other than fences."""
-        while self.completed < self.sched.device.finished and self.world.steps:
-            self._apply("complete", None)
-            self.completed += 1
-        out = self._apply(kind, who)
+        self.fenced += self.catch_up()
+        out = self._apply(kind, who, slot)
         if kind == "launch":
             self.launched += 1
         return tuple(m for m in out.moves if m.event is not Event.FENCE)
 
-    def _apply(self, kind: str, who):
-        out = perform(self.world, self.policy, kind, who, self.overlap)
+    def _apply(self, kind: str, who, slot: int | None = None):
+        out = perform(self.world, self.policy, kind, who, self.overlap, slot)
         if out is None:
-            raise Divergence(f"the model cannot {kind}{'' if who is None else f'({who})'}: not enabled")
+            on = "" if slot is None else f" slot {slot}"
+            raise Divergence(f"the model cannot {kind}{'' if who is None else f'({who})'}{on}: not enabled")
         if out.error is not None:
             raise Divergence(f"the model refuses {kind}({who}): {out.error}")
         self.world = out.world
@@ -193,13 +227,32 @@ class _Pair:
                 self.act("launch")
                 continue
             event, slot, actor, target = head
+            if event is Event.LOCK and todo and todo[0][:3] == (Event.UNLOCK, slot, actor):
+                del todo[0]  # a match given back at once (no slot to copy into): no move at all
+                continue
+            if event is Event.UNLOCK and self._unlocked_at_fence(slot, actor):
+                continue
             kind, who = _action_for(event, actor, target, self)
             if kind == "take" and self.world.requests[who].phase == PENDING:
                 self.act("submit", who)
-            made = self.act(kind, who)
+            on = self.slots.get(slot) if kind in ("match", "evict") else None
+            made = self.act(kind, who, on)
             runtime = [head] + [m for m in todo[: len(made) - 1]]
             del todo[: len(made) - 1]
             self._same_moves(kind, who, runtime, made)
+
+    def _unlocked_at_fence(self, slot: int, actor: Actor) -> bool:
+        """Whether the runtime's UNLOCK of `slot` by `actor` is one the model made when it
+        completed the copy's step (then it is followed, once)."""
+        self.fenced += self.catch_up()
+        want = (Event.UNLOCK, self.slots.get(slot), self.actor(actor))
+        for k, m in enumerate(self.fenced):
+            if (m.event, m.slot_id, m.actor) == want:
+                self.fenced = self.fenced[:k] + self.fenced[k + 1 :]
+                self.followed += 1
+                self.events["UNLOCK"] = self.events.get("UNLOCK", 0) + 1
+                return True
+        return False
 
     def _same_moves(self, kind, who, runtime: list, made: tuple) -> None:
         if len(runtime) != len(made):
@@ -207,7 +260,10 @@ class _Pair:
         for (event, slot, actor, _), m in zip(runtime, made):
             if event is Event.ALLOC:
                 self.slots[slot] = m.slot_id
-            if (event, self.slots.get(slot), self.actor(actor)) != (m.event, m.slot_id, m.actor):
+            mapped = (
+                Actor.cache(node_of(self.slots.get(slot, 0))) if actor.kind is ActorKind.CACHE else self.actor(actor)
+            )
+            if (event, self.slots.get(slot), mapped) != (m.event, m.slot_id, m.actor):
                 raise Divergence(f"{kind}({who}): the runtime moved {_show(runtime)}, the model {_show_model(made)}")
             self.followed += 1
             self.events[event.name] = self.events.get(event.name, 0) + 1
@@ -234,9 +290,10 @@ class _Pair:
             held += 1
             j = self.slots.get(i)
             mine = None if j is None else model[j - 1]
-            owner = self._owner(rec)
+            owner = self._owner(rec) if LIFECYCLE.spec(rec.state).owner is not ActorKind.CACHE else node_of(j or 0)
             borrower = NOBODY if rec.borrower == NOBODY else self.actor(Actor.request(rec.borrower)).id
-            if mine is None or (mine.state, mine.owner, mine.borrower) != (rec.state, owner, borrower):
+            same = (rec.state, owner, borrower, rec.readers)
+            if mine is None or (mine.state, mine.owner, mine.borrower, mine.readers) != same:
                 raise Divergence(f"slot {i}: the runtime has {rec}, the model's slot {j} is {mine}")
         if held != sum(s.state is not State.FREE for s in model):
             raise Divergence(
@@ -258,26 +315,33 @@ def _action_for(event: Event, actor: Actor, target: int, pair: _Pair) -> tuple:
     }.get(event)  # fmt: skip
     if event is Event.LEND:  # the session lends: the turn borrowing it takes it
         return "take", pair.actor(Actor.request(target)).id
+    if event is Event.LOCK:  # a match: its lock, then its fresh slot
+        return "match", pair.actor(actor).id
+    if event is Event.INSERT:
+        return "donate", pair.actor(actor).id
+    if event is Event.EVICT:
+        return "evict", None
     if kind is None:
         raise Divergence(f"the runtime fired {event.name} by {actor}, which no model action fires")
     return kind, pair.actor(actor).id
 
 
-def _initial_world(ops: tuple, slots: int) -> World:
-    """The model's world for a workload: a request per submit and turn (in order), a session
-    per open; plain requests wait, turns are pending."""
+def _initial_world(ops: tuple, slots: int, cache: bool = False) -> World:
+    """The model's world for a workload: a request per submit, follow-up and turn (in order), a
+    session per open; plain requests wait, turns are pending. With the cache: the lock record,
+    and as many nodes as slots."""
     sessions, requests = [], []
     for op in ops:
         if op[0] == "open":
             sessions.append([])
-        elif op[0] == "submit":
+        elif op[0] in ("submit", "follow"):
             requests.append(Request(len(requests), None, WAITING))
         elif op[0] == "turn":
             sid = SESSION_BASE + op[1]
             sessions[op[1]].append(len(requests))
             requests.append(Request(len(requests), sid, PENDING))
     model_sessions = tuple(Session(SESSION_BASE + j, OPEN, turns=tuple(t)) for j, t in enumerate(sessions))
-    return World(new_pool(slots), tuple(requests), model_sessions, 0, 0, ())
+    return World(new_pool(slots, locks=cache), tuple(requests), model_sessions, 0, 0, (), slots if cache else 0)
 
 
 def run_workload(
@@ -292,7 +356,7 @@ def run_workload(
     for n, op in enumerate(ops):
         try:
             _run_op(pair, op, made, opened)
-            if op[0] in ("submit", "turn"):
+            if op[0] in ("submit", "turn", "follow"):
                 made += 1
             elif op[0] == "open":
                 opened += 1
@@ -308,7 +372,15 @@ def run_workload(
 def _run_op(pair: _Pair, op: tuple, made: int, opened: int) -> None:
     sched, kind = pair.sched, op[0]
     if kind == "submit":
-        pair.requests[sched.submit([(op[1] + i) % 64 for i in range(op[1])], op[2])] = made
+        prompt = [(op[1] + i) % 64 for i in range(op[1])]
+        rid = sched.submit(prompt, op[2])
+        pair.requests[rid], pair.asked[made] = made, (prompt, rid)
+    elif kind == "follow":  # the earlier request's prompt and output (if it ended), one more token
+        prompt, base = pair.asked.get(op[1], ([op[1] % 64], None))
+        ended = [r.output for r in sched.outbox if r.rid == base] or [pair.results.get(base, ())]
+        prompt = list(prompt) + list(ended[0]) + [op[2]]
+        rid = sched.submit(prompt, op[2])
+        pair.requests[rid], pair.asked[made] = made, (prompt, rid)
     elif kind == "open":
         pair.sessions[sched.open_session()] = SESSION_BASE + opened
     elif kind == "turn":
@@ -344,6 +416,7 @@ def _run_op(pair: _Pair, op: tuple, made: int, opened: int) -> None:
     else:
         for _ in range(op[1]):
             sched.step()
+            pair.results.update((r.rid, r.output) for r in sched.outbox)
             pair.follow()
             pair.submit_started_turns()
 
@@ -353,17 +426,20 @@ def _runtime_id(ids: dict, model_id: int):
 
 
 def check_differential(workloads: int = 200, length: int = 30, seed: int = 0, scheduler_cls: type = Scheduler,
-                       policy: Policy | None = None) -> Report:  # fmt: skip
-    """Run `workloads` random workloads (seeded); the first divergence, if any."""
+                       policy: Policy | None = None, cache: bool = False) -> Report:  # fmt: skip
+    """Run `workloads` random workloads (seeded); the first divergence, if any. `cache`: with
+    the runtime's prefix cache on, and follow-ups in the workloads."""
     rng = random.Random(seed)
     operations = moves = 0
     events: dict = {}
     for w in range(workloads):
-        ops, cfg = workload(rng, length), config(rng)
+        ops, cfg = workload(rng, length, follow=cache), config(rng)
+        if cache:
+            cfg["prefix_cache"] = True
         try:
             pair = run_workload(ops, cfg, scheduler_cls, policy)
         except Divergence as d:
-            return Report(w + 1, operations, moves, f"workload {w} (seed {seed}): {d}", events)
+            return Report(w + 1, operations, moves, f"workload {w} (seed {seed}): {d}", events, cache)
         except Exception as e:  # the runtime itself refused: as much a failure of the stage
             return Report(
                 w + 1,
@@ -371,12 +447,13 @@ def check_differential(workloads: int = 200, length: int = 30, seed: int = 0, sc
                 moves,
                 f"workload {w} (seed {seed}): the runtime raised {e!r} on {ops} with {cfg}",
                 events,
+                cache,
             )
         operations += len(ops)
         moves += pair.followed
         for name, n in pair.events.items():
             events[name] = events.get(name, 0) + n
-    return Report(workloads, operations, moves, None, events)
+    return Report(workloads, operations, moves, None, events, cache)
 
 
 def _op(op: tuple) -> str:

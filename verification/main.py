@@ -53,7 +53,7 @@ from slotwarden.verification.checker import (
 )
 from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT, prove
 from slotwarden.verification import declaration_mutants
-from slotwarden.verification.differential import check_differential
+from slotwarden.verification.differential import check_differential, runtime_has_cache
 from slotwarden.verification.mutants import MUTANTS
 from slotwarden.verification.continuity import CachedContinuityMachine, ContinuityMachine, continuity_machine_for
 from slotwarden.verification.runtime_faults import FAULTS, hunt
@@ -245,21 +245,29 @@ def _coverage(bounds_list) -> Row:
 def _differential(workloads: int, seed) -> Row:
     start = time.perf_counter()
     r = check_differential(workloads, 40, seed=0 if seed is None else seed)
-    text = f"{r.workloads} workloads, {r.operations} operations, {r.moves} slot moves followed"
-    text += (
-        f"; DIVERGED: {r.divergence}"
-        if r.divergence
-        else f"; never made: {', '.join(r.unexercised)}"
-        if r.unexercised
-        else ""
-    )
+    runs = [r]
+    if runtime_has_cache():  # and with the prefix cache on (follow-ups share donated prefixes)
+        runs.append(check_differential(max(workloads // 2, 1), 40, seed=0 if seed is None else seed, cache=True))
+    texts = []
+    for run in runs:
+        text = f"{run.workloads} workloads, {run.operations} operations, {run.moves} slot moves followed"
+        text += (
+            f"; DIVERGED: {run.divergence}"
+            if run.divergence
+            else f"; never made: {', '.join(run.unexercised)}"
+            if run.unexercised
+            else ""
+        )
+        texts.append(("with the prefix cache: " if run.cache else "") + text)
     return Row(
         "differential",
         "model = runtime scheduler",
-        r.ok,
+        all(run.ok for run in runs),
         time.perf_counter() - start,
-        text,
-        r._asdict() | {"unexercised": list(r.unexercised)},
+        "; ".join(texts),
+        r._asdict()
+        | {"unexercised": list(r.unexercised)}
+        | {"cache": [run._asdict() | {"unexercised": list(run.unexercised)} for run in runs[1:]]},
     )
 
 
