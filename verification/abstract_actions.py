@@ -430,7 +430,8 @@ def _attempt(kind: str, who: int | None, fn, *args, slot: int | None = None) -> 
 
 def successors(world: World, policy: Policy, overlap: bool) -> Iterator[Outcome]:
     """Every enabled action of `world` and its outcome, in a fixed order: each request's (by
-    id), launch, complete, each session's close (by id)."""
+    id; a waiting one's matches by cached slot id), the cache's evictions (by slot id),
+    launch, complete, each session's close (by id)."""
     if world.steps and not overlap:  # the one step in flight completes before anything else
         out = _attempt("complete", None, _complete, world, policy)
         if out is not None:
