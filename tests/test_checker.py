@@ -462,3 +462,43 @@ def test_the_checker_judges_every_cache_move():
     wrong = declare("a lock takes the slot", STATES, EVENTS, grabs)
     found = checker_check(wrong, (Bounds(slots=2, requests=2, sessions=0, nodes=1),))
     assert found.startswith("cache_read_only"), found
+
+
+def test_the_codec_packs_the_cache_exactly():
+    # every world of a cache workload decodes from its plain key as it was (the lock record,
+    # the copies in flight, the nodes' slots), and renamed worlds share a canonical key
+    from slotwarden.verification.abstract_actions import perform
+    from slotwarden.verification.symmetry import EXACT, Codec
+
+    bounds = Bounds(slots=3, requests=3, sessions=0, overlap=True, nodes=2)
+    root = initial(bounds)
+    codec = Codec(root)
+    w = root
+    for kind, who, slot in (("take", 0, None), ("admit", 0, None), ("launch", None, None), ("complete", None, None),
+                            ("donate", 0, None), ("match", 1, 1), ("admit", 1, None), ("launch", None, None)):  # fmt: skip
+        w = perform(w, Policy(), kind, who, slot=slot).world
+        key = codec.plain_key(w)
+        assert not (isinstance(key, tuple) and key[0] == EXACT) and codec.world(key) == w, w
+    assert w.pool.locks == ((1, 1),) and w.steps[0].copies == frozenset({(1, 1)})
+    donated = perform(
+        perform(perform(root, Policy(), "take", 0).world, Policy(), "admit", 0).world, Policy(), "launch"
+    ).world
+    donated = perform(perform(donated, Policy(), "complete").world, Policy(), "donate", 0).world
+    one, two = (perform(donated, Policy(), "match", r, slot=1).world for r in (1, 2))  # r1 or r2 locks slot 1
+    assert codec.key(one) == codec.key(two) and codec.plain_key(one) != codec.plain_key(two)
+    assert codec.key(one) != codec.key(perform(one, Policy(), "match", 2, slot=1).world)  # a second reader
+
+
+def test_a_codec_that_forgets_the_lock_record_does_not_decode(monkeypatch):
+    from slotwarden.verification.abstract_actions import perform
+    from slotwarden.verification.symmetry import Codec
+
+    root = initial(Bounds(slots=3, requests=3, sessions=0, overlap=True, nodes=2))
+    w = root
+    for kind, who in (("take", 0), ("admit", 0), ("launch", None), ("complete", None), ("donate", 0)):
+        w = perform(w, Policy(), kind, who).world
+    w = perform(w, Policy(), "match", 1, slot=1).world
+    pool_code = Codec._pool_code
+    monkeypatch.setattr(Codec, "_pool_code", lambda self, pool: pool_code(self, pool._replace(locks=())))
+    codec = Codec(root)
+    assert codec.world(codec.plain_key(w)) != w
