@@ -491,10 +491,8 @@ class SlotLedger:
             cand = np.unique(np.concatenate([np.asarray(ids, dtype=np.int64) for ids in chunks]))
         c = self.cols
         waiting = self._waits_mask[c.state[cand]]
-        if np.count_nonzero(waiting) == cand.size:
-            # all still waiting, so each still waits for the step it was filed under (only a
-            # fence moves such a slot, and nothing rewrites its fence): all are due
-            return cand, steps
+        # a slot still waiting may wait for a later step than the one it was filed under (an
+        # unpublished write evicted while a later step is in flight): read its fence
         return cand[waiting & (c.fence[cand] <= step)], steps
 
     def _note_released(self, ids: np.ndarray) -> None:

@@ -139,3 +139,21 @@ def test_the_pool_machine_catches_an_eviction_of_a_locked_slot():
 
     r = run_machine("evicts pinned", Machine, Budget(300, 40), 0, shrink=False)
     assert not r.passed and "the model refuses" in r.error, r.error
+
+
+@pytest.mark.parametrize("small", [0, 6])
+def test_an_unpublished_write_evicted_under_a_later_step_waits_for_that_step(small):
+    # found by the pool machine: a CACHING slot (filed for the fence of step 0) evicted while
+    # step 1 is in flight waits for step 1; the fence of step 0 must leave it alone, on the
+    # vectorised path too
+    pool = StatePoolUnderTest(1)
+    pool.pool.ledger.small = small
+    ids = pool.alloc(1, Actor.request(1))
+    pool.fire(Event.ADMIT, ids, Actor.request(1))
+    pool.fire(Event.INSERT, ids, Actor.request(1), 2001)
+    pool.launch()
+    pool.fire(Event.EVICT, ids, Actor.cache(2001))
+    pool.fence(0)
+    assert pool.records()[0].state.name == "RELEASED" and pool.records()[0].fence == 1
+    pool.fence(1)
+    assert pool.records()[0].state.name == "FREE"
