@@ -15,10 +15,13 @@ id appears anywhere but in the order of the actor blocks:
 
 - a header: the epochs, the steps in flight (their epochs and slot sets), each slot's state,
   fence and readers count, the free list: nothing here names an actor;
-- one block per request (phase, handle, lent, ran, then three masks: the slots it owns, the
-  slots lent to it, the steps in flight that advance it) and per session (status, handle, its
-  turn in flight as a position, the slots it owns and borrows). A slot's owner and borrower are
-  read back from the masks, a step's requests from theirs, a record's id from its block's place.
+- one block per request (phase, handle, lent, ran, the cached slot it matched, then three
+  masks: the slots it owns, the slots lent to it, the steps in flight that advance it; with the
+  prefix cache also the slots it holds a lock on and the slot it copies from in each step in
+  flight) and per session (status, handle, its turn in flight as a position, the slots it owns
+  and borrows). A slot's owner and borrower are read back from the masks (a cache-owned slot's
+  owner is the node its slot names), a step's requests and copies from theirs, the pool's lock
+  record from the lock masks, a record's id from its block's place.
 
 `plain_key` lays the blocks out in id order: an exact, decodable image of the world (`world`
 decodes it). `key` sorts the blocks of each class of interchangeable actors (a session's block
@@ -28,7 +31,7 @@ then decodes a representative of the class, which the checker expands in place o
 met (for a symmetric policy the futures agree up to the renaming).
 
 A world outside the compact range (an id that names no actor of the workload, a field out of a
-byte, a pool that keeps a lock record: none that the correct scheduler reaches) is kept exactly
+byte, a node not named by its slot: none that the correct scheduler reaches) is kept exactly
 as `(EXACT, world)`; the reduction then merges nothing for it.
 """
 
