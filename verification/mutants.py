@@ -324,10 +324,12 @@ class Mutant(NamedTuple):
         """(checker, runtime): whether each caught it with an expected property / error type
         (`error` as the campaign reports it: "Type: message"; "" when it passed). A mutant
         the checker cannot see (`policy` None) is not checked there: that half holds when no
-        property is reported."""
+        property is reported; likewise a mutant with no runtime variant in this catalogue
+        (`cls` None) holds its runtime half when no error is reported."""
         kind = error.split(":")[0] if error else None
         checker = prop is None if self.policy is None else prop in self.checker_catch
-        return checker, kind in self.runtime_catch
+        runtime = kind is None if self.cls is None else kind in self.runtime_catch
+        return checker, runtime
 
 
 _SESSION = Bounds(slots=1, requests=3, sessions=1, overlap=False)  # s0 = r0, r1; r2 plain
