@@ -31,13 +31,13 @@ EXPECTED = {  # mutant -> (checker property, where the runtime catches it)
     "rejected_turn_clears_live": ("no_orphans", "AuditFailed"),
     "overlength_abort_restores": ("legal", "IllegalCopy"),
     "retract_keeps_partial_turn": (None, "AssertionError"),  # the checker's model holds no state
-    # the prefix cache: the checker's halves (the runtime's variants join under the same names)
-    "tombstone_lock_skipped": ("locks_match", None),
-    "cow_unlock_over_decrements": ("evict_unlocked", None),
-    "cow_published_before_copy": ("reads_published", None),
-    "match_leaks_on_queue_abort": ("locks_match", None),
-    "evict_ignores_pin": ("legal", None),
-    "publish_at_schedule": ("reads_published", None),
+    # the prefix cache (the checker's halves on bounds with cache nodes)
+    "tombstone_lock_skipped": ("locks_match", "IllegalCopy"),
+    "cow_unlock_over_decrements": ("evict_unlocked", "IllegalMove"),
+    "cow_published_before_copy": ("reads_published", "IllegalMove"),
+    "match_leaks_on_queue_abort": ("locks_match", "IllegalMove"),
+    "evict_ignores_pin": ("legal", "IllegalMove"),
+    "publish_at_schedule": ("reads_published", "FenceError"),
 }
 CACHE = {name for name in list(EXPECTED)[-6:]}
 SCRIPTED = {
@@ -55,13 +55,11 @@ catching each."""
 
 def test_every_row_of_the_bug_table_has_a_mutant():
     assert set(EXPECTED) == {m.name for m in MUTANTS}
-    with_runtime = [m for m in MUTANTS if m.cls is not None]
-    assert all(issubclass(m.cls, Scheduler) and m.cls is not Scheduler for m in with_runtime)
+    assert all(issubclass(m.cls, Scheduler) and m.cls is not Scheduler for m in MUTANTS)
     for m in MUTANTS:  # each names the catch it must get, and the expected one is among them
-        if m.cls is None:  # only the checker's half so far
-            assert EXPECTED[m.name][1] is None and not m.runtime_catch and m.policy is not None, m.name
-        else:
-            assert m.runtime_catch and EXPECTED[m.name][1] in m.runtime_catch, m.name
+        assert m.runtime_catch and EXPECTED[m.name][1] in m.runtime_catch, m.name
+        if m.name in CACHE:  # hunted with the cache on, checked on bounds with cache nodes
+            assert m.needs.get("prefix_cache") and m.bounds.nodes, m.name
         if m.policy is None:  # invisible to the checker: the continuity machine must hunt it
             assert EXPECTED[m.name][0] is None and not m.checker_catch and m.machine == "continuity", m.name
         else:
@@ -83,9 +81,7 @@ def test_the_checker_catches_it(mutant):
     assert 1 <= len(result.violation.trace) <= 9
 
 
-@pytest.mark.parametrize(
-    "mutant", [m for m in MUTANTS if m.name not in SCRIPTED and m.cls is not None], ids=lambda m: m.name
-)
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.name not in SCRIPTED | CACHE], ids=lambda m: m.name)
 def test_the_runtime_catches_it_under_hypothesis(mutant):
     hunter = continuity_machine_for if mutant.machine == "continuity" else machine_for
     result = run_machine(mutant.name, hunter(mutant.cls, **mutant.needs), Budget(500, 30), seed=0)
@@ -213,25 +209,110 @@ def test_verify_hunts_a_state_bug_with_the_continuity_machine(monkeypatch):
     assert not main._mutant(mutant, Budget(1, 1), 0).ok  # escaped: not caught
 
 
-CACHE_MUTANTS = [m for m in MUTANTS if m.bounds.nodes]
+def _cached(cls, **settings):
+    return build(MODEL, cls=cls, prefix_cache=True, **{"slots": 3, **settings})
+
+
+def _donated(sched, prompt=(1, 2, 3), new=2):
+    """Run `prompt` to its end (its slot is donated); the follow-up prompt that matches it."""
+    rid = sched.submit(list(prompt), new)
+    out = {}
+    while rid not in out:
+        out.update((r.rid, r) for r in sched.step().finished)
+    return list(prompt) + list(out[rid].output) + [4]
+
+
+def _follow_up(cls):  # a follow-up copies the donated prefix, and its step is fenced
+    sched = _cached(cls)
+    sched.submit(_donated(sched), 2)
+    sched.run()
+
+
+def _published_early(cls):  # a follow-up scheduled while the donation's step is in flight
+    sched = _cached(cls, overlap=True)
+    sched.submit([5], 12)  # keeps a step in flight while the donation waits for its fence
+    sched.submit(_donated(sched), 2)
+    sched.run()
+
+
+def _rolled_back(cls):  # a matched candidate rolled back, then matching again
+    sched = _cached(cls, token_budget=4, chunk_size=4)
+    follow = _donated(sched) + [4, 4]
+    sched.submit([5, 6, 7], 1)  # takes 3 of the step's 4 tokens: the follow-up does not fit
+    sched.submit(follow, 1)
+    sched.run()
+
+
+def _evicted_under_copy(cls):  # a candidate short of a slot while the follow-up copies
+    sched = _cached(cls)
+    sched.submit([5], 30)  # runs throughout, on its own slot
+    follow = _donated(sched)
+    sched.submit(follow, 1)
+    sched.submit([6], 1)  # no slot free: the cache must make room, but not from the locked node
+    sched.run()
+
+
+def _scheduled_after_donation(cls):  # a step launched while the donation waits for its fence
+    sched = _cached(cls, overlap=True)
+    sched.submit([5], 4)
+    sched.submit([1, 2, 3], 1)
+    sched.run()
+
+
+CACHE_SCRIPTS = {
+    "tombstone_lock_skipped": _follow_up,
+    "cow_unlock_over_decrements": _follow_up,
+    "cow_published_before_copy": _published_early,
+    "match_leaks_on_queue_abort": _rolled_back,
+    "evict_ignores_pin": _evicted_under_copy,
+    "publish_at_schedule": _scheduled_after_donation,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CACHE_SCRIPTS))
+def test_the_runtime_catches_each_cache_mutant_in_a_scripted_scenario(name):
+    mutant = {m.name: m for m in MUTANTS}[name]
+    CACHE_SCRIPTS[name](Scheduler)  # the correct scheduler: no error
+    with pytest.raises(Exception) as caught:
+        CACHE_SCRIPTS[name](mutant.cls)
+    assert caught.type.__name__ == EXPECTED[name][1], f"{caught.type.__name__}: {caught.value}"
+
+
+def test_the_cache_mutants_are_caught_by_verify_for_the_right_reason():
+    """verify's mutant row for each prefix-cache mutant (no shrinking here): hunted by the
+    cached scheduler machine, whose follow-ups share donated prefixes, and caught with an
+    expected error."""
+    from slotwarden.verification import main
+
+    assert CACHE == set(CACHE_SCRIPTS)
+    for name in sorted(CACHE):
+        mutant = {m.name: m for m in MUTANTS}[name]
+        row = main._mutant(mutant, Budget(100, 25), 0, shrink=False)
+        assert row.ok, row.summary
+        assert "hypothesis: " + EXPECTED[name][1] in row.summary, row.summary
+
+
+def test_the_cached_machine_passes_the_correct_scheduler():
+    """The hunt of the cache mutants, on the correct scheduler, finds nothing."""
+    for overlap in (False, True):
+        m = machine_for(Scheduler, prefix_cache=True, overlap=overlap)
+        result = run_machine("clean", m, Budget(30, 25), seed=0)
+        assert result.passed, result.error + "\n" + result.trace
 
 
 def test_the_cache_mutants_bounds_are_clean_under_the_correct_policy():
-    # the catch comes from the bug: the same bounds pass with the correct scheduler
-    assert len(CACHE_MUTANTS) == 6
-    for bounds in {m.bounds for m in CACHE_MUTANTS}:
+    # the checker's catch comes from the bug: the same bounds pass with the correct scheduler
+    cache = [m for m in MUTANTS if m.name in CACHE]
+    assert len(cache) == 6 and all(m.bounds.nodes for m in cache)
+    for bounds in {m.bounds for m in cache}:
         assert check(bounds).ok, bounds
 
 
-def test_verify_judges_a_checker_only_mutant_by_the_checker(monkeypatch):
+def test_verify_judges_a_mutant_without_a_runtime_variant_by_the_checker():
     from slotwarden.verification import main
-    from slotwarden.verification.campaign import Budget
-
-    mutant = {m.name: m for m in MUTANTS}["evict_ignores_pin"]
-    row = main._mutant(mutant, Budget(1, 1), 0)
-    assert row.ok and "checker: legal" in row.summary and "hypothesis: n/a" in row.summary
-    # the checker half still counts: a checker that misses it fails the row
     from slotwarden.verification.abstract import Policy
 
-    missed = mutant._replace(policy=Policy)
-    assert not main._mutant(missed, Budget(1, 1), 0).ok
+    mutant = {m.name: m for m in MUTANTS}["evict_ignores_pin"]._replace(cls=None, runtime_catch=())
+    row = main._mutant(mutant, Budget(1, 1), 0)
+    assert row.ok and "checker: legal" in row.summary and "hypothesis: n/a" in row.summary
+    assert not main._mutant(mutant._replace(policy=Policy), Budget(1, 1), 0).ok  # a checker miss fails it
