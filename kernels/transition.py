@@ -254,29 +254,16 @@ def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id
     ids, key = batch.ids, batch.key
     each = isinstance(actor_id, np.ndarray)  # one actor id per slot
     if not isinstance(key, np.ndarray):  # uniform: one source per column, one value per scatter
-        # a field the state before holds clear by its declaration is not cleared again
-        unused = table.unused[batch.before] if table.unused else 0
-        if table.writes_owner and (src := table.owner_from[key]) != _KEEP and not (src == _CLEAR and unused & OWNER):
-            cols.owner[ids] = (0, actor_id, target, epoch, NOBODY)[src]
-        if (
-            table.writes_borrower
-            and (src := table.borrower_from[key]) != _KEEP
-            and not (src == _CLEAR and unused & BORROWER)
-        ):
-            cols.borrower[ids] = (0, actor_id, target, epoch, NOBODY)[src]
-        if table.writes_fence and (src := table.fence_from[key]) != _KEEP and not (src == _CLEAR and unused & FENCE):
-            cols.fence[ids] = (0, actor_id, target, epoch, 0)[src]
-        if (
-            table.writes_readers
-            and (src := table.readers_from[key]) != _KEEP
-            and not (src == _CLEAR and unused & READERS)
-        ):
+        # the fields this key rewrites (a field the state before holds clear by its declaration
+        # is not cleared again), as Python data: no numpy scalar per column
+        for pos, src, clear in _writes_of(table)[key]:
+            column = cols[pos]
             if src == _INC:  # distinct ids: one in-place step per slot
-                cols.readers[ids] += 1  # below MAX_READERS: the FULL bit refuses the rest
+                column[ids] += 1  # below MAX_READERS: the FULL bit refuses the rest
             elif src == _DEC:
-                cols.readers[ids] -= 1  # above 0: the IDLE bit refuses the rest
+                column[ids] -= 1  # above 0: the IDLE bit refuses the rest
             else:
-                cols.readers[ids] = 0
+                column[ids] = (0, actor_id, target, epoch, clear)[src]
         cols.state[ids] = batch.after
         cols.last_event[ids] = event
         return
@@ -304,7 +291,9 @@ def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id
 # -- the per-slot path: small batches (one request's slot, the common case in an engine) -------
 class ListTable(NamedTuple):
     """One event's compiled columns as Python lists: the same `EventTable`, read a slot at a
-    time without numpy's per-call overhead."""
+    time without numpy's per-call overhead. `relevant` (per state) and `writes` (per key) are
+    what the per-slot path reads: the relation bits worth computing for a slot in that state,
+    and the fields a move with that key rewrites."""
 
     next_state: list
     owner_from: list
@@ -315,6 +304,45 @@ class ListTable(NamedTuple):
     reads_fence: bool
     readers_from: list = ()
     reads_readers: bool = False
+    relevant: tuple = ()  # per state: the relation bits that can change its outcome
+    writes: tuple = ()  # per key: ((column position in `Columns`, Source code, the field's clear value), ...)
+
+
+_FIELDS = (
+    (1, 1, NOBODY),
+    (2, 2, NOBODY),
+    (3, 3, 0),
+    (5, 4, 0),
+)  # (Columns position, row of the compiled table, clear value)
+_FIELD_BITS = (OWNER, BORROWER, FENCE, READERS)
+
+
+def _writes(table: EventTable) -> tuple:
+    """Per key, the fields a legal move rewrites: every source but KEEP, less the CLEAR of a
+    field the state before holds clear by its declaration (as `write` skips it)."""
+    rows = (table.owner_from, table.borrower_from, table.fence_from, table.readers_from)
+    out = []
+    for key in range(KEYS):
+        unused = table.unused[key // BITS] if table.unused else 0
+        fields = []
+        if table.next_state[key] != ILLEGAL:
+            for (pos, row, clear), bit in zip(_FIELDS, _FIELD_BITS):
+                src = int(rows[row - 1][key])
+                if src != _KEEP and not (src == _CLEAR and unused & bit):
+                    fields.append((pos, src, clear))
+        out.append(tuple(fields))
+    return tuple(out)
+
+
+_WRITES: dict = {}  # id(table) -> (table, its `_writes`): the tables live as long as their lifecycle's cache
+
+
+def _writes_of(table: EventTable) -> tuple:
+    """`_writes(table)`, computed once per table object."""
+    hit = _WRITES.get(id(table))
+    if hit is None or hit[0] is not table:
+        hit = _WRITES[id(table)] = (table, _writes(table))
+    return hit[1]
 
 
 def as_lists(table: EventTable) -> ListTable:
@@ -328,6 +356,8 @@ def as_lists(table: EventTable) -> ListTable:
         table.reads_fence,
         table.readers_from.tolist() if table.writes_readers else (),  # empty: nothing to write, one test
         table.reads_readers,
+        tuple(table.relevant) if table.relevant else (OWN | BOR | DUE | IDLE | FULL,) * len(State),
+        _writes_of(table),
     )
 
 
@@ -337,42 +367,48 @@ def slot_views(cols: Columns) -> Columns:
     return Columns(*(memoryview(c) for c in cols))
 
 
+def _key(mv: Columns, s: int, b: int, me: int, probe: int) -> int:
+    """The key of slot `s` (state `b`) moved by actor `me`: only the bits in `probe` are read."""
+    key = b * BITS
+    if probe & OWN and me != NOBODY and mv.owner[s] == me:  # as in `look_up`: NOBODY matches no one
+        key += OWN
+    if probe & BOR and me != NOBODY and mv.borrower[s] == me:
+        key += BOR
+    if probe & DUE and mv.fence[s] <= me:
+        key += DUE
+    if probe & (IDLE | FULL):
+        count = mv.readers[s]
+        key += IDLE * (count == 0) + FULL * (count >= MAX_READERS)
+    return key
+
+
 def look_up_slots(mv: Columns, table: ListTable, ids: list, actor_ids: list) -> tuple[list, list, list]:
     """`look_up` for a short list of ids over `slot_views`, a slot at a time, `ids[i]` moved
     by the actor `actor_ids[i]`: (keys, before, after). Changes nothing; ILLEGAL in `after`
-    marks a refused move."""
-    if len(ids) == 1:  # one request's slot: the common case, without the loop's lists
-        s, me = ids[0], actor_ids[0]
-        b = mv.state[s]
+    marks a refused move. Only the relation bits that matter for a slot's state are read."""
+    state, relevant, nxt = mv.state, table.relevant, table.next_state
+    if len(ids) == 1:  # one request's slot: the common case, without the loop (and `_key` inline)
+        s = ids[0]
+        b = state[s]
         key = b * BITS
-        if table.reads_owner and mv.owner[s] == me and me != NOBODY:
-            key += OWN
-        if table.reads_borrower and mv.borrower[s] == me and me != NOBODY:
-            key += BOR
-        if table.reads_fence and mv.fence[s] <= me:
-            key += DUE
-        if table.reads_readers:
-            count = mv.readers[s]
-            key += IDLE * (count == 0) + FULL * (count >= MAX_READERS)
-        return [key], [b], [table.next_state[key]]
-    state, nxt = mv.state, table.next_state
-    owner = mv.owner if table.reads_owner else None
-    borrower = mv.borrower if table.reads_borrower else None
-    fence = mv.fence if table.reads_fence else None
-    readers = mv.readers if table.reads_readers else None
+        probe = relevant[b]
+        if probe:
+            me = actor_ids[0]
+            if probe & OWN and me != NOBODY and mv.owner[s] == me:
+                key += OWN
+            if probe & BOR and me != NOBODY and mv.borrower[s] == me:
+                key += BOR
+            if probe & DUE and mv.fence[s] <= me:
+                key += DUE
+            if probe & (IDLE | FULL):
+                count = mv.readers[s]
+                key += IDLE * (count == 0) + FULL * (count >= MAX_READERS)
+        return [key], [b], [nxt[key]]
     keys, before, after = [], [], []
     for s, me in zip(ids, actor_ids):
         b = state[s]
-        key = b * BITS
-        if owner is not None and owner[s] == me and me != NOBODY:  # as in `look_up`: NOBODY matches no one
-            key += OWN
-        if borrower is not None and borrower[s] == me and me != NOBODY:
-            key += BOR
-        if fence is not None and fence[s] <= me:
-            key += DUE
-        if readers is not None:
-            count = readers[s]
-            key += IDLE * (count == 0) + FULL * (count >= MAX_READERS)
+        probe = relevant[b]
+        key = _key(mv, s, b, me, probe) if probe else b * BITS
         keys.append(key)
         before.append(b)
         after.append(nxt[key])
@@ -392,35 +428,28 @@ def write_slots(
 ) -> None:
     """`write` for a short list of ids over `slot_views` (`ids[i]` moved by `actor_ids[i]`).
     Only for moves that are all legal."""
+    writes, state, last = table.writes, mv.state, mv.last_event
     if len(ids) == 1:  # one request's slot: the common case, without the loop
-        s, key, me = ids[0], keys[0], actor_ids[0]
-        if (src := table.owner_from[key]) != _KEEP:
-            mv.owner[s] = (0, me, target, epoch, NOBODY)[src]
-        if (src := table.borrower_from[key]) != _KEEP:
-            mv.borrower[s] = (0, me, target, epoch, NOBODY)[src]
-        if (src := table.fence_from[key]) != _KEEP:
-            mv.fence[s] = (0, me, target, epoch, 0)[src]
-        if table.readers_from and (src := table.readers_from[key]) != _KEEP:
-            count = mv.readers[s]
-            mv.readers[s] = count + 1 if src == _INC else count - 1 if src == _DEC else 0
-        mv.state[s] = after[0]
-        mv.last_event[s] = event  # an IntEnum: an int to the memoryview
+        s, me = ids[0], actor_ids[0]
+        for pos, src, clear in writes[keys[0]]:
+            column = mv[pos]
+            if src == _INC:
+                column[s] += 1
+            elif src == _DEC:
+                column[s] -= 1
+            else:
+                column[s] = (0, me, target, epoch, clear)[src]
+        state[s] = after[0]
+        last[s] = event
         return
-    code = event
-    owner_from, borrower_from, fence_from = table.owner_from, table.borrower_from, table.fence_from
     for s, key, a, me in zip(ids, keys, after, actor_ids):
-        people = (0, me, target, epoch, NOBODY)  # indexed by Source
-        src = owner_from[key]
-        if src != _KEEP:
-            mv.owner[s] = people[src]
-        src = borrower_from[key]
-        if src != _KEEP:
-            mv.borrower[s] = people[src]
-        src = fence_from[key]
-        if src != _KEEP:
-            mv.fence[s] = (0, me, target, epoch, 0)[src]
-        if table.readers_from and (src := table.readers_from[key]) != _KEEP:
-            count = mv.readers[s]
-            mv.readers[s] = count + 1 if src == _INC else count - 1 if src == _DEC else 0
-        mv.state[s] = a
-        mv.last_event[s] = code
+        for pos, src, clear in writes[key]:
+            column = mv[pos]
+            if src == _INC:  # the lock count, below MAX_READERS: the FULL bit refuses the rest
+                column[s] += 1
+            elif src == _DEC:  # above 0: the IDLE bit refuses the rest
+                column[s] -= 1
+            else:
+                column[s] = (0, me, target, epoch, clear)[src]
+        state[s] = a
+        last[s] = event  # an IntEnum: an int to the memoryview

@@ -53,7 +53,7 @@ from slotwarden.kernels.transition import (
     write,
     write_slots,
 )
-from slotwarden.model.declaration import Lifecycle
+from slotwarden.model.declaration import Lifecycle, Source
 from slotwarden.model.errors import BadInput, BadSlotId, FenceError, IllegalMove, WrongThread
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.table import ILLEGAL, NO_KIND, compile_table
@@ -68,6 +68,7 @@ _FREE = int(State.FREE)
 _RELEASED = int(State.RELEASED)
 _FREE_BYTE, _ILLEGAL_BYTE = bytes((_FREE,)), bytes((ILLEGAL,))
 _ID_MAX = inputs.ID_MAX
+_INT64, _SHAPE_ONE, _UNIT = np.dtype(np.int64), (1,), (8,)
 _ONE = np.zeros(1, dtype=np.int64)  # copied for a one-slot alloc's result (never written itself)
 _TOP = 7 if sys.byteorder == "little" else 0  # the byte of an int64 that holds its sign
 _SCRATCH = ("stamp",)
@@ -154,9 +155,17 @@ class SlotLedger:
         self.small = SMALL  # the switch-over batch size (the tests move it to check both paths)
         self._lists = {e: as_lists(t) for e, t in self.tables.items()}
         self._actor_ok = {e: (lifecycle.event(e).actor, lifecycle.event(e).target is not None) for e in Event}
+        self._lane = {
+            e: (*self._actor_ok[e], self._lists[e]) for e in Event
+        }  # the per-slot path's look-ups, one dict read
         self._alloc_kind, self._alloc_key = self._actor_ok[Event.ALLOC][0], _FREE * BITS
         self._alloc_list = self._lists[Event.ALLOC]
         self._alloc_next = self._alloc_list.next_state[self._alloc_key]
+        # the fields an ALLOC from FREE rewrites, as `write_slots` would (a lifecycle whose ALLOC moves a
+        # lock count takes `write_slots` itself: then there is no inline one-slot alloc)
+        writes = self._alloc_list.writes[self._alloc_key]
+        self._alloc_writes = tuple((self._slots[pos], src, clear) for pos, src, clear in writes)
+        self._alloc_inline = all(src <= int(Source.CLEAR) for _, src, _ in writes)
         table = compile_table(lifecycle)
         self._owner_kind = np.array(table.owner_kind, dtype=np.uint8)
         self._lent = np.array(table.lent, dtype=bool)
@@ -171,6 +180,8 @@ class SlotLedger:
         self._pending: dict[int, Callable[[], bool]] = {}
         self._waiting: dict[int, list] = {}  # fence step -> slots released to wait for it (a fence reads only these)
         self._thread: int | None = None  # the thread using the ledger (bound at its first call)
+        self._known = b""  # the bytes of the last large batch of ids known real and distinct (see `_ids`)
+        self._actor: Actor | None = None  # the actor `inputs.actor` accepted last (immutable: still valid)
         self._binding = threading.Lock()  # only taken by a thread that is not the owner
 
     # -- threads -----------------------------------------------------------------------------
@@ -252,13 +263,35 @@ class SlotLedger:
         (the pool zeroes the slots there): if it raises, nothing changes."""
         if get_ident() != self._thread:
             self._bind_or_refuse()
-        actor = inputs.actor(actor, _ALLOC)
+        if actor is not self._actor:  # the actor validated last is still valid (an Actor is immutable)
+            actor = self._actor = inputs.actor(actor, _ALLOC)
         if type(n) is not int or n < 1:
             n = inputs.count(n, actor)
         if not self.has_free_list:
             raise BadSlotId("this ledger keeps no free list: name the ids", slot_id=None, event=_ALLOC, actor=actor)
         if n > self._count:
             return None
+        if (
+            n == 1 and self.small and actor[0] is self._alloc_kind and self._alloc_inline
+        ):  # one slot, checked and written inline
+            s = self._ring_slots[self._head]
+            if self._slots.state[s] == _FREE:  # the free list is the FREE set, or the ledger is corrupt
+                ids = (
+                    _ONE.copy()
+                )  # the caller's to keep (and write into): a copy of a one-id template is the cheapest array
+                ids[0] = s
+                if before_write is not None:
+                    before_write(expand(Batch(ids, self._alloc_key, _FREE, self._alloc_next)))
+                me, launched, lst = actor[1], self.launched, [s]
+                for column, src, clear in self._alloc_writes:  # the fields ALLOC rewrites, read from its table
+                    column[s] = (0, me, NOBODY, launched, clear)[src]
+                self._slots.state[s] = self._alloc_next
+                self._slots.last_event[s] = _ALLOC
+                self.recorder.record(_ALLOC, actor, NOBODY, launched, lst, _FREE, self._alloc_next)  # a fresh list
+                h = self._head + 1
+                self._head = h if h < self.capacity else 0
+                self._count -= 1
+                return ids
         if n <= self.small:
             ids = self._alloc_slots(n, actor, before_write)
             if ids is not None:
@@ -273,8 +306,10 @@ class SlotLedger:
         if before_write is not None:
             before_write(expand(batch))
         write(self.cols, self._alloc, batch, _ALLOC, actor.id, NOBODY, self.launched)
-        # the recorder keeps its own copy: the caller gets `ids` and may write into it
-        self.recorder.record(_ALLOC, actor, NOBODY, self.launched, ids.copy(), _FREE, self._alloc_next)
+        # the recorder keeps its own copy (bytes): the caller gets `ids` and may write into it. The
+        # same bytes are a known batch: real ids, distinct as the free ring's are (see `_ids`)
+        self._known = known = ids.tobytes()
+        self.recorder.record(_ALLOC, actor, NOBODY, self.launched, known, _FREE, self._alloc_next)
         self._head = (self._head + n) % self.capacity
         self._count -= n
         return ids
@@ -287,12 +322,20 @@ class SlotLedger:
         guard hands freed slots to its engine there): if it raises, nothing changes."""
         if get_ident() != self._thread:
             self._bind_or_refuse()
-        actor = inputs.actor(actor)
+        if actor is not self._actor:  # the actor validated last is still valid (an Actor is immutable)
+            actor = self._actor = inputs.actor(actor)
         if type(event) is not Event:
             event = inputs.event(event, actor)
-        if type(target) is not int or not NOBODY <= target <= _ID_MAX:
+        if target is not NOBODY and (type(target) is not int or not NOBODY <= target <= _ID_MAX):
             target = inputs.target(target, event, actor)
-        ids = self._ids(ids, event, actor)
+        if (  # one id in a plain int64 array (what `alloc` returns): a real slot, or `_ids` says why not
+            type(ids) is not np.ndarray
+            or ids.dtype is not _INT64
+            or ids.shape != _SHAPE_ONE
+            or ids.strides != _UNIT
+            or not 1 <= ids.tolist()[0] <= self.capacity
+        ):
+            ids = self._ids(ids, event, actor)
         if event is _ALLOC and self.has_free_list:
             raise BadSlotId(
                 "alloc takes a count here: the pool chooses the slots", slot_id=None, event=event, actor=actor
@@ -509,39 +552,34 @@ class SlotLedger:
     def _alloc_slots(self, n: int, actor: Actor, before_write) -> np.ndarray | None:
         """`alloc` a slot at a time; None (nothing done) if a check fails: the vectorised
         path then runs the same checks and raises."""
-        if actor.kind is not self._alloc_kind:
+        if actor[0] is not self._alloc_kind:
             return None
-        h, ring = self._head, self._ring_slots
-        if n == 1:
-            lst = [ring[h]]
+        h, ring, state = self._head, self._ring_slots, self._slots.state
+        if n == 1:  # one request's slot: the common case, without the loop
+            s = ring[h]
+            if state[s] != _FREE:  # the free list is the FREE set, or the ledger is corrupt
+                return None
+            lst, after = [s], [self._alloc_next]
+            ids = (
+                _ONE.copy()
+            )  # the caller's to keep (and write into): a copy of a one-id template is the cheapest array
+            ids[0] = s
         else:
             lst = ring[h : h + n].tolist()
             if len(lst) < n:  # the ring wraps
                 lst += ring[: n - len(lst)].tolist()
-        state = self._slots.state
-        for s in lst:
-            if state[s] != _FREE:  # the free list is the FREE set, or the ledger is corrupt
-                return None
-        after = [self._alloc_next] * n
-        if n == 1:  # the caller's to keep (and write into): a copy of a one-id template is the cheapest array
-            ids = _ONE.copy()
-            ids[0] = lst[0]
-        else:
+            for s in lst:
+                if state[s] != _FREE:
+                    return None
+            after = [self._alloc_next] * n
             ids = np.array(lst, dtype=np.int64)
         if before_write is not None:
             before_write(expand(Batch(ids, self._alloc_key, _FREE, self._alloc_next)))
+        launched = self.launched
         write_slots(
-            self._slots,
-            self._alloc_list,
-            lst,
-            [self._alloc_key] * n,
-            after,
-            _ALLOC,
-            [actor.id] * n,
-            NOBODY,
-            self.launched,
+            self._slots, self._alloc_list, lst, [self._alloc_key] * n, after, _ALLOC, [actor[1]] * n, NOBODY, launched
         )
-        self.recorder.record(_ALLOC, actor, NOBODY, self.launched, lst, _FREE, after)  # fresh lists, never changed
+        self.recorder.record(_ALLOC, actor, NOBODY, launched, lst, _FREE, after)  # fresh lists, never changed
         h += n
         self._head = h if h < self.capacity else h - self.capacity
         self._count -= n
@@ -551,18 +589,27 @@ class SlotLedger:
         """`_apply` a slot at a time, for a batch of real, distinct ids (`actor`: one for the
         batch, or `Actors`, one per slot). False (nothing done) if a move is refused: the
         vectorised path then raises the model's error for it."""
-        kind, needs_target = self._actor_ok[event]
-        if actor.kind is not kind or (needs_target and target < 0):
+        kind, needs_target, table = self._lane[event]
+        if actor[0] is not kind or (needs_target and target < 0):
             return False
         lst = ids.tolist()
-        who = list(actor.ids) if type(actor) is Actors else [actor.id] * len(lst)
-        table = self._lists[event]
+        who = list(actor.ids) if type(actor) is Actors else [actor[1]] * len(lst)
         keys, before, after = look_up_slots(self._slots, table, lst, who)
         if ILLEGAL in after:
             return False
         if before_write is not None:
             before_write(Batch(ids, np.array(keys), np.array(before, dtype=np.uint8), np.array(after, dtype=np.uint8)))
-        write_slots(self._slots, table, lst, keys, after, event, who, target, self.launched)
+        launched = self.launched
+        write_slots(self._slots, table, lst, keys, after, event, who, target, launched)
+        if len(lst) == 1:  # one slot: no loops
+            a = after[0]
+            if a == _FREE:
+                if self.has_free_list and event is not _ALLOC:
+                    self._push_slots(lst)
+            elif a in self._waits:
+                self._waiting.setdefault(self._slots.fence[lst[0]], []).append(lst)
+            self.recorder.record(event, actor, target, launched, lst, before, after)  # fresh lists, never changed
+            return True
         if _FREE in after and self.has_free_list and event is not _ALLOC:
             self._push_slots([s for s, a in zip(lst, after) if a == _FREE])
         if not self._waits.isdisjoint(after):
@@ -572,7 +619,7 @@ class SlotLedger:
                     by_step.setdefault(fence[s], []).append(s)
             for f, released in by_step.items():
                 self._waiting.setdefault(f, []).append(released)
-        self.recorder.record(event, actor, target, self.launched, lst, before, after)  # fresh lists, never changed
+        self.recorder.record(event, actor, target, launched, lst, before, after)  # fresh lists, never changed
         return True
 
     def _push_slots(self, freed: list) -> None:
@@ -580,6 +627,10 @@ class SlotLedger:
         if count + len(freed) > cap:  # cannot happen while the lifecycle holds
             raise RuntimeError(f"free list overflow: {count} + {len(freed)} > {cap}")
         ring, tail = self._ring_slots, self._head + count
+        if len(freed) == 1:
+            ring[tail if tail < cap else tail - cap] = freed[0]
+            self._count = count + 1
+            return
         for s in freed:
             ring[tail if tail < cap else tail - cap] = s
             tail += 1
@@ -617,8 +668,8 @@ class SlotLedger:
                 self._push(ids)
             elif after in self._waits:
                 self._note_released(ids)
-        # `ids` may be a view of the caller's tensor (and is returned to it): record a copy
-        self.recorder.record(event, actor, target, self.launched, ids.copy(), batch.before, after)
+        # `ids` may be a view of the caller's tensor (and is returned to it): record a copy (bytes)
+        self.recorder.record(event, actor, target, self.launched, ids.tobytes(), batch.before, after)
 
     def _check_actor(self, ids, event: Event, actor: Actor, target: int) -> None:
         kind, needs_target = self._actor_ok[event]
@@ -656,6 +707,10 @@ class SlotLedger:
         if self.check == "off":
             return arr
         n = arr.size
+        if n > self.small and n * 8 == len(self._known) and arr.tobytes() == self._known:
+            # the very ids of the last batch found real and distinct (or handed out by `alloc`:
+            # distinct because the free ring holds each FREE slot once): a memcmp, no scatter
+            return arr
         if n <= self.small:  # a slot at a time; anything wrong: the checks below say what
             lst = arr.tolist()
             if n == 1:
@@ -676,6 +731,7 @@ class SlotLedger:
                 pass
             else:
                 if stamp[0] == -1 and stamp[arr].tobytes() == seq.tobytes():  # a memcmp
+                    self._known = arr.tobytes()
                     return arr
         out = (arr - 1).view(np.uint64) >= np.uint64(self.capacity)
         if out.any():

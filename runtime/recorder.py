@@ -56,7 +56,8 @@ class FlightRecorder:
     """Keeps the last `depth` batches in a bounded ring (one entry a batch, whatever its size:
     O(1) per batch). Recording is lazy: a batch is kept as handed in (numpy arrays, or lists
     of ints from the ledger's per-slot path; `before` and `after` one int when the whole batch
-    shared it) and turned into arrays only when read back."""
+    shared it; the ids of a vectorised batch as the bytes of an int64 array) and turned into
+    arrays only when read back."""
 
     def __init__(self, depth: int = 512):
         self.depth = depth
@@ -100,7 +101,13 @@ class FlightRecorder:
 
 def _entry(raw: tuple) -> Entry:
     seq, event, actor, target, epoch, ids, before, after = raw
-    ids = np.asarray(ids, dtype=np.int64)
+    ids = ids_of(ids)
     before = before if np.ndim(before) == 0 else np.asarray(before, dtype=np.uint8)
     after = np.full(ids.shape, after, dtype=np.uint8) if np.ndim(after) == 0 else np.asarray(after, dtype=np.uint8)
     return Entry(seq, event, actor, target, epoch, ids, before, after)
+
+
+def ids_of(ids) -> np.ndarray:
+    """A recorded batch's ids as an int64 array (they are kept as handed in: a list, an array,
+    or the bytes of an int64 array)."""
+    return np.frombuffer(ids, dtype=np.int64) if type(ids) is bytes else np.asarray(ids, dtype=np.int64)

@@ -16,7 +16,7 @@ import numpy as np
 
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event
 
-from .recorder import Actors, FlightRecorder
+from .recorder import Actors, FlightRecorder, ids_of
 
 FORMAT = 1
 """The version of the format, written in the optional header line."""
@@ -150,8 +150,8 @@ class TracingRecorder(FlightRecorder):
 
     def record(self, event: Event, actor, target: int, epoch: int, ids, before, after) -> None:
         super().record(event, actor, target, epoch, ids, before, after)
+        ids = ids_of(ids)
         if type(actor) is Actors:  # a batch of many actors: one line for each, its slots in batch order
-            ids = np.asarray(ids, dtype=np.int64)
             who = np.asarray(actor.ids, dtype=np.int64)
             for me in dict.fromkeys(actor.ids):
                 self.writer.write(epoch, event, ids[who == me], Actor(actor.kind, me), target)
