@@ -145,9 +145,11 @@ class Columns(NamedTuple):
     state: np.ndarray  # uint8
     owner: np.ndarray  # int64, NOBODY when none
     borrower: np.ndarray  # int64, NOBODY when none
-    fence: np.ndarray  # int64, the step a RELEASED (or CACHING) slot waits for
+    fence: np.ndarray  # int32 in the ledger, the step a RELEASED (or CACHING) slot waits for
     last_event: np.ndarray  # uint8, the last event that moved the slot
     readers: np.ndarray  # uint8, the locks held on a CACHED slot (bounded by MAX_READERS)
+    code: np.ndarray | None = None  # uint16 over the same memory as state and last_event, where
+    # they share one (state + last_event * 256): one scatter writes both; None: two scatters
 
 
 class Batch(NamedTuple):
@@ -198,33 +200,57 @@ def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id) -> Batc
     back with one key, one state before and one after (plain ints, see `Batch`)."""
     n = ids.size
     before = cols.state[ids]
-    # `relation_of` never makes NOBODY an owner or borrower: an actor id of NOBODY (-1) would
-    # otherwise match the NOBODY held by every unowned field
-    each = isinstance(actor_id, np.ndarray)  # one actor id per slot (validated: never NOBODY)
     states = before.tobytes()
     if n and states == states[:1] * n:  # one state: try for one key
-        key = states[0] * BITS
-        probe = (
-            table.relevant[states[0]] if table.relevant else OWN | BOR | DUE | IDLE | FULL
-        )  # the bits that matter here
-        if probe & OWN and table.reads_owner and (each or actor_id != NOBODY):
-            bit = _relation_bit(cols.owner[ids], actor_id, n)
-            key = None if bit is None else key + bit * OWN
-        if key is not None and probe & BOR and table.reads_borrower and (each or actor_id != NOBODY):
-            bit = _relation_bit(cols.borrower[ids], actor_id, n)
-            key = None if bit is None else key + bit * BOR
-        if key is not None and probe & DUE and table.reads_fence:
-            due = int(np.count_nonzero(cols.fence[ids] <= actor_id))
-            key = key + DUE if due == n else key if due == 0 else None
-        if key is not None and probe & (IDLE | FULL) and table.reads_readers:
-            counts = cols.readers[ids].tobytes()  # uint8: one byte a slot
-            if counts == counts[:1] * n:  # one lock count for all
-                key += IDLE * (counts[0] == 0) + FULL * (counts[0] >= MAX_READERS)
-            else:
-                key = None
+        b = states[0]
+        nxt, probes = _plain_of(table)
+        key, probe = b * BITS, probes[b]  # the bits that matter for this state and event
+        if probe:
+            # `relation_of` never makes NOBODY an owner or borrower: an actor id of NOBODY (-1)
+            # would otherwise match the NOBODY held by every unowned field
+            each = type(actor_id) is np.ndarray  # one actor id per slot (validated: never NOBODY)
+            if probe & OWN and (each or actor_id != NOBODY):
+                bit = _relation_bit(cols.owner[ids], actor_id, n)
+                key = None if bit is None else key + bit * OWN
+            if key is not None and probe & BOR and (each or actor_id != NOBODY):
+                bit = _relation_bit(cols.borrower[ids], actor_id, n)
+                key = None if bit is None else key + bit * BOR
+            if key is not None and probe & DUE:
+                fence = cols.fence[ids]
+                got = fence.tobytes()
+                if not each and got == got[: fence.itemsize] * n:  # one fence for all: one comparison
+                    key += DUE * (int(fence[0]) <= actor_id)
+                else:
+                    due = int(np.count_nonzero(fence <= actor_id))
+                    key = key + DUE if due == n else key if due == 0 else None
+            if key is not None and probe & (IDLE | FULL):
+                counts = cols.readers[ids].tobytes()  # uint8: one byte a slot
+                if counts == counts[:1] * n:  # one lock count for all
+                    key += IDLE * (counts[0] == 0) + FULL * (counts[0] >= MAX_READERS)
+                else:
+                    key = None
         if key is not None:
-            return Batch(ids, key, states[0], int(table.next_state[key]))
+            return Batch(ids, key, b, nxt[key])
     return look_up_mixed(cols, table, ids, actor_id, before)
+
+
+_PLAIN: dict = {}  # id(table) -> (table, next states as a list, per state the relation bits to read)
+
+
+def _plain_of(table: EventTable) -> tuple:
+    """`table`'s next states as a Python list, and per state the relation bits that can change
+    its outcome and that the event reads at all (computed once per table object)."""
+    hit = _PLAIN.get(id(table))
+    if hit is None or hit[0] is not table:
+        reads = (
+            (OWN if table.reads_owner else 0)
+            | (BOR if table.reads_borrower else 0)
+            | (DUE if table.reads_fence else 0)
+            | ((IDLE | FULL) if table.reads_readers else 0)
+        )
+        relevant = table.relevant or (OWN | BOR | DUE | IDLE | FULL,) * len(State)
+        hit = _PLAIN[id(table)] = (table, table.next_state.tolist(), tuple(r & reads for r in relevant))
+    return hit[1], hit[2]
 
 
 def look_up_mixed(cols: Columns, table: EventTable, ids: np.ndarray, actor_id, before=None) -> Batch:
@@ -264,8 +290,11 @@ def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id
                 column[ids] -= 1  # above 0: the IDLE bit refuses the rest
             else:
                 column[ids] = (0, actor_id, target, epoch, clear)[src]
-        cols.state[ids] = batch.after
-        cols.last_event[ids] = event
+        if cols.code is not None:
+            cols.code[ids] = batch.after | event << 8  # the state and the last event, one scatter
+        else:
+            cols.state[ids] = batch.after
+            cols.last_event[ids] = event
         return
     values = np.array((0, 0 if each else actor_id, target, epoch, 0), dtype=np.int64)  # indexed by Source
     for column, source, writes, cleared in (
@@ -364,7 +393,7 @@ def as_lists(table: EventTable) -> ListTable:
 def slot_views(cols: Columns) -> Columns:
     """The same columns as memoryviews: one storage, read and written a slot at a time with
     plain Python ints (a memoryview item costs a fraction of a numpy scalar access)."""
-    return Columns(*(memoryview(c) for c in cols))
+    return Columns(*(None if c is None else memoryview(c) for c in cols))
 
 
 def _key(mv: Columns, s: int, b: int, me: int, probe: int) -> int:
@@ -439,8 +468,11 @@ def write_slots(
                 column[s] -= 1
             else:
                 column[s] = (0, me, target, epoch, clear)[src]
-        state[s] = after[0]
-        last[s] = event
+        if mv.code is not None:
+            mv.code[s] = after[0] | event << 8  # the state and the last event, one write
+        else:
+            state[s] = after[0]
+            last[s] = event
         return
     for s, key, a, me in zip(ids, keys, after, actor_ids):
         for pos, src, clear in writes[key]:

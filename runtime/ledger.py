@@ -133,18 +133,30 @@ class SlotLedger:
             raise BadInput("a Lifecycle declaration", argument="lifecycle", value=lifecycle)
         self.capacity, self.check, self.lifecycle = capacity, check, lifecycle
         n = capacity + 1
+        # a slot's state and last event are the two bytes of one 16-bit word: one scatter writes both
+        code = torch.zeros(n, dtype=torch.int16)
+        pair = code.view(torch.uint8).view(n, 2)
+        low, high = (0, 1) if sys.byteorder == "little" else (1, 0)
         self.tensors = {
-            "state": torch.zeros(n, dtype=torch.uint8),
+            "state": pair[:, low],
             "owner": torch.full((n,), NOBODY, dtype=torch.int64),
             "borrower": torch.full((n,), NOBODY, dtype=torch.int64),
             "fence": torch.zeros(n, dtype=torch.int32),
-            "last_event": torch.zeros(n, dtype=torch.uint8),
+            "last_event": pair[:, high],
             "readers": torch.zeros(n, dtype=torch.uint8),
             "ring": torch.arange(1, n, dtype=torch.int32),
             "stamp": torch.full((n,), -1, dtype=torch.int32),
         }
         v = {k: t.numpy() for k, t in self.tensors.items()}  # views: same memory
-        self.cols = Columns(v["state"], v["owner"], v["borrower"], v["fence"], v["last_event"], v["readers"])
+        self.cols = Columns(
+            v["state"],
+            v["owner"],
+            v["borrower"],
+            v["fence"],
+            v["last_event"],
+            v["readers"],
+            code.numpy().view(np.uint16),
+        )
         self._ring, self._stamp = v["ring"], v["stamp"]
         self._slots, self._ring_slots = slot_views(self.cols), memoryview(self._ring)  # the per-slot path's views
         self._seq = np.arange(n, dtype=np.int32)
@@ -285,8 +297,7 @@ class SlotLedger:
                 me, launched, lst = actor[1], self.launched, [s]
                 for column, src, clear in self._alloc_writes:  # the fields ALLOC rewrites, read from its table
                     column[s] = (0, me, NOBODY, launched, clear)[src]
-                self._slots.state[s] = self._alloc_next
-                self._slots.last_event[s] = _ALLOC
+                self._slots.code[s] = self._alloc_next | _ALLOC << 8  # the state and the last event, one write
                 self.recorder.record(_ALLOC, actor, NOBODY, launched, lst, _FREE, self._alloc_next)  # a fresh list
                 h = self._head + 1
                 self._head = h if h < self.capacity else 0
