@@ -209,7 +209,13 @@ def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id) -> Batc
             # `relation_of` never makes NOBODY an owner or borrower: an actor id of NOBODY (-1)
             # would otherwise match the NOBODY held by every unowned field
             each = type(actor_id) is np.ndarray  # one actor id per slot (validated: never NOBODY)
-            if probe & OWN and (each or actor_id != NOBODY):
+            if probe & OWN and not each and actor_id != NOBODY:  # one actor: `_relation_bit` inline
+                got = cols.owner[ids].tobytes()
+                if got == _INT64.pack(actor_id) * n:
+                    key += OWN
+                elif got != got[:8] * n:
+                    key = None
+            elif probe & OWN and each:
                 bit = _relation_bit(cols.owner[ids], actor_id, n)
                 key = None if bit is None else key + bit * OWN
             if key is not None and probe & BOR and (each or actor_id != NOBODY):
@@ -278,8 +284,7 @@ def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id
     A uniform batch (one key, see `Batch`) writes one value per column (the actor's id, or
     each slot's actor's); a mixed batch selects per slot with `where`."""
     ids, key = batch.ids, batch.key
-    each = isinstance(actor_id, np.ndarray)  # one actor id per slot
-    if not isinstance(key, np.ndarray):  # uniform: one source per column, one value per scatter
+    if type(key) is int or not isinstance(key, np.ndarray):  # uniform: one source per column, one value per scatter
         # the fields this key rewrites (a field the state before holds clear by its declaration
         # is not cleared again), as Python data: no numpy scalar per column
         for pos, src, clear in _writes_of(table)[key]:
@@ -296,6 +301,7 @@ def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id
             cols.state[ids] = batch.after
             cols.last_event[ids] = event
         return
+    each = isinstance(actor_id, np.ndarray)  # one actor id per slot
     values = np.array((0, 0 if each else actor_id, target, epoch, 0), dtype=np.int64)  # indexed by Source
     for column, source, writes, cleared in (
         (cols.owner, table.owner_from, table.writes_owner, NOBODY),

@@ -66,7 +66,7 @@ CHECKS = ("strict", "off")
 _ALLOC, _FENCE, _SCHEDULER = Event.ALLOC, Event.FENCE, ActorKind.SCHEDULER  # enum member look-ups cost
 _FREE = int(State.FREE)
 _RELEASED = int(State.RELEASED)
-_FREE_BYTE, _ILLEGAL_BYTE = bytes((_FREE,)), bytes((ILLEGAL,))
+_FREE_BYTE, _ILLEGAL_BYTE, _RELEASED_BYTE = bytes((_FREE,)), bytes((ILLEGAL,)), bytes((_RELEASED,))
 _ID_MAX = inputs.ID_MAX
 _INT64, _SHAPE_ONE, _UNIT = np.dtype(np.int64), (1,), (8,)
 _ONE = np.zeros(1, dtype=np.int64)  # copied for a one-slot alloc's result (never written itself)
@@ -283,14 +283,10 @@ class SlotLedger:
             raise BadSlotId("this ledger keeps no free list: name the ids", slot_id=None, event=_ALLOC, actor=actor)
         if n > self._count:
             return None
-        if (
-            n == 1 and self.small and actor[0] is self._alloc_kind and self._alloc_inline
-        ):  # one slot, checked and written inline
+        if n == 1 and self.small and actor[0] is self._alloc_kind and self._alloc_inline:  # one slot, inline
             s = self._ring_slots[self._head]
             if self._slots.state[s] == _FREE:  # the free list is the FREE set, or the ledger is corrupt
-                ids = (
-                    _ONE.copy()
-                )  # the caller's to keep (and write into): a copy of a one-id template is the cheapest array
+                ids = _ONE.copy()  # the caller's to keep (and write into): the cheapest new one-id array
                 ids[0] = s
                 if before_write is not None:
                     before_write(expand(Batch(ids, self._alloc_key, _FREE, self._alloc_next)))
@@ -307,16 +303,18 @@ class SlotLedger:
             ids = self._alloc_slots(n, actor, before_write)
             if ids is not None:
                 return ids
-        ids = self._peek(n)
+        h = self._head
+        ids = self._ring[h : h + n].astype(np.int64) if h + n <= self.capacity else self._peek(n)
         if self.check == "strict":
-            self._check_actor(ids, _ALLOC, actor, NOBODY)
+            if actor[0] is not self._alloc_kind:
+                self._check_actor(ids, _ALLOC, actor, NOBODY)
             # the free list is the FREE set, or the ledger is corrupt (a byte count, no ufunc)
             if self.cols.state[ids].tobytes() != _FREE_BYTE * n:
-                self._check_batch(look_up(self.cols, self._alloc, ids, actor.id), _ALLOC, actor, NOBODY)
+                self._check_batch(look_up(self.cols, self._alloc, ids, actor[1]), _ALLOC, actor, NOBODY)
         batch = Batch(ids, self._alloc_key, _FREE, self._alloc_next)  # uniform: every slot FREE
         if before_write is not None:
             before_write(expand(batch))
-        write(self.cols, self._alloc, batch, _ALLOC, actor.id, NOBODY, self.launched)
+        write(self.cols, self._alloc, batch, _ALLOC, actor[1], NOBODY, self.launched)
         # the recorder keeps its own copy (bytes): the caller gets `ids` and may write into it. The
         # same bytes are a known batch: real ids, distinct as the free ring's are (see `_ids`)
         self._known = known = ids.tobytes()
@@ -339,8 +337,10 @@ class SlotLedger:
             event = inputs.event(event, actor)
         if target is not NOBODY and (type(target) is not int or not NOBODY <= target <= _ID_MAX):
             target = inputs.target(target, event, actor)
-        if (  # one id in a plain int64 array (what `alloc` returns): a real slot, or `_ids` says why not
-            type(ids) is not np.ndarray
+        if (  # one id in a plain int64 array (what `alloc` returns) for the per-slot path: a real slot,
+            # or `_ids` says why not
+            not self.small
+            or type(ids) is not np.ndarray
             or ids.dtype is not _INT64
             or ids.shape != _SHAPE_ONE
             or ids.strides != _UNIT
@@ -544,10 +544,15 @@ class SlotLedger:
         else:
             cand = np.unique(np.concatenate([np.asarray(ids, dtype=np.int64) for ids in chunks]))
         c = self.cols
-        waiting = self._waits_mask[c.state[cand]]
+        state, fence = c.state[cand], c.fence[cand]
         # a slot still waiting may wait for a later step than the one it was filed under (an
         # unpublished write evicted while a later step is in flight): read its fence
-        return cand[waiting & (c.fence[cand] <= step)], steps
+        if state.tobytes() == _RELEASED_BYTE * cand.size:  # all RELEASED (the usual case)
+            got = fence.tobytes()
+            if got == got[: fence.itemsize] * cand.size and int(fence[0]) <= step:  # one fence, passed: all due
+                return cand, steps
+        waiting = self._waits_mask[state]
+        return cand[waiting & (fence <= step)], steps
 
     def _note_released(self, ids: np.ndarray) -> None:
         """File slots just moved into a state that waits for a fence (RELEASED) under the step
@@ -651,14 +656,17 @@ class SlotLedger:
         if ids.size <= self.small and self._apply_slots(ids, event, actor, target, before_write):
             return ids
         table = self.tables[event]
-        if self.check == "strict":
-            self._check_actor(ids, event, actor, target)
-        batch = look_up(self.cols, table, ids, actor.id)
-        if self.check == "strict":
+        strict = self.check == "strict"
+        if strict:
+            kind, needs_target, _ = self._lane[event]
+            if actor[0] is not kind or (needs_target and target < 0):
+                self._check_actor(ids, event, actor, target)  # raises
+        batch = look_up(self.cols, table, ids, actor[1])
+        if strict and (type(batch.after) is not int or batch.after == ILLEGAL):
             self._check_batch(batch, event, actor, target)
         if before_write is not None:
             before_write(expand(batch))
-        self._write(batch, table, event, actor.id, target, actor)
+        self._write(batch, table, event, actor[1], target, actor)
         return ids
 
     def _write(self, batch: Batch, table, event: Event, actor_id, target: int, actor) -> None:
@@ -666,19 +674,25 @@ class SlotLedger:
         ids, after = batch.ids, batch.after
         write(self.cols, table, batch, event, actor_id, target, self.launched)
         frees = self.has_free_list and event is not _ALLOC
-        if isinstance(after, np.ndarray):  # a mixed batch: find the freed and released slots
+        if type(after) is int:  # uniform: every slot moved to `after`
+            if after == _FREE:
+                if frees:
+                    self._push(ids)
+            elif after in self._waits:
+                self._note_released(ids)
+        elif not isinstance(after, np.ndarray):  # one numpy code for all
+            after = int(after)
+            if frees and after == _FREE:
+                self._push(ids)
+            elif after in self._waits:
+                self._note_released(ids)
+        else:  # a mixed batch: find the freed and released slots
             codes = after.tobytes()
             if frees and _FREE_BYTE in codes:
                 self._push(ids[after == _FREE])
             waiting = self._waits_mask[after]
             if np.count_nonzero(waiting):
                 self._note_released(ids[waiting])
-        else:  # uniform: every slot moved to `after`
-            after = int(after)
-            if frees and after == _FREE:
-                self._push(ids)
-            elif after in self._waits:
-                self._note_released(ids)
         # `ids` may be a view of the caller's tensor (and is returned to it): record a copy (bytes)
         self.recorder.record(event, actor, target, self.launched, ids.tobytes(), batch.before, after)
 
@@ -768,15 +782,19 @@ class SlotLedger:
         return np.concatenate((self._ring[h:], self._ring[: h + n - self.capacity])).astype(np.int64)
 
     def _push(self, ids: np.ndarray) -> None:
-        n = ids.size
-        if self._count + n > self.capacity:  # cannot happen while the lifecycle holds
-            raise RuntimeError(f"free list overflow: {self._count} + {n} > {self.capacity}")
-        tail = (self._head + self._count) % self.capacity
-        first = min(n, self.capacity - tail)
-        self._ring[tail : tail + first] = ids[:first]
-        if first < n:
+        n, count, cap = ids.size, self._count, self.capacity
+        if count + n > cap:  # cannot happen while the lifecycle holds
+            raise RuntimeError(f"free list overflow: {count} + {n} > {cap}")
+        tail = self._head + count
+        if tail >= cap:
+            tail -= cap
+        if tail + n <= cap:
+            self._ring[tail : tail + n] = ids
+        else:  # the ring wraps
+            first = cap - tail
+            self._ring[tail:] = ids[:first]
             self._ring[: n - first] = ids[first:]
-        self._count += n
+        self._count = count + n
 
 
 def _first_illegal(after) -> int | None:

@@ -81,10 +81,13 @@ def state(ledger: SlotLedger):
     return columns, snap["counters"], ledger.free_list().tolist(), recorded
 
 
-def first_difference(program) -> str | None:
-    """Where a per-slot ledger and a vectorised one first disagree on `program` (None: never)."""
+def first_difference(program, breaks=None) -> str | None:
+    """Where a per-slot ledger and a vectorised one first disagree on `program` (None: never).
+    `breaks(slots, vectors)`, if given, breaks one of them first (to show that this can fail)."""
     slots, vectors = SlotLedger(CAP), SlotLedger(CAP)
     slots.small, vectors.small = CAP + 1, 0
+    if breaks is not None:
+        breaks(slots, vectors)
     for i, op in enumerate(program):
         a, b = call(slots, op), call(vectors, op)
         if a != b:
@@ -169,6 +172,51 @@ def test_a_broken_per_slot_path_is_caught(monkeypatch, broken):
     ]
     with pytest.raises(AssertionError) if broken == "release unfiled" else nullcontext():
         assert first_difference(program) is not None
+
+
+def test_one_junk_id_is_refused_alike():
+    """A batch of one id takes the per-slot ledger's inline check (a real slot?) instead of the
+    general validation: the pad slot, NOBODY, a negative id and one past the capacity are refused
+    with the same errors either way, on a free slot and on a held one."""
+    r = Actor.request(1)
+    program = [("alloc", 2, r)]
+    for bad in (0, NOBODY, -CAP, CAP + 1, 2**40):
+        program += [("apply", Event.ADMIT, r, [bad], NOBODY), ("apply", Event.FINISH, r, [bad], NOBODY)]
+    assert first_difference(program) is None
+    slots = SlotLedger(CAP)
+    slots.small = CAP + 1
+    assert all(call(slots, op)[0] == "raised" for op in program[1:])
+
+
+class _Anything(bytes):
+    """Bytes that compare equal to any bytes: a known-batch memo that vouches for every batch."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = bytes.__hash__
+
+
+@pytest.mark.parametrize("broken", ["one-slot alloc writes no owner", "known batch vouches for anything"])
+def test_a_broken_fast_lane_is_caught(broken):
+    """The comparison covers the fast lanes: the per-slot ledger's inline one-slot alloc (its
+    field list emptied: the slot is taken with no owner), and the vectorised ledger's memo of
+    the last batch known real and distinct (one that vouches for any batch of its length lets a
+    duplicate through, so a refusal names the wrong reason)."""
+    r = Actor.request(1)
+    if broken == "one-slot alloc writes no owner":
+        program = [("alloc", 1, r), ("apply", Event.ADMIT, r, [1], NOBODY)]
+
+        def breaks(slots, vectors):
+            slots._alloc_writes = ()
+    else:
+        program = [("apply", Event.ROLLBACK, r, [1, 1], NOBODY)]
+
+        def breaks(slots, vectors):
+            vectors._known = _Anything(bytes(16))
+
+    assert first_difference(program) is None
+    assert first_difference(program, breaks) is not None
 
 
 def lifecycle_program(rng, length: int = 60) -> list:
