@@ -296,7 +296,7 @@ def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id
             else:
                 column[ids] = (0, actor_id, target, epoch, clear)[src]
         if cols.code is not None:
-            cols.code[ids] = batch.after | event << 8  # the state and the last event, one scatter
+            cols.code[ids] = int(batch.after) | event << 8  # the state and the last event, one scatter
         else:
             cols.state[ids] = batch.after
             cols.last_event[ids] = event
@@ -475,7 +475,7 @@ def write_slots(
             else:
                 column[s] = (0, me, target, epoch, clear)[src]
         if mv.code is not None:
-            mv.code[s] = after[0] | event << 8  # the state and the last event, one write
+            mv.code[s] = int(after[0]) | event << 8  # the state and the last event, one write
         else:
             state[s] = after[0]
             last[s] = event

@@ -167,9 +167,6 @@ class SlotLedger:
         self.small = SMALL  # the switch-over batch size (the tests move it to check both paths)
         self._lists = {e: as_lists(t) for e, t in self.tables.items()}
         self._actor_ok = {e: (lifecycle.event(e).actor, lifecycle.event(e).target is not None) for e in Event}
-        self._lane = {
-            e: (*self._actor_ok[e], self._lists[e]) for e in Event
-        }  # the per-slot path's look-ups, one dict read
         self._alloc_kind, self._alloc_key = self._actor_ok[Event.ALLOC][0], _FREE * BITS
         self._alloc_list = self._lists[Event.ALLOC]
         self._alloc_next = self._alloc_list.next_state[self._alloc_key]
@@ -605,9 +602,10 @@ class SlotLedger:
         """`_apply` a slot at a time, for a batch of real, distinct ids (`actor`: one for the
         batch, or `Actors`, one per slot). False (nothing done) if a move is refused: the
         vectorised path then raises the model's error for it."""
-        kind, needs_target, table = self._lane[event]
+        kind, needs_target = self._actor_ok[event]
         if actor[0] is not kind or (needs_target and target < 0):
             return False
+        table = self._lists[event]
         lst = ids.tolist()
         who = list(actor.ids) if type(actor) is Actors else [actor[1]] * len(lst)
         keys, before, after = look_up_slots(self._slots, table, lst, who)
@@ -658,7 +656,7 @@ class SlotLedger:
         table = self.tables[event]
         strict = self.check == "strict"
         if strict:
-            kind, needs_target, _ = self._lane[event]
+            kind, needs_target = self._actor_ok[event]
             if actor[0] is not kind or (needs_target and target < 0):
                 self._check_actor(ids, event, actor, target)  # raises
         batch = look_up(self.cols, table, ids, actor[1])
