@@ -203,7 +203,8 @@ def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id) -> Batc
     states = before.tobytes()
     if n and states == states[:1] * n:  # one state: try for one key
         b = states[0]
-        nxt, probes = _plain_of(table)
+        hit = _PLAIN.get(id(table))  # `_plain_of` inline, for its common case
+        nxt, probes = hit[1:] if hit is not None and hit[0] is table else _plain_of(table)
         key, probe = b * BITS, probes[b]  # the bits that matter for this state and event
         if probe:
             # `relation_of` never makes NOBODY an owner or borrower: an actor id of NOBODY (-1)
@@ -287,7 +288,8 @@ def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id
     if type(key) is int or not isinstance(key, np.ndarray):  # uniform: one source per column, one value per scatter
         # the fields this key rewrites (a field the state before holds clear by its declaration
         # is not cleared again), as Python data: no numpy scalar per column
-        for pos, src, clear in _writes_of(table)[key]:
+        hit = _WRITES.get(id(table))  # `_writes_of` inline, for its common case
+        for pos, src, clear in (hit[1] if hit is not None and hit[0] is table else _writes_of(table))[key]:
             column = cols[pos]
             if src == _INC:  # distinct ids: one in-place step per slot
                 column[ids] += 1  # below MAX_READERS: the FULL bit refuses the rest

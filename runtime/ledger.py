@@ -618,8 +618,13 @@ class SlotLedger:
         if len(lst) == 1:  # one slot: no loops
             a = after[0]
             if a == _FREE:
-                if self.has_free_list and event is not _ALLOC:
-                    self._push_slots(lst)
+                if self.has_free_list and event is not _ALLOC:  # `_push_slots` inline, for one slot
+                    count, cap = self._count, self.capacity
+                    if count >= cap:  # cannot happen while the lifecycle holds
+                        raise RuntimeError(f"free list overflow: {count} + 1 > {cap}")
+                    tail = self._head + count
+                    self._ring_slots[tail if tail < cap else tail - cap] = lst[0]
+                    self._count = count + 1
             elif a in self._waits:
                 self._waiting.setdefault(self._slots.fence[lst[0]], []).append(lst)
             self.recorder.record(event, actor, target, launched, lst, before, after)  # fresh lists, never changed
@@ -722,7 +727,10 @@ class SlotLedger:
     def _ids(self, ids, event: Event, actor: Actor, allow_empty: bool = False) -> np.ndarray:
         """Normalise a batch of ids to a 1-D int64 numpy array (`inputs.ids`) and check it
         (strict mode): real slots 1..capacity, each named once."""
-        arr = inputs.ids(ids, event, actor)
+        if type(ids) is np.ndarray and ids.dtype is _INT64 and ids.ndim == 1 and ids.strides == _UNIT:
+            arr = ids  # `inputs.ids`'s common case, inline: nothing to convert
+        else:
+            arr = inputs.ids(ids, event, actor)
         if arr.size == 0:
             if allow_empty:
                 return arr
