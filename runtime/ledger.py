@@ -426,8 +426,10 @@ class SlotLedger:
             # the freed ones (the published stay cached)
             if due.size <= self.small:
                 state = self._slots.state
-                if any(state[s] != _FREE for s in due.tolist()):
-                    due = due[self.cols.state[due] == _FREE]
+                for s in due.tolist():
+                    if state[s] != _FREE:
+                        due = due[self.cols.state[due] == _FREE]
+                        break
             elif self.cols.state[due].tobytes() != _FREE_BYTE * due.size:
                 due = due[self.cols.state[due] == _FREE]
         for s in steps:
