@@ -68,7 +68,7 @@ _FREE = int(State.FREE)
 _RELEASED = int(State.RELEASED)
 _FREE_BYTE, _ILLEGAL_BYTE, _RELEASED_BYTE = bytes((_FREE,)), bytes((ILLEGAL,)), bytes((_RELEASED,))
 _ID_MAX = inputs.ID_MAX
-_INT64, _SHAPE_ONE, _UNIT = np.dtype(np.int64), (1,), (8,)
+_INT64, _UNIT = np.dtype(np.int64), (8,)
 _ONE = np.zeros(1, dtype=np.int64)  # copied for a one-slot alloc's result (never written itself)
 _TOP = 7 if sys.byteorder == "little" else 0  # the byte of an int64 that holds its sign
 _SCRATCH = ("stamp",)
@@ -334,15 +334,17 @@ class SlotLedger:
             event = inputs.event(event, actor)
         if target is not NOBODY and (type(target) is not int or not NOBODY <= target <= _ID_MAX):
             target = inputs.target(target, event, actor)
-        if (  # one id in a plain int64 array (what `alloc` returns) for the per-slot path: a real slot,
-            # or `_ids` says why not
-            not self.small
-            or type(ids) is not np.ndarray
-            or ids.dtype is not _INT64
-            or ids.shape != _SHAPE_ONE
-            or ids.strides != _UNIT
-            or not 1 <= ids.tolist()[0] <= self.capacity
-        ):
+        if type(ids) is np.ndarray and ids.dtype is _INT64 and ids.ndim == 1 and ids.strides == _UNIT:
+            # a plain int64 array (what `alloc` returns): one id for the per-slot path is checked
+            # inline (a real slot?), a large batch equal to the last one known real and distinct
+            # (see `_ids`) needs no check; anything else, `_ids` checks (and says what is wrong)
+            n = ids.size
+            if n == 1 and self.small:
+                if not 1 <= ids.tolist()[0] <= self.capacity:
+                    ids = self._ids(ids, event, actor)
+            elif n <= self.small or n * 8 != len(self._known) or ids.tobytes() != self._known:
+                ids = self._ids(ids, event, actor)
+        else:
             ids = self._ids(ids, event, actor)
         if event is _ALLOC and self.has_free_list:
             raise BadSlotId(
