@@ -27,7 +27,13 @@ Contracts:
   hands the ledger over to the calling thread.
 
 Memory: 31 bytes a slot (state 1, owner 8, borrower 8, fence 4, last event 1, lock count 1,
-free ring 4, duplicate stamp 4), plus the flight recorder's bounded list of recent batches.
+free ring 4, duplicate stamp 4; state and last event are the two bytes of one 16-bit word, so one
+scatter writes both), plus the flight recorder's bounded list of recent batches.
+
+Fast lanes (each compared with the general path by tests/test_ledger_paths.py): one slot is
+allocated, and one id in a plain int64 array checked, inline; the actor accepted last is not
+validated again (an `Actor` is immutable); a large batch equal to the last one found real and
+distinct (or handed out by `alloc`) skips the duplicate stamp.
 """
 
 from __future__ import annotations
