@@ -10,7 +10,7 @@ record, any owner, borrower and fence), and `prove_exclusive` shows that `exclus
 inductive. So each move property holds on every move of every run from a free slot; a proof
 over runs of several moves would establish nothing more (and explores fewer records: only
 those a short run reaches). `prove_conserved` is inductive the same way over a pool step, and
-`prove_quiescent` starts from a record in any state.
+`prove_quiescent` starts from a record in any state, cached ones with locks held included.
 The lock count is part of the record: `exclusive` bounds it, so the one-move proofs range over
 every count a cached record can hold.
 """
@@ -39,7 +39,7 @@ from .properties import (  # noqa: F401  the contracts in the docstrings call th
 )
 from .pool import Pool, apply
 from .step import step
-from .vocabulary import FREE_SLOT, NOBODY, Actor, ActorKind, Event, Slot, State
+from .vocabulary import FREE_SLOT, MAX_READERS, NOBODY, Actor, ActorKind, Event, Slot, State  # noqa: F401  (contracts)
 
 SUBJECT: list[Lifecycle] = [LIFECYCLE]
 """The lifecycle under proof (a one-element list so tests can swap it)."""
@@ -255,16 +255,20 @@ def shut_down(slot: Slot, completed: int, lifecycle: Lifecycle) -> Slot:
     return slot
 
 
-def prove_quiescent(state: State, owner: int, borrower: int, fence: int, completed: int) -> Slot:
-    """Property 6: from a well-formed record in any state, once every request has aborted
-    (letting go of its locks, so a cached record counts none), every session has closed, the
-    cache has evicted its nodes and the fence of the newest step has come, the slot is FREE.
+def prove_quiescent(state: State, owner: int, borrower: int, fence: int, readers: int, completed: int) -> Slot:
+    """Property 6: from a well-formed record in any state (a cached one with any number of
+    locks held), once every request has aborted (letting go of its locks), every session has
+    closed, the cache has evicted its nodes and the fence of the newest step has come, the
+    slot is FREE. The lock counts explored are 0, 1, 2 (the unlock by a READER, to none) and
+    the bound (the unlock by FULL, then by READERs): every count between them moves by the
+    same rule, and exploring them all unrolls the unlock loop once per count.
 
-    pre: exclusive(Slot(state, owner, borrower, fence), SUBJECT[0])
+    pre: exclusive(Slot(state, owner, borrower, fence, readers), SUBJECT[0])
+    pre: readers <= 2 or readers == MAX_READERS
     pre: 0 <= fence <= completed
     post: quiescent((__return__,))
     """
-    return shut_down(Slot(state, owner, borrower, fence), completed, SUBJECT[0])
+    return shut_down(Slot(state, owner, borrower, fence, readers), completed, SUBJECT[0])
 
 
 PROOFS = {

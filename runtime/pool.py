@@ -17,7 +17,9 @@ tree node), `lock`/`unlock` (a request reads a published slot), `evict` (a node 
 back) and `copy` from a cached slot the request has locked (copy-on-write). The ledger counts a
 slot's locks; the pool also keeps who holds each (`locks`), so an unlock by a request that holds
 no lock on the slot is refused (SGLang #27147) even when others hold some, and a copy from a
-cached slot is refused unless the copying request holds a lock on it.
+cached slot is refused unless the copying request holds a lock on it. A LOCK or UNLOCK fired
+through the generic `fire`/`fire_each` takes the same checked path: nothing moves a lock count
+past the record.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ import torch
 
 from slotwarden.kernels.slots import copy_slots, to_device, zero_slots
 from slotwarden.model.errors import BadInput, BadSlotId, IllegalCopy, IllegalMove
-from slotwarden.model.vocabulary import NOBODY, Actor, Event, Group, State
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Group, State
 
 from . import inputs
 from .config import PoolConfig
 from .ledger import SlotLedger
 from .trace import attach as attach_trace
+
+_READS = (Event.LOCK, Event.UNLOCK)  # moves the pool's lock record must see
 
 
 class StatePool:
@@ -47,6 +51,7 @@ class StatePool:
         self.ssm = torch.zeros(config.ssm_shape(), dtype=config.ssm_dtype, device=self.device)
         self.ledger = SlotLedger(config.num_slots, check=check, recorder_depth=recorder_depth)
         self.locks: dict[int, set[int]] = {}  # cached slot -> the requests holding a lock on it
+        self._reading = False  # lock/unlock is firing its checked moves (fire: to the ledger)
         attach_trace(self.ledger, trace)  # a slot-event trace (runtime/trace.py); None: off, nothing added
         self._probe()
 
@@ -130,12 +135,18 @@ class StatePool:
         zero_slots(self.tensors, self.on_device(batch.ids))
 
     def fire(self, event: Event, ids, actor: Actor, target: int = NOBODY) -> torch.Tensor:
-        """Fire `event` by `actor` on every slot of `ids` (all or none); returns the ids."""
+        """Fire `event` by `actor` on every slot of `ids` (all or none); returns the ids. A
+        LOCK or UNLOCK goes through `lock`/`unlock`, which keep the pool's lock record."""
+        if not self._reading and inputs.is_int(event) and event in _READS:
+            return self._read(event, ids, actor, each=False, direct=True)
         return torch.from_numpy(self.ledger.apply(event, ids, actor, target))
 
     def fire_each(self, event: Event, ids, actor_ids) -> torch.Tensor:
         """Fire `event` on every slot of `ids`, each by its own actor (`SlotLedger.apply_each`:
-        the slots of every request that finished this step, in one call); all or none."""
+        the slots of every request that finished this step, in one call); all or none. A LOCK
+        or UNLOCK goes through `lock`/`unlock`, which keep the pool's lock record."""
+        if not self._reading and inputs.is_int(event) and event in _READS:
+            return self._read(event, ids, actor_ids, each=True, direct=True)
         return torch.from_numpy(self.ledger.apply_each(event, ids, actor_ids))
 
     def admit(self, ids, request: Actor):
@@ -173,42 +184,108 @@ class StatePool:
         step in flight may still write them; published at its fence)."""
         return self.fire(Event.INSERT, ids, request, node)
 
-    def lock(self, ids, request: Actor):
-        """`request` locks published (CACHED) slots to read them; refused, nothing changed,
-        for a slot it already holds a lock on."""
-        request = inputs.actor(request, Event.LOCK)
-        arr = self.ledger._ids(ids, Event.LOCK, request)
-        self._check_locks(arr, request, Event.LOCK)
-        out = self.fire(Event.LOCK, arr, request)
-        for s in arr.tolist():
-            self.locks.setdefault(s, set()).add(request.id)
-        return out
+    def lock(self, ids, request):
+        """`request` (an `Actor`, or one request id per slot) locks published (CACHED) slots to
+        read them; refused, nothing changed, for a slot the request already holds a lock on."""
+        return self._read(Event.LOCK, ids, request, each=not isinstance(request, Actor))
 
-    def unlock(self, ids, request: Actor):
-        """`request` gives back the locks it holds on `ids`; refused, nothing changed, for a
-        slot it holds no lock on (whatever the count says: SGLang #27147)."""
-        request = inputs.actor(request, Event.UNLOCK)
-        arr = self.ledger._ids(ids, Event.UNLOCK, request)
-        self._check_locks(arr, request, Event.UNLOCK)
-        out = self.fire(Event.UNLOCK, arr, request)
-        for s in arr.tolist():
-            holders = self.locks[s]
-            holders.discard(request.id)
-            if not holders:
-                del self.locks[s]
-        return out
+    def unlock(self, ids, request):
+        """`request` (an `Actor`, or one request id per slot: the locks of every copy a fence
+        covered, in one call) gives back the locks it holds on `ids`; refused, nothing changed,
+        for a slot the request holds no lock on (whatever the count says: SGLang #27147). With
+        one id per slot a slot may be named once per request giving back a lock on it."""
+        return self._read(Event.UNLOCK, ids, request, each=not isinstance(request, Actor))
 
-    def evict(self, ids, node: Actor):
-        """Tree node `node` gives back its slots: an unpublished one (its write aborted) or a
-        published one nobody has locked; released, free at the fence of the step in flight."""
-        return self.fire(Event.EVICT, ids, node)
+    def evict(self, ids, node):
+        """Tree node `node` (an `Actor`, or one node id per slot) gives back its slots: an
+        unpublished one (its write aborted) or a published one nobody has locked; released,
+        free at the fence of the step in flight."""
+        if isinstance(node, Actor):
+            return self.fire(Event.EVICT, ids, node)
+        return self.fire_each(Event.EVICT, ids, node)
 
-    def _check_locks(self, ids: np.ndarray, request: Actor, event: Event) -> None:
+    def _read(self, event: Event, ids, request, each: bool, direct: bool = False) -> torch.Tensor:
+        """LOCK or UNLOCK of `ids` by one request (`each` False: an `Actor`) or each slot by
+        its own (`each`: one request id per slot), checked whole against the lock record and
+        the ledger before anything changes, the record kept with the ledger's count. The
+        checked moves go through `fire`/`fire_each` (so whoever watches those sees them), or
+        straight to the ledger when `direct` (routed from `fire`/`fire_each` themselves)."""
+        self.ledger._here()
+        event = inputs.event(event)
+        if each:
+            arr = inputs.ids(ids, event, None)
+            who = inputs.actor_ids(request, arr.size, event)
+            if event is Event.LOCK or arr.size == 0:
+                arr = self.ledger._ids(arr, event, None)  # a slot named twice: one lock too many
+            else:  # several requests may each give back their lock on one slot
+                self.ledger._ids(np.unique(arr), event, None)
+            actors = [Actor.request(r) for r in who.tolist()]
+        else:
+            actor = inputs.actor(request, event)
+            arr = self.ledger._ids(ids, event, actor)
+            if actor.kind is not ActorKind.REQUEST:  # the model says why, in its words
+                return torch.from_numpy(self.ledger.apply(event, arr, actor))
+            actors = [actor] * arr.size
+        self._check_locks(arr, actors, event)
+        if direct:
+            one, many = self.ledger.apply, self.ledger.apply_each
+        else:
+            one, many = self.fire, self.fire_each
+        self._reading = True
+        try:
+            if not each:
+                one(event, arr, actors[0])
+            else:
+                self._apply_rounds(event, arr, who, many)
+        finally:
+            self._reading = False
+        for s, a in zip(arr.tolist(), actors):
+            if event is Event.LOCK:
+                self.locks.setdefault(s, set()).add(a.id)
+            else:
+                holders = self.locks[s]
+                holders.discard(a.id)
+                if not holders:
+                    del self.locks[s]
+        return torch.from_numpy(arr)
+
+    def _apply_rounds(self, event: Event, ids: np.ndarray, who: np.ndarray, fire_each) -> None:
+        """`apply_each` of UNLOCK over a batch that may name a slot more than once (each time
+        by another request): the k-th naming of each slot goes in round k, one ledger call a
+        round (one round when no slot repeats). A later round cannot be refused while the lock
+        record matches the ledger's counts (the record was checked); if one raises all the
+        same, the rounds before it are undone (a LOCK each) and the error goes on."""
+        if np.unique(ids).size == ids.size:
+            fire_each(event, ids, who)
+            return
+        order = np.argsort(ids, kind="stable")
+        ranked = ids[order]
+        starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+        rank = np.empty_like(order)
+        rank[order] = np.arange(ids.size) - np.repeat(starts, np.diff(np.r_[starts, ids.size]))
+        done = []
+        try:
+            for k in range(int(rank.max()) + 1):
+                pick = rank == k
+                fire_each(event, ids[pick], who[pick])
+                done.append(pick)
+        except BaseException:
+            for pick in reversed(done):
+                fire_each(Event.LOCK, ids[pick], who[pick])
+            raise
+
+    def _check_locks(self, ids: np.ndarray, actors: list, event: Event) -> None:
+        """Refuse (`IllegalMove`, naming the slot and the request) a lock by a request that
+        already holds one on the slot, or an unlock by one that holds none, or either named
+        twice for one slot in the batch."""
         want = event is Event.UNLOCK  # an unlock needs a lock of its own; a lock must not have one
-        for s in ids.tolist():
-            if (request.id in self.locks.get(s, ())) is not want:
+        seen = set()
+        for s, request in zip(ids.tolist(), actors):
+            twice = (s, request.id) in seen
+            seen.add((s, request.id))
+            if twice or (request.id in self.locks.get(s, ())) is not want:
                 rec = self.ledger.record(s)
-                why = "holds no lock" if want else "already holds a lock"
+                why = "is named twice in this batch" if twice else "holds no lock" if want else "already holds a lock"
                 held = sorted(self.locks.get(s, ()))
                 raise IllegalMove(
                     f"{request} {why} on slot {s} ({rec.readers} locks held, by requests {held})",

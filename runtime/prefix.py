@@ -157,26 +157,30 @@ class CachePolicy:
         return True
 
     def cache_evict(self, n: int = 1) -> int:
-        """Evict up to `n` unlocked published nodes, least recently used first; their slots are
-        free at the fence of the step in flight. Returns how many were evicted."""
+        """Evict up to `n` unlocked published nodes, least recently used first, in one pool
+        call (each slot by its own node); their slots are free at the fence of the step in
+        flight. Returns how many were evicted."""
         cache = self.prefix
         if cache is None:
             return 0
+        nodes = cache.tree.evictable(n)
+        if not nodes:
+            return 0
+        slots = [cache.tree.info(node).slot for node in nodes]
         done = 0
-        for node in cache.tree.evictable(n):
-            slot = cache.tree.info(node).slot
-            try:
-                self.pool.evict([slot], Actor.cache(node))
-            finally:  # a fault after the pool moved: record the eviction all the same
-                if self.pool.state_of([slot])[0] is not State.CACHED:
+        try:
+            self.pool.evict(slots, nodes)
+        finally:  # a fault after the pool moved: record the evictions all the same
+            for node, state in zip(nodes, self.pool.state_of(slots)):
+                if state is not State.CACHED:
                     cache.tree.evict(node)
-            cache.tally["evictions"] += 1
-            done += 1
+                    done += 1
+            cache.tally["evictions"] += done
         return done
 
     def cache_after_fence(self) -> None:
         """After a fence: publish every donation whose write it fenced, and give back every
-        lock whose copy it fenced."""
+        lock whose copy it fenced (one pool call, each lock by its own request)."""
         cache = self.prefix
         if cache is None:
             return
@@ -187,16 +191,24 @@ class CachePolicy:
                 if state is State.CACHED:
                     cache.tree.publish(node)
                     del cache.unpublished[node]
-        done = self.pool.ledger.completed
-        while cache.copies and cache.copies[0][0] <= done:
-            _, rid, node, slot = cache.copies[0]
-            had = rid in self.pool.lock_holders(slot)
-            try:
-                self.pool.unlock([slot], Actor.request(rid))
-            finally:  # a fault after the pool moved: record the unlock all the same
-                if had and rid not in self.pool.lock_holders(slot):
+        done, due = self.pool.ledger.completed, []
+        while len(due) < len(cache.copies) and cache.copies[len(due)][0] <= done:
+            due.append(cache.copies[len(due)])
+        if not due:
+            return
+        had = [rid in self.pool.lock_holders(slot) for _, rid, _, slot in due]
+        try:
+            self.pool.unlock([slot for *_, slot in due], [rid for _, rid, _, _ in due])
+        finally:  # a fault after the pool moved: record the unlocks all the same
+            kept = []
+            for entry, held in zip(due, had):
+                cache.copies.popleft()
+                _, rid, node, slot = entry
+                if held and rid not in self.pool.lock_holders(slot):
                     cache.tree.unlock(node, rid)
-                    cache.copies.popleft()
+                else:
+                    kept.append(entry)
+            cache.copies.extendleft(reversed(kept))
 
     def flush_cache(self) -> int:
         """Evict every unlocked published node (what is locked or unpublished stays)."""

@@ -18,24 +18,16 @@ from slotwarden.verification.abstract import (
     session_of,
 )
 from slotwarden.verification.checker import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS, CheckResult, check, check_all
+from slotwarden.verification.pins import DEFAULT_COUNTS, THOROUGH_COUNTS, pin_of
 
 # -- the correct scheduler ---------------------------------------------------------------------
-
-PINNED = {  # reachable worlds, stateright style: any change to the model or the scheduler shows here
-    Bounds(slots=1, requests=2, sessions=1, overlap=False): (57, 172),
-    Bounds(slots=2, requests=3, sessions=1, overlap=False): (574, 2198),
-    Bounds(slots=2, requests=3, sessions=1, overlap=True): (2936, 15468),
-    Bounds(slots=1, requests=4, sessions=2, overlap=False): (960, 4105),
-    Bounds(slots=3, requests=3, sessions=0, overlap=False, nodes=1): (521, 2152),
-    Bounds(slots=2, requests=3, sessions=0, overlap=True, nodes=2): (554, 2570),
-}
 
 
 @pytest.mark.parametrize("bounds", TEST_BOUNDS, ids=str)
 def test_correct_policy_has_no_violation_and_pinned_state_counts(bounds):
     result = check(bounds)
     assert result.violation is None and result.complete and result.ok
-    assert (result.states, result.transitions) == PINNED[bounds]
+    assert (result.states, result.transitions) == pin_of(bounds)  # verification/pins.py: any change shows here
     assert result.max_depth > 0 and result.seconds >= 0
 
 
@@ -147,7 +139,7 @@ def test_early_release_epoch_is_an_overlap_bug_only():
     assert "RETRACT" in v.trace[-1] and "FENCE" in v.trace[-1] and "launch" in v.trace
     # without overlap nothing is in flight when a slot is released: the same state space, no fault
     quiet = check(TEST_BOUNDS[1], EarlyReleaseEpoch())
-    assert quiet.ok and quiet.states == PINNED[TEST_BOUNDS[1]][0]
+    assert quiet.ok and quiet.states == pin_of(TEST_BOUNDS[1])[0]
 
 
 def test_deadlock_is_reported_with_a_shortest_trace(monkeypatch):
@@ -337,36 +329,6 @@ def test_renaming_sessions_and_plain_requests_divides_the_space():
     assert reduced.ok and full.ok and reduced.rules == full.rules
 
 
-DEFAULT_COUNTS = {  # (states, transitions) of the default run, pinned; the cheap ones are re-checked below
-    "slots=1 requests=3 sessions=1 overlap=off": (148, 491),
-    "slots=2 requests=3 sessions=1 overlap=off": (574, 2198),
-    "slots=3 requests=3 sessions=1 overlap=off": (1680, 6405),
-    "slots=1 requests=3 sessions=1 overlap=on": (272, 1267),
-    "slots=2 requests=3 sessions=1 overlap=on": (2936, 15468),
-    "slots=3 requests=3 sessions=1 overlap=on": (21606, 116184),
-    "slots=1 requests=4 sessions=2 overlap=off": (960, 4105),
-    "slots=2 requests=4 sessions=2 overlap=off": (5358, 25546),
-    "slots=3 requests=4 sessions=2 overlap=off": (22134, 112323),
-    "slots=1 requests=4 sessions=2 overlap=on": (1700, 10409),
-    "slots=2 requests=4 sessions=2 overlap=on": (24042, 166236),
-    "slots=3 requests=4 sessions=1 overlap=on": (64938, 429960),
-    "slots=4 requests=5 sessions=2 overlap=off turns=1": (82728, 525426),
-    "slots=4 requests=3 sessions=1 overlap=on": (152320, 837864),
-    "slots=3 requests=5 sessions=2 overlap=on turns=1": (150669, 1282449),
-    "slots=2 requests=3 sessions=0 overlap=on nodes=2": (554, 2570),
-    "slots=3 requests=3 sessions=0 overlap=on nodes=1": (7002, 34792),
-    "slots=3 requests=4 sessions=0 overlap=on nodes=2": (11919, 67124),
-    "slots=2 requests=4 sessions=1 overlap=on nodes=1": (8020, 48322),
-    "slots=3 requests=3 sessions=1 overlap=on nodes=1": (26856, 141081),
-    "slots=3 requests=4 sessions=1 overlap=off nodes=2": (8370, 39894),
-}
-
-
-THOROUGH_COUNTS = {  # (states, transitions) of bounds only --thorough checks, pinned from a full run (too long for a test)
-    "slots=4 requests=5 sessions=2 overlap=on turns=1": (1911648, 17309846),
-}
-
-
 def test_thorough_adds_larger_bounds_to_the_default_ones():
     assert THOROUGH_BOUNDS[: len(DEFAULT_BOUNDS)] == DEFAULT_BOUNDS
     extra = [str(b) for b in THOROUGH_BOUNDS[len(DEFAULT_BOUNDS) :]]
@@ -374,7 +336,9 @@ def test_thorough_adds_larger_bounds_to_the_default_ones():
 
 
 def test_default_bounds_are_pinned():
+    """The cheap ones are re-checked here; `verify` compares every bounds with its pin."""
     assert [str(b) for b in DEFAULT_BOUNDS] == list(DEFAULT_COUNTS)
+    assert all(pin_of(b) is not None for b in TEST_BOUNDS)
     for b in DEFAULT_BOUNDS:
         if DEFAULT_COUNTS[str(b)][0] < 2000:
             r = check(b)

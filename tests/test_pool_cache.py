@@ -5,8 +5,8 @@ nothing (ledger, lock record and state tensors)."""
 import pytest
 import torch
 
-from slotwarden.model.errors import IllegalCopy, IllegalMove
-from slotwarden.model.vocabulary import Actor, Group, State
+from slotwarden.model.errors import BadSlotId, IllegalCopy, IllegalMove
+from slotwarden.model.vocabulary import Actor, Event, Group, State
 from slotwarden.runtime.pool import StatePool
 
 from test_pool import CFG, Frozen, dirty
@@ -127,3 +127,103 @@ def test_the_lock_record_is_what_refuses_a_foreign_unlock():
     pool.unlock([1], R3)
     assert pool.ledger.record(1).readers == 0 and pool.lock_holders(1) == {2}
     assert any(p.startswith("slot 1: 0 locks counted") for p in pool.audit().problems)
+
+
+class LedgerOnlyFire(StatePool):
+    """Broken (the pool before its generic fire kept the lock record): `fire`/`fire_each` hand
+    LOCK/UNLOCK straight to the ledger, whose count then disagrees with the record."""
+
+    def fire(self, event, ids, actor, target=-1):
+        return torch.from_numpy(self.ledger.apply(event, ids, actor, target))
+
+    def fire_each(self, event, ids, actor_ids):
+        return torch.from_numpy(self.ledger.apply_each(event, ids, actor_ids))
+
+
+GENERIC_UNLOCKS = {
+    "fire": lambda p: p.fire(Event.UNLOCK, [1], R3),
+    "fire_each": lambda p: p.fire_each(Event.UNLOCK, [1], [3]),
+}
+
+
+@pytest.mark.parametrize("how", GENERIC_UNLOCKS)
+@pytest.mark.parametrize("pool_cls", [StatePool, LedgerOnlyFire])
+def test_a_generic_fire_cannot_unlock_past_the_lock_record(how, pool_cls):
+    """Request 2 holds the only lock on slot 1; request 3's UNLOCK through the generic
+    `fire`/`fire_each` is refused as `unlock` refuses it, and the slot cannot be evicted under
+    request 2. The broken variant accepts it: the count drops to 0 while the record still
+    names request 2, and the eviction then goes through."""
+    pool = cached_pool(pool_cls)
+    frozen = Snapshot(pool)
+    if pool_cls is LedgerOnlyFire:
+        GENERIC_UNLOCKS[how](pool)
+        assert pool.ledger.record(1).readers == 0 and pool.lock_holders(1) == {2}
+        pool.evict([1], Actor.cache(NODE))  # evicted while request 2 holds its lock
+        return
+    with pytest.raises(IllegalMove, match="holds no lock"):
+        GENERIC_UNLOCKS[how](pool)
+    assert frozen.unchanged()
+    with pytest.raises(IllegalMove, match="reader"):
+        pool.evict([1], Actor.cache(NODE))
+    pool.fire(Event.UNLOCK, [1], R2)  # the holder's own unlock, through fire, keeps the record
+    assert pool.ledger.record(1).readers == 0 and pool.lock_holders(1) == frozenset()
+    pool.fire_each(Event.LOCK, [1], [3])
+    assert pool.lock_holders(1) == {3} and not pool.lock_problems()
+
+
+def test_unlocks_by_many_requests_are_one_call_all_or_nothing():
+    """Requests 2 and 3 both give back their lock on slot 1 in one call (slot 1 named twice);
+    a batch with one unlock the record refuses changes nothing, whichever position it has."""
+    pool = cached_pool()
+    pool.lock([1], R3)
+    for ids, who in (([1, 1, 1], [2, 3, 4]), ([1, 1], [2, 2]), ([1, 1], [4, 2])):
+        frozen = Snapshot(pool)
+        with pytest.raises(IllegalMove, match="request [24]"):
+            pool.unlock(ids, who)
+        assert frozen.unchanged()
+    pool.unlock([1, 1], [3, 2])
+    assert pool.ledger.record(1).readers == 0 and pool.lock_holders(1) == frozenset()
+    with pytest.raises(BadSlotId, match="twice"):
+        pool.lock([1, 1], [2, 3])  # a lock names each slot once
+    pool.lock([1], [2])
+    assert pool.lock_holders(1) == {2} and not pool.lock_problems()
+
+
+def test_evictions_by_many_nodes_are_one_call_all_or_nothing():
+    pool = StatePool(CFG)
+    ids = pool.alloc(3, R1)
+    pool.admit(ids, R1)
+    pool.launch()
+    for s, node in zip(ids.tolist(), (7, 8, 9)):
+        pool.insert([s], R1, node)
+    pool.fence()
+    pool.lock([ids[2].item()], R2)
+    frozen = Snapshot(pool)
+    with pytest.raises(IllegalMove, match="reader") as err:
+        pool.evict(ids, [7, 8, 9])  # node 9's slot is locked
+    assert err.value.slot_id == ids[2].item() and err.value.actor == Actor.cache(9)
+    assert frozen.unchanged()
+    pool.evict(ids[:2], [7, 8])
+    assert pool.state_of(ids) == [State.RELEASED, State.RELEASED, State.CACHED]
+
+
+def test_a_watcher_of_fire_sees_every_lock_and_unlock_once():
+    """Observers (the differential) wrap `fire`/`fire_each`: `lock`/`unlock` go through them,
+    and a LOCK fired through `fire` itself is seen once, not twice."""
+    pool = cached_pool()
+    seen = []
+    fire, fire_each = pool.fire, pool.fire_each
+    pool.fire = lambda e, ids, a, t=-1: seen.append((Event(e), list(ids), a.id)) or fire(e, ids, a, t)
+    pool.fire_each = lambda e, ids, who: seen.append((Event(e), list(ids), list(who))) or fire_each(e, ids, who)
+    pool.lock([1], R3)
+    pool.fire(Event.LOCK, [1], Actor.request(4))
+    pool.unlock([1, 1], [2, 3])
+    pool.fire_each(Event.UNLOCK, [1], [4])
+    assert seen == [
+        (Event.LOCK, [1], 3),
+        (Event.LOCK, [1], 4),
+        (Event.UNLOCK, [1], [2]),
+        (Event.UNLOCK, [1], [3]),
+        (Event.UNLOCK, [1], [4]),
+    ]
+    assert pool.ledger.record(1).readers == 0 and not pool.locks

@@ -244,3 +244,38 @@ def test_requests_finishing_in_the_same_step_each_donate():
     sched.run()
     assert sched.prefix.stats().inserts == 3 and sched.prefix.tree.sizes().published == 3
     quiesce(sched)
+
+
+def counting(pool, name, calls):
+    fn = getattr(pool, name)
+
+    def wrapped(ids, actors):
+        calls.append((name, list(ids), actors))
+        return fn(ids, actors)
+
+    setattr(pool, name, wrapped)
+
+
+def test_a_fence_gives_back_its_locks_and_a_flush_evicts_in_one_pool_call_each():
+    """Three follow-ups (two of one cached prefix) copy in one step: the fence of that step
+    gives back their three locks in one unlock, two of them on one slot; the flush evicts the
+    three cached slots in one evict, each by its own node."""
+    sched = build(MODEL, slots=6, prefix_cache=True, overlap=True, token_budget=64, chunk_size=64, max_running=6)
+    bases = [[1, 2, 3], [5, 6, 7], [9, 10, 11]]
+    for base in bases:
+        sched.submit(base, 2)
+    sched.run()
+    assert sched.prefix.tree.sizes().published == 3
+    calls = []
+    counting(sched.pool, "unlock", calls)
+    counting(sched.pool, "evict", calls)
+    rids = [sched.submit(follow_up(b, 2, [x]), 1) for b, x in ((bases[0], 4), (bases[0], 8), (bases[1], 4))]
+    sched.run()
+    assert sched.prefix.stats().hits == 3 and all(sched.requests.get(r) is None for r in rids)
+    (unlock,) = [c for c in calls if c[0] == "unlock"]
+    assert sorted(unlock[2]) == sorted(rids) and len(set(unlock[1])) == 2
+    calls.clear()
+    assert sched.flush_cache() == sched.prefix.stats().evictions >= 3
+    (evict,) = calls
+    assert evict[0] == "evict" and len(evict[1]) >= 3
+    quiesce(sched)

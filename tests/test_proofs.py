@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from slotwarden.model import proofs
-from slotwarden.model.declaration import CLEAR, RETURN, Source, declare
+from slotwarden.model.declaration import CLEAR, KEEP, RETURN, Source, declare
 from slotwarden.model.lifecycle import EVENTS, RULES, STATES
 from slotwarden.model.vocabulary import Event, Relation, State
 from slotwarden.verification.crosshair_proofs import prove
@@ -84,4 +84,27 @@ WRONG_FOR = {  # proof: a declaration wrong in the way its property forbids
 def test_each_proof_fails_on_a_declaration_its_property_forbids(name):
     wrong = declare(f"wrong for {name}", STATES, EVENTS, WRONG_FOR[name])
     result = prove(name, wrong, timeout=TIMEOUT)
+    assert result.verdict == "POST_FAIL", result.message
+
+
+LOCKED_CACHE_WRONG = {  # quiescence from a cached record with locks held, declared wrong
+    "an unlock that does not decrement": _changed(State.CACHED, Event.UNLOCK, effect=KEEP),
+    "an unlock at the bound that does not decrement": tuple(
+        dataclasses.replace(r, effect=KEEP)
+        if (r.source, r.event, r.by) == (State.CACHED, Event.UNLOCK, Relation.FULL)
+        else r
+        for r in RULES
+    ),
+    "a locked cached slot that can never be unlocked": tuple(
+        r for r in RULES if (r.source, r.event) != (State.CACHED, Event.UNLOCK)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(LOCKED_CACHE_WRONG))
+def test_quiescence_covers_cached_records_with_locks_held(name):
+    """Each declaration still lets go of an unlocked cached slot, so a proof that starts only
+    from records with no locks (a `Slot` built without its lock count) confirms it."""
+    wrong = declare(name, STATES, EVENTS, LOCKED_CACHE_WRONG[name])
+    result = prove("quiescent", wrong, timeout=TIMEOUT)
     assert result.verdict == "POST_FAIL", result.message

@@ -128,8 +128,8 @@ class EvictsPinnedPool(StatePoolUnderTest):
     def fire(self, event, ids, actor, target=-1):
         if event is Event.EVICT:
             for i in ids:
-                for _ in range(self.pool.ledger.record(i).readers):
-                    self.pool.fire(Event.UNLOCK, [i], Actor.request(1))
+                for _ in range(self.pool.ledger.record(i).readers):  # the ledger's count, past the lock record
+                    self.pool.ledger.apply(Event.UNLOCK, [i], Actor.request(1))
         super().fire(event, ids, actor, target)
 
 

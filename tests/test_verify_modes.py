@@ -29,3 +29,23 @@ def test_the_quick_run_kills_every_declaration_mutant(tmp_path, capsys):
     assert {k["killed_by"] for k in kills} >= {"declare", "moves", "shutdown", "checker", ""}
     assert all(k["killed_by"] or k["mutant"] in row["detail"]["equivalent"] for k in kills)
     assert "PASS (quick: proofs skipped)" in (tmp_path / "report.md").read_text()
+
+
+def test_an_exhaustive_row_fails_on_counts_other_than_its_pin(monkeypatch):
+    """A tiny bounds checked against its pin, a wrong pin, no pin, and no pin while it is one of
+    the default run's bounds."""
+    from slotwarden.verification import pins
+    from slotwarden.verification.checker import TEST_BOUNDS, check
+
+    bounds = TEST_BOUNDS[0]
+    result = check(bounds)
+    row = verify._checker_row(result)
+    assert row.ok and "PIN" not in row.summary and row.detail["pinned"] == [result.states, result.transitions]
+    monkeypatch.setitem(pins.TEST_COUNTS, str(bounds), (result.states + 1, result.transitions))
+    row = verify._checker_row(result)
+    assert not row.ok and f"PIN MISMATCH: pinned {result.states + 1} states" in row.summary
+    monkeypatch.delitem(pins.TEST_COUNTS, str(bounds))
+    row = verify._checker_row(result)
+    assert row.ok and row.summary.endswith("; unpinned") and row.detail["pinned"] is None
+    monkeypatch.setattr(verify, "DEFAULT_BOUNDS", (bounds,))
+    assert not verify._checker_row(result).ok

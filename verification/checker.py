@@ -14,7 +14,8 @@ The search also records which declared rules fired and which `sometimes` goals i
 (`GOALS`: rare situations the state space must contain, stateright style). `coverage(results)`
 fails unless, over a run, every rule fired (but those in `UNREACHABLE`, each with its reason)
 and every goal was reached: a state space that never reaches a rule proves nothing about it.
-Reachable-state counts are pinned in the tests, as stateright does.
+Reachable-state counts are pinned (verification/pins.py), as stateright does; `verify` compares
+each bounds' counts with its pin.
 
 No partial-order reduction: an abort or a close is enabled in nearly every world and conflicts
 with every other action of its request or session, and nearly every action changes what the
@@ -254,7 +255,7 @@ DEFAULT_BOUNDS = (
     Bounds(slots=3, requests=3, sessions=1, overlap=True, nodes=1),
     Bounds(slots=3, requests=4, sessions=1, overlap=False, nodes=2),  # two donors beside a two-turn session
 )
-"""The default run (the reachable-state counts are pinned in tests/test_checker.py)."""
+"""The default run (the reachable-state counts are pinned in verification/pins.py)."""
 
 THOROUGH_BOUNDS = DEFAULT_BOUNDS + (
     Bounds(slots=4, requests=5, sessions=2, overlap=False),  # s100 = r0, r1; s101 = r2, r3; r4 plain
@@ -274,7 +275,7 @@ TEST_BOUNDS = (
     Bounds(slots=3, requests=3, sessions=0, overlap=False, nodes=1),  # two readers of one node
     Bounds(slots=2, requests=3, sessions=0, overlap=True, nodes=2),  # an unfenced write dropped
 )
-"""Small bounds for the tests (about a second in all); their state counts are pinned there."""
+"""Small bounds for the tests (about a second in all); their state counts are pinned in verification/pins.py."""
 
 
 def _rule_of(move: Move, lifecycle: Lifecycle) -> tuple | None:

@@ -52,7 +52,7 @@ from slotwarden.verification.checker import (
     coverage,
 )
 from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT, prove
-from slotwarden.verification import declaration_mutants
+from slotwarden.verification import declaration_mutants, pins
 from slotwarden.verification.differential import check_differential, runtime_has_cache
 from slotwarden.verification.mutants import MUTANTS
 from slotwarden.verification.continuity import CachedContinuityMachine, ContinuityMachine, continuity_machine_for
@@ -201,20 +201,33 @@ def _checker_job(bounds) -> tuple:
 
 
 def _checker_row(r) -> Row:
+    """A bounds' row: it fails on a violation, an incomplete search, or counts other than its
+    pin (`verification/pins.py`); a bounds with no pin says so, and fails if it is one of the
+    default run's."""
     bounds, v = r.bounds, r.violation
+    pin = pins.pin_of(bounds)
+    got = (r.states, r.transitions)
     text = f"{r.states} states, {r.transitions} transitions, depth {r.max_depth}" + (
         f"; VIOLATION {v.property}" if v else ""
     )
+    pinned = True
+    if pin is None:
+        pinned = bounds not in DEFAULT_BOUNDS
+        text += "; unpinned" + ("" if pinned else " (every bounds of the default run has a pin)")
+    elif v is None and r.complete and got != pin:
+        pinned = False
+        text += f"; PIN MISMATCH: pinned {pin[0]} states, {pin[1]} transitions"
     detail = {
         "bounds": bounds._asdict(),
         "states": r.states,
         "transitions": r.transitions,
         "depth": r.max_depth,
+        "pinned": None if pin is None else list(pin),
         "violation": None
         if v is None
         else {"property": v.property, "message": v.message, "trace": list(map(str, v.trace))},
     }
-    return Row("exhaustive", str(bounds), v is None and r.complete, r.seconds, text, detail)
+    return Row("exhaustive", str(bounds), v is None and r.complete and pinned, r.seconds, text, detail)
 
 
 _CHECKED: dict = {}  # bounds -> CheckResult of this process's exhaustive jobs, for the coverage job
