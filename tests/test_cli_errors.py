@@ -57,7 +57,7 @@ def no_work(monkeypatch):
     monkeypatch.setattr(slotwarden.demo, "simulate", started)
     monkeypatch.setattr(slotwarden.docs, "write_docs", started)
     monkeypatch.setattr(vmain, "_agreement", started)
-    monkeypatch.setattr(vmain, "_checker", started)
+    monkeypatch.setattr(vmain, "_checker_job", started)
     monkeypatch.setattr(vmain, "_machine", started)
     import slotwarden.check_trace
 

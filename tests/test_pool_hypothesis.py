@@ -226,7 +226,7 @@ def op_for(draw, model: M.Pool):
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_runtime_agrees_with_the_model_or_changes_nothing(data):
-    pool, model, launched = StatePool(CFG), M.new_pool(CAP), 0
+    pool, model, launched = StatePool(CFG), M.new_pool(CAP, locks=True), 0
     pool.ledger.small = data.draw(st.integers(0, CAP + 1), label="small")  # per-slot path up to this size
     for _ in range(data.draw(st.integers(5, 60), label="length")):
         model, launched = check_op(pool, model, launched, data.draw(op_for(model), label="op"))
@@ -248,7 +248,7 @@ def test_an_actor_id_of_nobody_is_judged_as_the_model_judges_it(data):
     request with id -1 allocate; the runtime refuses every call by it (`BadActor`, see
     test_ledger), so `exclusive` and `conserved` (which count owners) are not checked here
     for the model's sake."""
-    pool, model, launched = StatePool(CFG), M.new_pool(CAP), 0
+    pool, model, launched = StatePool(CFG), M.new_pool(CAP, locks=True), 0
     pool.ledger.small = data.draw(st.integers(0, CAP + 1), label="small")
     for _ in range(data.draw(st.integers(5, 40), label="length")):
         op = data.draw(st.one_of(nobody_ops, op_for(model)), label="op")
@@ -256,7 +256,7 @@ def test_an_actor_id_of_nobody_is_judged_as_the_model_judges_it(data):
 
 
 def run(program) -> StatePool:
-    pool, model, launched = StatePool(CFG), M.new_pool(CAP), 0
+    pool, model, launched = StatePool(CFG), M.new_pool(CAP, locks=True), 0
     for op in program:
         model, launched = check_op(pool, model, launched, op)
     return pool

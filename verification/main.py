@@ -166,9 +166,10 @@ def fault_stages(runtime_level: dict, level: dict, seed) -> dict:
         )
 
     hunt_budget = runtime_level["hunt"]
+    pool_steps = max(level["pool"].steps, 40)  # a dirty slot shows only after write, release, fence, alloc, check
     return {
         "agreement": agreement,
-        "pool": machine("pool", PoolMachine, Budget(hunt_budget.examples, level["pool"].steps)),
+        "pool": machine("pool", PoolMachine, Budget(hunt_budget.examples, pool_steps)),
         "guard": machine("guard", GuardMachine, Budget(hunt_budget.examples, level["pool"].steps)),
         "continuity": machine("continuity", ContinuityMachine, hunt_budget),
         "scheduler": machine("scheduler", machine_for(Scheduler), hunt_budget),
