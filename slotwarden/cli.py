@@ -146,12 +146,13 @@ def build_parser() -> argparse.ArgumentParser:
     level.add_argument(
         "--quick",
         action="store_true",
-        help="a smoke run: small budgets, small bounds, no CrossHair, counterexamples not shrunk",
+        help="a smoke run: small budgets, small bounds, no CrossHair",
     )
     level.add_argument(
         "--thorough",
         action="store_true",
-        help="ten times the default Hypothesis budgets, and the larger exhaustive bounds (millions of states)",
+        help="ten times the default Hypothesis budgets, the larger exhaustive bounds (millions of states), and "
+        "Hypothesis counterexamples shrunk",
     )
     p.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: a fixed one, reproducible)")
     p.add_argument(

@@ -74,10 +74,10 @@ LEVELS = {  # examples per machine, steps per example, mutant examples, checker 
         differential=300,
         pool=Budget(200, 30),
         scheduler=Budget(100, 25),
-        mutant=Budget(500, 30),
+        mutant=Budget(500, 50),  # 30 steps rarely reached an aborted running lent turn (SGLang 40251)
         bounds=DEFAULT_BOUNDS,
         proofs=True,
-        shrink=True,
+        shrink=False,  # the checker's trace is the shortest; --thorough also shrinks Hypothesis's
     ),
     "thorough": dict(
         differential=2000,
@@ -482,7 +482,6 @@ def skipped_by_quick() -> list[str]:
         q, d = quick[key], default[key]
         out.append(f"{key} machines at {q.examples}x{q.steps} examples x steps instead of {d.examples}x{d.steps}")
     out.append(f"differential at {quick['differential']} workloads instead of {default['differential']}")
-    out.append("shrinking of mutant counterexamples")
     return out
 
 
