@@ -287,7 +287,7 @@ def test_the_cache_mutants_are_caught_by_verify_for_the_right_reason():
     assert CACHE == set(CACHE_SCRIPTS)
     for name in sorted(CACHE):
         mutant = {m.name: m for m in MUTANTS}[name]
-        row = main._mutant(mutant, Budget(100, 25), 0, shrink=False)
+        row = main._mutant(mutant, main.LEVELS["default"]["mutant"], 0, shrink=False)  # verify's budget
         assert row.ok, row.summary
         assert "hypothesis: " + EXPECTED[name][1] in row.summary, row.summary
 
