@@ -558,6 +558,20 @@ kind of request enabled, both are). The simplest example, which Hypothesis draws
 both kinds of request and no aborts or closes, so sessions live long enough to lend slots."""
 
 
+def _scheduler_draws(slots: list) -> dict:
+    """The scheduler machines' set-up draws; `slots` in order of preference (Hypothesis draws
+    the first far more often)."""
+    return dict(
+        slots=st.sampled_from(slots),
+        overlap=st.booleans(),
+        budget=st.sampled_from([3, 4, 5, 8, 32]),
+        chunk=st.sampled_from([16, 2, 4, 1]),
+        max_running=st.sampled_from([4, 3, 2, 1]),
+        retract_after=st.sampled_from([1, 2, None]),
+        features=st.sets(st.sampled_from(FEATURES)),
+    )
+
+
 class SchedulerMachine(RuleBasedStateMachine):
     """Random workloads on a small scheduler; invariants after every rule, audit at teardown.
     Each example draws its pool, budgets and the kinds of move it makes (swarm testing)."""
@@ -570,15 +584,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     # Hypothesis draws the first value of a list (its simplest) far more often than the others:
     # each list starts with a value that lets candidates collide (two slots, a budget two
     # candidates overrun, chunks longer than one token, room for several running requests)
-    @initialize(
-        slots=st.sampled_from([2, 1, 3, 4]),
-        overlap=st.booleans(),
-        budget=st.sampled_from([3, 4, 5, 8, 32]),
-        chunk=st.sampled_from([16, 2, 4, 1]),
-        max_running=st.sampled_from([4, 3, 2, 1]),
-        retract_after=st.sampled_from([1, 2, None]),
-        features=st.sets(st.sampled_from(FEATURES)),
-    )
+    @initialize(**_scheduler_draws([2, 1, 3, 4]))
     def setup(self, slots, overlap, budget, chunk, max_running, retract_after, features):
         settings = dict(
             overlap=overlap, token_budget=budget, chunk_size=chunk, max_running=max_running, retract_after=retract_after
@@ -713,15 +719,7 @@ class CachedSchedulerMachine(SchedulerMachine):
 
     settings_override = {"prefix_cache": True}
 
-    @initialize(
-        slots=st.sampled_from([3, 2, 4, 1]),
-        overlap=st.booleans(),
-        budget=st.sampled_from([3, 4, 5, 8, 32]),
-        chunk=st.sampled_from([16, 2, 4, 1]),
-        max_running=st.sampled_from([4, 3, 2, 1]),
-        retract_after=st.sampled_from([1, 2, None]),
-        features=st.sets(st.sampled_from(FEATURES)),
-    )
+    @initialize(**_scheduler_draws([3, 2, 4, 1]))
     def setup(self, slots, overlap, budget, chunk, max_running, retract_after, features):
         SchedulerMachine.setup(self, slots, overlap, budget, chunk, max_running, retract_after, features)
         self.bases = []  # plain requests submitted, in order (the scheduler forgets ended ones)
