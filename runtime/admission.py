@@ -9,6 +9,10 @@ list, a lent slot to its session). The candidates that fit are admitted together
 is built, in one multi-actor pool call (`admit_all`). With no prefill work, the batch decodes one
 token for every running request that still has budget.
 
+A sibling of a parallel-sampling group (`Scheduler.submit_n`) is passed over while its group's
+prompt request has not yet published the prompt's state in the prefix cache (`cache_awaits`):
+it holds nothing meanwhile.
+
 Retraction: a head of queue starved for `retract_after` steps, of a slot or of a seat in the
 running batch (`max_running`), retracts one running request, which waits again and is
 recomputed later (`pick_victim` says which). Starved of a slot, only a request that holds its
@@ -55,6 +59,8 @@ def build_batch(sched: "Scheduler") -> tuple[Batch, list]:
     for req in list(sched.waiting):
         if budget <= 0:
             break
+        if sched.cache_awaits(req):  # a sibling waits for its group's prompt state to be published
+            continue
         if blocked and not has_own_slot(sched, req):
             continue
         if len(sched.running) + len(fits) >= cfg.max_running:

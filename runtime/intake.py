@@ -3,10 +3,13 @@ naming the bad value, before anything is recorded."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import torch
+
+from slotwarden.kernels.sample import to_int64
 
 from .scheduler_errors import BadRequest, UnknownRequest, UnknownSession
 
@@ -66,3 +69,29 @@ def session_id(sid, issued: int) -> int:
         issued_so_far = f"ids handed out so far are 0..{issued - 1}" if issued else "no session has been opened yet"
         raise UnknownSession(f"no session {sid!r:.60}: {issued_so_far}")
     return int(sid)
+
+
+MAX_SAMPLES = 256  # samples of one prompt in one call: a larger n is a mistake, refused
+
+
+def sample_count(n) -> int:
+    if not is_int(n) or not 1 <= n <= MAX_SAMPLES:
+        raise BadRequest(f"n must be an int in 1..{MAX_SAMPLES}, not {n!r:.60}")
+    return int(n)
+
+
+def temperature(value) -> float:
+    """A finite float (or int) >= 0; 0 means greedy."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if not ok or not math.isfinite(value) or value < 0:
+        raise BadRequest(f"temperature must be a finite number >= 0 (0: greedy), not {value!r:.60}")
+    return float(value)
+
+
+def sampling_seed(seed, default: int) -> int:
+    """`seed` (any int, reduced modulo 2**64) as the int64 the device keeps; None: `default`."""
+    if seed is None:
+        return to_int64(default)
+    if not is_int(seed):
+        raise BadRequest(f"seed must be an int or None, not {seed!r:.60}")
+    return to_int64(int(seed))

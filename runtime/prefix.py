@@ -17,6 +17,16 @@ pool; `CachePolicy` (mixed into the `Scheduler`) turns its answers into pool eve
   unlocked node (released, free at the fence) before anyone is retracted;
 - `flush_cache()` evicts every unlocked node (the pool is quiescent after the next fence).
 
+- parallel sampling (`Scheduler.submit_n`, n > 1): the group's prompt request feeds the prompt but
+  its last token and donates its slot like any finished request; its siblings wait in the queue
+  (`cache_awaits`) until that donation is published, then each matches it like any cache hit,
+  copies it and feeds only the last prompt token (under pressure the cache evicts a state that
+  waiting siblings will copy only when nothing else can go and nothing runs). So the prompt is
+  prefilled once, and every
+  slot move is one of the moves above: no slot is held by two owners, and nothing is matched
+  before its fence. A sibling aborted while waiting holds nothing; the prompt request aborted at
+  any point is an ordinary abort (its siblings then prefill on their own).
+
 Session turns neither match nor donate: a turn continues its session's own slot, which only
 its session's close releases, so sessions work exactly as without the cache beside it.
 
@@ -25,7 +35,7 @@ chunk-boundary node would need a second slot and a copy per boundary (SGLang's e
 donating only at finish keeps one slot per request and the model's one INSERT per slot.
 
 Each policy step is one method (mutants override one): `cache_match`, `cache_forget`,
-`cache_copy`, `cache_donate`, `cache_evict`, `cache_after_fence`.
+`cache_copy`, `cache_donate`, `cache_evict`, `cache_after_fence`, `cache_awaits`.
 """
 
 from __future__ import annotations
@@ -46,13 +56,17 @@ if TYPE_CHECKING:
 
 class CacheStats(NamedTuple):
     """What the prefix cache saved: plain requests admitted (each looked up its prefix), those
-    that found one (`hits`), the input tokens they did not feed (`tokens_saved`), slots donated, slots evicted."""
+    that found one (`hits`), the input tokens they did not feed (`tokens_saved`), slots donated,
+    slots evicted, and the input tokens the prompt requests of parallel-sampling groups were
+    admitted to feed (`prompt_tokens`: prefill that runs only with the cache on, so
+    `tokens_saved - prompt_tokens` is what the cache saved net)."""
 
     lookups: int
     hits: int
     tokens_saved: int
     inserts: int
     evictions: int
+    prompt_tokens: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -125,6 +139,8 @@ class CachePolicy:
         m = req.cached
         if self.prefix is not None and req.session is None:
             self.prefix.tally["lookups"] += 1  # every plain request admitted looked its prefix up
+            if req.shared:
+                self.prefix.tally["prompt_tokens"] += len(req.input) - req.fed
         if m is None:
             return
         self.pool.copy([m.slot], [req.slot], Actor.request(req.rid))
@@ -151,19 +167,42 @@ class CachePolicy:
                 cache.tree.drop_unpublished(node)
                 raise
             cache.unpublished[node] = req.slot
+            req.donated = node
             raise
         cache.unpublished[node] = req.slot
+        req.donated = node
         cache.tally["inserts"] += 1
         return True
+
+    def cache_awaits(self, req: "Request") -> bool:
+        """Whether `req`, a sibling of a parallel-sampling group, still waits for its group's
+        prompt request: while that one is live, or its donated state is not yet published.
+        Once it ended (finished, aborted, failed) the sibling goes on as a plain request,
+        matching whatever the cache holds then."""
+        lead = req.awaits
+        if lead is None:
+            return False
+        if not lead.done or (lead.donated is not None and lead.donated in self.prefix.unpublished):
+            return True
+        req.awaits, req.shares = None, lead.donated
+        return False
 
     def cache_evict(self, n: int = 1) -> int:
         """Evict up to `n` unlocked published nodes, least recently used first, in one pool
         call (each slot by its own node); their slots are free at the fence of the step in
-        flight. Returns how many were evicted."""
+        flight. A group's prompt state that waiting siblings will copy is kept while any
+        request runs (it will free a slot: the siblings wait rather than prefill the prompt
+        again); with none running it goes after every other node, the group furthest back in
+        the queue first. Returns how many were evicted."""
         cache = self.prefix
         if cache is None:
             return 0
-        nodes = cache.tree.evictable(n)
+        wanted = _wanted(self.waiting)
+        nodes = cache.tree.evictable(n + len(wanted))
+        if wanted:  # prompt states that waiting siblings will copy: kept while requests run
+            spare = [] if self.running else sorted((x for x in nodes if x in wanted), key=lambda x: -wanted[x])
+            nodes = [x for x in nodes if x not in wanted] + spare
+        nodes = nodes[:n]
         if not nodes:
             return 0
         slots = [cache.tree.info(node).slot for node in nodes]
@@ -211,10 +250,22 @@ class CachePolicy:
             cache.copies.extendleft(reversed(kept))
 
     def flush_cache(self) -> int:
-        """Evict every unlocked published node (what is locked or unpublished stays)."""
+        """Evict every unlocked published node (what is locked or unpublished stays, and while
+        requests run, what waiting siblings will copy)."""
         if self.prefix is None:
             return 0
         return self.cache_evict(len(self.prefix.tree.holding()))
+
+
+def _wanted(waiting) -> dict:
+    """node -> queue position of the first waiting sibling that will copy that node's state
+    (its group's prompt state). Read only when the cache must evict."""
+    wanted: dict = {}
+    for i, r in enumerate(waiting):
+        node = r.awaits.donated if r.awaits is not None else r.shares
+        if node is not None:
+            wanted.setdefault(node, i)
+    return wanted
 
 
 def cache_problems(sched) -> list:

@@ -21,7 +21,8 @@ class Request:
     session turn: the session's pending token and the turn's prompt, after the whole transcript
     if the session's state must be rebuilt; after a retraction, what it had generated too).
     `slot` is the one handle it keeps, and only while it holds the slot; `lent` says the slot
-    is its session's."""
+    is its session's. A group of n samples of one prompt (`Scheduler.submit_n`) with the prefix
+    cache on has one `shared` prompt request whose finished state the siblings wait for (`awaits`)."""
 
     rid: int
     prompt: list
@@ -41,6 +42,13 @@ class Request:
     outputs_at_admit: int = 0  # len(output) when last admitted: retraction waits for progress past it
     generation: int = 0  # bumped when it leaves the running batch: outputs of steps launched before are void
     cached: tuple | None = None  # a candidate's prefix-cache match (node, slot, length), locked until copied
+    temperature: float = 0.0  # 0: greedy; > 0: sampled (kernels/sample.py)
+    seed: int = 0  # the sampling seed, an int64 (with the token's position, all its noise depends on)
+    awaits: "Request | None" = None  # a sibling's group prompt request, until its state is published
+    shared: bool = False  # a group's prompt request (n > 1, prefix cache on): nobody collects its result
+    donated: int | None = None  # the tree node it donated its slot to, if any
+    shares: int | None = None  # a sibling: the node its group's prompt request donated (evicted last)
+    siblings: list = field(default_factory=list)  # a group's prompt request: the siblings waiting for it
 
     @property
     def prefilling(self) -> bool:

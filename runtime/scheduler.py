@@ -48,6 +48,7 @@ from typing import NamedTuple
 import torch
 
 from slotwarden.kernels.layer import TinyMamba
+from slotwarden.kernels.sample import sample, sibling_seed
 from slotwarden.model.vocabulary import Actor, Event
 
 from . import intake
@@ -169,31 +170,86 @@ class Scheduler(CachePolicy):
 
     # -- the user's side ---------------------------------------------------------------------
     @_guarded
-    def submit(self, prompt, max_new_tokens: int, session: int | None = None) -> int:
+    def submit(
+        self, prompt, max_new_tokens: int, session: int | None = None, *, temperature=0.0, seed: int | None = None
+    ) -> int:
         """Queue a request (or the next turn of `session`); returns its id. Refuses (typed error,
         nothing recorded) a prompt that is empty or has a token that is not an int of the
-        vocabulary, a budget that is not a positive int, and a session unknown or not open."""
+        vocabulary, a budget that is not a positive int, and a session unknown or not open.
+
+        Sampling: `temperature` 0 (the default) is greedy; above 0 each token is drawn from
+        softmax(logits / temperature) with noise that is a pure function of `seed` and the
+        token's position in the output (`kernels/sample.py`), so the tokens depend on nothing
+        else: not the batch, the slot, retractions, nor the prefix cache. `seed` is any int
+        (None: the request's id). A temperature that is not a finite number >= 0, or a seed
+        that is not an int, is refused."""
         prompt = intake.prompt_tokens(prompt, self.vocab)
         max_new_tokens = intake.new_token_budget(max_new_tokens)
+        temperature = intake.temperature(temperature)
+        seed = intake.sampling_seed(seed, self._next_rid)
         s = None
         if session is not None:
             sid = intake.session_id(session, self._next_sid)
             s = self.sessions.get(sid)
             if s is None or s.status is not SessionStatus.OPEN:
                 raise SessionClosed(f"session {sid} is {'closing' if s else 'closed'}: it takes no more turns")
-        rid = self._next_rid
-        self._next_rid += 1
-        req = Request(rid, prompt, max_new_tokens, s.sid if s else None)
-        self.requests[rid] = req
+        rid = self._new_request(prompt, max_new_tokens, s.sid if s else None, temperature, seed).rid
         if s is None:
-            req.input = list(prompt)
-            self.waiting.append(req)
             return rid
         s.turns.append(rid)
         s.idle_steps = 0
         if s.turn is None:
             self._start_turn(s)
         return rid
+
+    @_guarded
+    def submit_n(self, prompt, max_new_tokens: int, n: int, *, temperature=0.0, seed: int | None = None) -> tuple:
+        """Queue `n` samples of one plain prompt (parallel sampling); returns the ids of the `n`
+        sibling requests, consecutive. Each is a plain request of its own (its own result, its
+        own `abort`); sibling i samples with `sibling_seed(seed, i)` (`kernels/sample.py`;
+        `seed` None: the first sibling's id), at `temperature` as in `submit`.
+
+        With n > 1 one more id, the one after the siblings', is reserved for the group's
+        prompt request, whether or not the prefix cache is on (so the siblings' ids and
+        tokens do not depend on it). With the cache on and a prompt of two tokens or more,
+        that request prefills the prompt but its last token once and donates its slot to the
+        cache (its result is never reported nor counted); the siblings wait in the queue until
+        that state is published (or the prompt request ended without donating: aborted with
+        its id, failed, or the prefix already cached), then each matches it, copies it
+        (copy-on-write) and feeds only the last prompt token. With the cache off, each sibling
+        prefills the whole prompt. The tokens are the same either way, bit for bit. Aborting
+        the last live sibling while the prompt request still runs or waits aborts it too.
+        Refusals as in `submit`, and `n` not an int in 1..256."""
+        prompt = intake.prompt_tokens(prompt, self.vocab)
+        max_new_tokens = intake.new_token_budget(max_new_tokens)
+        n = intake.sample_count(n)
+        temperature = intake.temperature(temperature)
+        seed = intake.sampling_seed(seed, self._next_rid)
+        first = self._next_rid
+        lead = None
+        if n > 1:
+            if self.prefix is not None and len(prompt) > 1:
+                lead = self._new_request(prompt[:-1], 1, None, 0.0, 0, rid=first + n)
+                lead.shared, lead.siblings = True, []
+        for i in range(n):
+            sib = self._new_request(prompt, max_new_tokens, None, temperature, sibling_seed(seed, i), rid=first + i)
+            if lead is not None:
+                sib.awaits = lead
+                lead.siblings.append(sib)
+        self._next_rid = first + n + (n > 1)
+        return tuple(range(first, first + n))
+
+    def _new_request(self, prompt, max_new_tokens, sid, temperature, seed, rid=None) -> Request:
+        """A request in the tables (a plain one queued: a session turn waits for `_start_turn`)."""
+        if rid is None:
+            rid = self._next_rid
+            self._next_rid += 1
+        req = Request(rid, prompt, max_new_tokens, sid, temperature=temperature, seed=seed)
+        self.requests[rid] = req
+        if sid is None:
+            req.input = list(prompt)
+            self.waiting.append(req)
+        return req
 
     @_guarded
     def open_session(self) -> int:
@@ -231,6 +287,12 @@ class Scheduler(CachePolicy):
         req = self.requests.get(intake.request_id(rid, self._next_rid))
         if req is None or req.done:
             return
+        self._abort_one(req)
+        lead = req.awaits  # a group's prompt request that no sibling waits for any more: aborted too
+        if lead is not None and not lead.done and all(sib.done for sib in lead.siblings):
+            self._abort_one(lead)
+
+    def _abort_one(self, req: Request) -> None:
         try:
             if req.phase is Phase.WAITING:
                 self._drop(req, "abort")
@@ -448,10 +510,14 @@ class Scheduler(CachePolicy):
         items = batch.items if batch.kind == "prefill" else _by_source(batch.items)
         slots = self.pool.on_device([req.slot for req, _ in items])
         conv, ssm = self.pool.conv[0], self.pool.ssm
+        sampled = any(req.temperature > 0 for req, _ in items)  # host floats: greedy batches run as before
         if batch.kind == "prefill":
             chunks = [torch.tensor(req.input[req.fed : req.fed + n], dtype=torch.int64) for req, n in items]
             self._state_written = True  # from here on the slots' state may be written
-            nxt = self.model.prefill(chunks, slots, conv, ssm)
+            if sampled:
+                nxt = self._sample(self.model.prefill_logits(chunks, slots, conv, ssm), items)
+            else:
+                nxt = self.model.prefill(chunks, slots, conv, ssm)
         else:  # each request's last token, gathered from the step that produced it
             groups: dict = {}
             for req, _ in items:
@@ -461,7 +527,10 @@ class Scheduler(CachePolicy):
                 [t[to_device(torch.tensor(rows, dtype=torch.int64), t.device)] for t, rows in groups.values()]
             )
             self._state_written = True
-            nxt = self.model.decode(last.to(slots.device), slots, conv, ssm)
+            if sampled:
+                nxt = self._sample(self.model.decode_logits(last.to(slots.device), slots, conv, ssm), items)
+            else:
+                nxt = self.model.decode(last.to(slots.device), slots, conv, ssm)
         rows = []
         for i, (req, n) in enumerate(items):
             if batch.kind == "prefill":
@@ -472,6 +541,17 @@ class Scheduler(CachePolicy):
                 req.pending_outputs += 1
             rows.append((req, req.generation, i if makes_token else None))
         return nxt, rows
+
+    @staticmethod
+    def _sample(logits: torch.Tensor, items: list) -> torch.Tensor:
+        """Each row's next token (`kernels/sample.py`): its temperature and seed, and the token's
+        position in its output (outputs so far, made or in flight). The three columns go to the
+        device through pinned memory, asynchronously: no sync here."""
+        device = logits.device
+        temperature = to_device(torch.tensor([req.temperature for req, _ in items], dtype=torch.float64), device)
+        seed = to_device(torch.tensor([req.seed for req, _ in items], dtype=torch.int64), device)
+        position = [len(req.output) + req.pending_outputs for req, _ in items]
+        return sample(logits, temperature, seed, to_device(torch.tensor(position, dtype=torch.int64), device))
 
     # -- results -----------------------------------------------------------------------------
     def _catch_up(self) -> None:
@@ -585,11 +665,14 @@ class Scheduler(CachePolicy):
         """`req` is done and keeps no handle on any slot nor any step tensor; it leaves the
         tables and its result goes to the outbox."""
         req.phase, req.slot, req.lent, req.finish_reason, req.tail = Phase.DONE, None, False, reason, None
-        self._tally[_COUNTED_AS.get(reason, "failures")] += 1
         req.generation += 1
         if req in self.running:
             self.running.remove(req)
         self.requests.pop(req.rid, None)
+        if req.shared:  # a group's prompt request: its siblings' results are what the user asked for
+            req.siblings = []
+            return
+        self._tally[_COUNTED_AS.get(reason, "failures")] += 1
         self.outbox.append(req.result())
 
     def _drop(self, req: Request, reason: str) -> None:

@@ -77,6 +77,10 @@ def _demo(args) -> int:
     device(args.device)
     if args.sessions + args.requests == 0:
         raise UsageError("slotwarden demo: --sessions 0 --requests 0 is a workload of nothing: nothing to run")
+    from slotwarden.runtime.intake import MAX_SAMPLES
+
+    if args.n > MAX_SAMPLES:
+        raise UsageError(f"slotwarden demo: --n {args.n}: at most {MAX_SAMPLES} samples per prompt")
     if args.plot:
         from slotwarden.demo import PLOT_HINT, have_matplotlib
 
@@ -205,6 +209,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="share recurrent state by prefix; half the plain requests continue an earlier one (report the hit "
         "rate and input tokens saved)",
+    )
+    p.add_argument(
+        "--n",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="parallel samples per fresh plain prompt, at temperature 1 (default: 1); with --prefix-cache each "
+        "prompt is prefilled once and shared (report the prefill tokens saved)",
     )
     p.set_defaults(func=_demo)
 

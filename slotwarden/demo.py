@@ -16,6 +16,10 @@ requests continue an earlier one once it ended (its prompt and output, then a fe
 as a stateless chat client does; the summary adds the hit rate and the input tokens saved (the
 cache is flushed before the final audit), and `--plot` draws the tokens saved over the steps.
 
+With `--n N` every fresh plain prompt is sent as N parallel samples (`Scheduler.submit_n`,
+temperature 1, seeded by the arrival); with the prefix cache on, each group's prompt is
+prefilled once and the summary reports the prefill tokens saved net of that prefill.
+
 A safety net around the scheduler: a run that launches nothing for many steps while requests
 wait stops as a failure (`Stalled`, naming who holds the slots and who waits) instead of
 spinning until max_steps; the audit line then reports it.
@@ -183,6 +187,7 @@ def simulate(
         "workload": {
             "sessions": spec.sessions,
             "requests": spec.requests,
+            "samples": spec.samples,
             "seed": spec.seed,
             "turns": driver.stats.turns_sent,
             "long_prompts": sum(1 for a in plan.requests if len(a.prompt) > sched.config.chunk_size),
@@ -255,6 +260,15 @@ def format_summary(r: dict) -> str:
             f"prefix cache          hit rate {c['hit_rate']:.0%} ({c['hits']} of {c['lookups']} plain requests admitted), "
             f"{c['tokens_saved']} input tokens saved; {c['inserts']} slots donated, {c['evictions']} evicted"
         )
+    n = w.get("samples", 1)
+    if n > 1:
+        shared = (
+            f"each prompt prefilled once by its group's prompt request ({c['prompt_tokens']} input tokens): "
+            f"{c['tokens_saved'] - c['prompt_tokens']} prefill tokens saved net"
+            if c is not None
+            else "each sample prefills its prompt (no prefix cache to share it)"
+        )
+        lines.append(f"parallel sampling     {n} samples per fresh plain prompt; {shared}")
     lines.append(r["audit"])
     return "\n".join(lines)
 
@@ -309,7 +323,7 @@ def plot(result: dict, path) -> None:
 
 def run(args, **params) -> int:
     """The CLI entry point: `slotwarden demo [--device D] [--sessions N] [--requests N]
-    [--slots N] [--overlap] [--seed S] [--plot FILE.png]`. `params` override `simulate`'s
+    [--slots N] [--overlap] [--seed S] [--plot FILE.png] [--prefix-cache] [--n N]`. `params` override `simulate`'s
     keyword arguments and `WorkloadSpec` fields (the tests use tiny workloads)."""
     plot_path = getattr(args, "plot", None)
     if plot_path and not have_matplotlib():
@@ -321,6 +335,7 @@ def run(args, **params) -> int:
         requests=getattr(args, "requests", 96),
         seed=getattr(args, "seed", 0),
         **({"follow_share": FOLLOW_SHARE} if getattr(args, "prefix_cache", False) else {}),
+        samples=getattr(args, "n", 1),
         **{k: v for k, v in params.items() if k in spec_fields},
     )
     options = {k: v for k, v in params.items() if k not in spec_fields}

@@ -45,6 +45,8 @@ class WorkloadSpec:
     deferred_closes: int = 1  # of the closed ones: closed while their last turn still runs
     aborts: tuple = ("queued", "running", "session turn")
     follow_share: float = 0.0  # plain requests that continue an earlier one once it ended (shared prefixes)
+    samples: int = 1  # parallel samples per fresh plain prompt (`Scheduler.submit_n`), drawn at `temperature`
+    temperature: float = 1.0  # of the samples when `samples` > 1 (each group seeded by its arrival index)
 
     def arrival_horizon(self) -> int:
         return self.horizon if self.horizon is not None else max(1, int(1.2 * (self.sessions + self.requests)))
@@ -182,8 +184,13 @@ class Driver:
                     continue  # (the base arrives no later: it is sent first)
                 prompt = tuple(base.prompt) + tuple(base.output) + tuple(a.prompt)
             self.following.remove(a)
-            self.sent[self.index[id(a)]] = s.requests[s.submit(prompt, a.max_new_tokens)]
-            self.stats.submitted += 1
+            i, n = self.index[id(a)], self.plan.spec.samples
+            if n > 1 and a.follows is None:  # n samples of a fresh prompt; follow-ups continue the first
+                ids = s.submit_n(prompt, a.max_new_tokens, n, temperature=self.plan.spec.temperature, seed=i)
+            else:
+                ids = (s.submit(prompt, a.max_new_tokens),)
+            self.sent[i] = s.requests[ids[0]]
+            self.stats.submitted += len(ids)
         for p in self.session_arrivals.pop(t, ()):
             live = _Live(p, s.open_session())
             self.live[live.sid] = live

@@ -61,7 +61,7 @@ def test_a_follow_up_copies_the_cached_prefix_and_feeds_only_the_rest():
     assert report.kind == "prefill" and report.tokens == len(prompt) - (len(BASE) + 2)
     out = sched.run()[rid].output
     assert list(out) == continuation(prompt, list(out)) == greedy(prompt, 2)
-    assert sched.prefix.stats()._replace(lookups=0) == (0, 1, len(BASE) + 2, 2, 0)
+    assert sched.prefix.stats()._replace(lookups=0) == (0, 1, len(BASE) + 2, 2, 0, 0)
     quiesce(sched)
 
 
@@ -138,10 +138,12 @@ def test_a_candidate_that_rolls_back_or_is_aborted_in_the_queue_gives_its_match_
 def workload(seed: int, ticks: int = 40) -> list:
     """Per tick, the actions to take before stepping: plain prompts (fresh ones from a small
     alphabet, or follow-ups of earlier prompts with the output the reference gives them),
-    aborts of earlier plain requests, session turns. Known in advance: it does not depend on
-    the run it drives."""
-    rng = random.Random(seed)
-    plain, script = [], []
+    aborts of earlier plain requests, session turns, and (drawn from a second generator)
+    groups of parallel samples, greedy or sampled, and aborts of a sibling, of all of a
+    group's siblings or of its prompt request. Known in advance: it does not depend on the run
+    it drives."""
+    rng, grng = random.Random(seed), random.Random(seed + 1000)
+    plain, script, groups = [], [], 0
     for tick in range(ticks):
         acts = []
         for _ in range(rng.choice([0, 1, 1, 2])):
@@ -157,6 +159,12 @@ def workload(seed: int, ticks: int = 40) -> list:
             acts.append(("abort", rng.randrange(len(plain))))
         if rng.random() < 0.2:
             acts.append(("turn", rng.randrange(2), [rng.randrange(4)] * rng.randint(1, 2), rng.randint(1, 3)))
+        if grng.random() < 0.15:
+            prompt = [grng.randrange(4) for _ in range(grng.randint(1, 5))]
+            acts.append(("group", prompt, grng.randint(1, 4), grng.randint(2, 3), grng.choice([0.0, 0.8, 1.5]), tick))
+            groups += 1
+        if groups and grng.random() < 0.1:
+            acts.append(("abort group", grng.randrange(groups), grng.choice(["one", "all", "prompt"])))
         script.append(acts)
     return script
 
@@ -174,13 +182,19 @@ def play(script, cache: bool, slots: int, overlap: bool, cls=Scheduler):
         retract_after=1,
     )
     sids = [sched.open_session(), sched.open_session()]
-    plain, results = [], {}
+    plain, groups, results = [], [], {}
     for acts in script:
         for act in acts:
             if act[0] == "plain":
                 plain.append(sched.submit(act[1], act[2]))
             elif act[0] == "abort":
                 sched.abort(plain[act[1]])
+            elif act[0] == "group":
+                groups.append(sched.submit_n(act[1], act[2], act[3], temperature=act[4], seed=act[5]))
+            elif act[0] == "abort group":
+                ids = groups[act[1]]
+                for rid in {"one": ids[:1], "all": ids, "prompt": (ids[-1] + 1,)}[act[2]]:
+                    sched.abort(rid)
             else:
                 sched.submit(act[2], act[3], session=sids[act[1]])
         results.update((r.rid, r) for r in sched.step().finished)
@@ -191,14 +205,14 @@ def play(script, cache: bool, slots: int, overlap: bool, cls=Scheduler):
     stats = sched.prefix.stats() if cache else None
     if cache:
         quiesce(sched)
-    return results, sched.at_release, stats, sched.counters
+    return results, sched.at_release, stats, sched.counters, groups
 
 
 @pytest.mark.parametrize("seed, slots, overlap", [(0, 4, False), (1, 6, True), (3, 5, False)])
 def test_with_the_cache_on_every_token_and_final_state_is_bit_identical(seed, slots, overlap):
     script = workload(seed)
-    off, off_states, _, _ = play(script, False, slots, overlap)
-    on, on_states, stats, counters = play(script, True, slots, overlap)
+    off, off_states, _, _, groups = play(script, False, slots, overlap)
+    on, on_states, stats, counters, groups_on = play(script, True, slots, overlap)
     assert stats.hits >= 3 and stats.evictions >= 1 and counters.retractions >= 1 and counters.aborts >= 1
     assert set(on) == set(off)
     both = 0
@@ -212,6 +226,11 @@ def test_with_the_cache_on_every_token_and_final_state_is_bit_identical(seed, sl
             short, long_ = sorted((a.output, b.output), key=len)
             assert long_[: len(short)] == short, f"request {rid}: {a.output} / {b.output}"
     assert both >= 20
+    siblings = {rid for ids in groups for rid in ids}
+    assert groups == groups_on and len(groups) >= 3  # the same ids with the cache on and off
+    assert sum(on[r].reason == off[r].reason == "length" for r in siblings) >= 4
+    hot = [ids for ids, act in zip(groups, (a for acts in script for a in acts if a[0] == "group")) if act[4] > 0]
+    assert any(on[r].reason == off[r].reason == "length" for ids in hot for r in ids)  # sampled ones too
 
 
 class CopyLost(Scheduler):
@@ -227,8 +246,8 @@ class CopyLost(Scheduler):
 
 def test_the_acid_test_and_the_cached_continuity_machine_catch_a_lost_copy():
     script = workload(0)
-    off, _, _, _ = play(script, False, 4, False)
-    on, _, _, _ = play(script, True, 4, False, CopyLost)
+    off, _, _, _, _ = play(script, False, 4, False)
+    on, _, _, _, _ = play(script, True, 4, False, CopyLost)
     assert any(on[r].output != off[r].output for r in on if on[r].reason == off[r].reason == "length")
     r = run_machine("copy lost", continuity_machine_for(CopyLost, prefix_cache=True), Budget(60, 25), 0, shrink=False)
     assert not r.passed and "transcript" in r.error

@@ -5,9 +5,9 @@ aborts, session closes, overlap) and checks, bit for bit on a float64 model, eve
 that finished against a reference computed from the transcript alone: one fresh request fed
 the concatenated input from a zeroed state.
 
-- the tokens: a plain request's output is the greedy continuation of its prompt; a session
-  turn's is that of every earlier completed turn of its session (prompt and output) followed
-  by its prompt. Aborted or dropped turns add nothing to the session's transcript.
+- the tokens: a plain request's output is the continuation of its prompt (greedy, or sampled
+  with its temperature and seed: `sampled_continuation`); a session turn's is that of every
+  earlier completed turn of its session (prompt and output) followed by its prompt. Aborted or dropped turns add nothing to the session's transcript.
 - the state: the conv and SSM state of the request's slot when it finished or parked (taken
   by `Recording` just before the slot is given back) equals the reference state after that
   input and all but the last output token (the last one is never fed).
@@ -19,7 +19,9 @@ own record of it, so a scheduler that corrupts both its record and its state is 
 
 `CachedContinuityMachine` runs the same checks with the prefix cache on, and adds follow-ups:
 plain requests whose prompt extends a finished request's prompt and output, which match the
-state that request donated (copy-on-write), under eviction pressure from the small pools.
+state that request donated (copy-on-write), under eviction pressure from the small pools; and
+groups of parallel samples (`Scheduler.submit_n`), greedy or sampled, whose siblings copy the
+prompt state their group's prompt request donated (that request is checked like any other).
 """
 
 from __future__ import annotations
@@ -29,10 +31,14 @@ from functools import lru_cache
 import torch
 from hypothesis.stateful import invariant
 
+from hypothesis import strategies as st
+from hypothesis.stateful import precondition, rule
+
+from slotwarden.kernels.sample import sample
 from slotwarden.runtime.request import SessionStatus
 from slotwarden.runtime.scheduler import Scheduler
 from slotwarden.model.vocabulary import State
-from slotwarden.verification.stateful import MODEL, CachedSchedulerMachine, SchedulerMachine
+from slotwarden.verification.stateful import MODEL, CachedSchedulerMachine, SchedulerMachine, _marks_broken
 
 
 @lru_cache(maxsize=4096)
@@ -53,6 +59,27 @@ def continuation(context: list, output: list) -> list:
         return []
     _, preds = replay(tuple(context + output[:-1]))
     return list(preds[len(context) - 1 :])
+
+
+@lru_cache(maxsize=1024)
+def replay_logits(tokens: tuple) -> torch.Tensor:
+    """[len(tokens), vocab]: the logits after each prefix of `tokens`, fed one at a time from a
+    zeroed slot."""
+    conv, ssm = MODEL.new_state(1)
+    slot = torch.tensor([1])
+    rows = [MODEL.decode_logits(torch.tensor([t], dtype=torch.int64), slot, conv, ssm)[0] for t in tokens]
+    return torch.stack(rows)
+
+
+def sampled_continuation(context: list, output: list, temperature: float, seed: int) -> list:
+    """What a fresh request fed `context` generates at `temperature` with `seed`, as long as
+    `output` (temperature 0: `continuation`)."""
+    if not output or temperature == 0:
+        return continuation(context, output)
+    logits = replay_logits(tuple(context + output[:-1]))[len(context) - 1 :]
+    n = len(output)
+    temps = torch.full((n,), float(temperature), dtype=torch.float64)
+    return sample(logits, temps, torch.full((n,), seed, dtype=torch.int64), torch.arange(n)).tolist()
 
 
 def recording(cls: type) -> type:
@@ -102,7 +129,7 @@ class ContinuityMachine(SchedulerMachine):
             if req.finish_reason != "length":
                 continue  # aborted, dropped: its tokens are not part of any transcript
             context = (self.history.get(req.session, []) if req.session is not None else []) + list(req.prompt)
-            want = continuation(context, list(req.output))
+            want = sampled_continuation(context, list(req.output), req.temperature, req.seed)
             assert list(req.output) == want, (
                 f"request {rid} (session {req.session}) generated {req.output}; the transcript alone gives {want}"
             )
@@ -170,6 +197,23 @@ class CachedContinuityMachine(ContinuityMachine, CachedSchedulerMachine):
     prefixes earlier requests donate (`CachedSchedulerMachine`)."""
 
     settings_override = {"prefix_cache": True}
+
+    @precondition(lambda self: self._has("plain"))
+    @rule(
+        n=st.integers(2, 3),
+        size=st.integers(1, 5),
+        new=st.integers(1, 4),
+        first=st.integers(0, 63),
+        temperature=st.sampled_from([1.0, 0.0, 0.5]),
+        seed=st.integers(0, 3),
+    )
+    @_marks_broken
+    def submit_group(self, n, size, new, first, temperature, seed):
+        """n samples of one prompt: the siblings wait for their prompt request's donation."""
+        for rid in self.sched.submit_n(
+            [(first + i) % 64 for i in range(size)], new, n, temperature=temperature, seed=seed
+        ):
+            self.bases.append(self.sched.requests[rid])
 
 
 def continuity_machine_for(scheduler_cls: type, **settings) -> type:
