@@ -75,6 +75,24 @@ def test_the_prefix_cache_feeds_fewer_tokens_for_the_same_output(monkeypatch):
         bp.measure("cpu", **bp.QUICK)
 
 
+def test_parallel_samples_feed_fewer_tokens_for_the_same_output(monkeypatch):
+    r = bp.measure("cpu", **bp.QUICK)["samples"]
+    assert r["on"]["generated"] == r["off"]["generated"] and r["on"]["hits"] > 0
+    assert r["on"]["prefill_tokens"] < r["off"]["prefill_tokens"]
+    copy = Scheduler.cache_copy
+
+    def lost(self, req):  # broken: a sampled request's copy starts from zero (greedy ones are fine)
+        m = req.cached
+        copy(self, req)
+        if m is not None and req.temperature > 0:
+            for t in self.pool.tensors:
+                t[:, req.slot] = 0
+
+    monkeypatch.setattr(Scheduler, "cache_copy", lost)
+    with pytest.raises(RuntimeError, match="the prefix cache changed sample"):
+        bp.measure("cpu", **bp.QUICK)
+
+
 def test_ledger_timer_counts_outermost_calls_and_unwraps():
     ledger = SlotLedger(4)
     timer = bs.LedgerTimer(ledger)

@@ -139,3 +139,22 @@ def test_the_prefix_cache_demo_reports_its_savings_and_ends_clean(capsys, tmp_pa
     out = capsys.readouterr().out
     assert "prefix cache          hit rate" in out and "input tokens saved" in out
     assert "audit: clean — 6 slots, all FREE" in out
+
+
+def test_parallel_samples_share_their_prompt_with_the_cache_and_not_without(capsys):
+    """`--n 3`: every fresh plain prompt is sent as three samples. With the cache, each prompt
+    is prefilled once (its prompt request) and the siblings' copies save more than that costs;
+    without it, every sample prefills its prompt."""
+    spec = WorkloadSpec(sessions=1, requests=6, seed=0, samples=3)
+    on = simulate(spec, slots=8, device="cpu", progress=False, prefix_cache=True)
+    off = simulate(spec, slots=8, device="cpu", progress=False)
+    c = on["prefix_cache"]
+    assert on["clean"] and off["clean"] and c["prompt_tokens"] > 0 and c["tokens_saved"] > c["prompt_tokens"]
+    assert on["prefill_tokens"] < off["prefill_tokens"]
+    small = ["--sessions", "1", "--requests", "6", "--slots", "6", "--device", "cpu"]
+    assert main(["demo", *small, "--prefix-cache", "--n", "3"]) == 0
+    assert (
+        "parallel sampling     3 samples per fresh plain prompt; each prompt prefilled once" in capsys.readouterr().out
+    )
+    assert main(["demo", *TINY, "--n", "257"]) == 2
+    assert "at most 256 samples" in capsys.readouterr().err
