@@ -112,7 +112,8 @@ class SessionState(NamedTuple):
 
 class Counters(NamedTuple):
     """Totals since the scheduler was built (`scheduler.counters`); every ended request is
-    counted once, under the reason it ended with."""
+    counted once, under the reason it ended with (a parallel-sampling group's prompt request,
+    which the user did not submit, is not)."""
 
     steps: int  # batches launched
     finished: int  # requests that reached their token budget (reason "length")

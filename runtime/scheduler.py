@@ -19,6 +19,12 @@ With `SchedulerConfig(prefix_cache=True)` plain requests also share recurrent st
 request donates its slot, and a candidate short of a slot has the cache evict before anyone
 is retracted; every cache move is a pool event too.
 
+Sampling: greedy by default; `submit(..., temperature, seed)` draws each token with noise that
+is a pure function of (seed, the token's position, the vocabulary index) (kernels/sample.py), in
+one batched operation per step. `submit_n` queues n samples of one prompt; with the prefix cache
+on, the prompt is prefilled once by the group's prompt request and copied by the siblings
+(`prefix.py`).
+
 Results: a request that ends (finished, aborted, dropped with its session, failed) leaves the
 scheduler's tables at once; its `Result` (plain ints) waits in an outbox that the next
 `step()` empties into its report's `finished`, `run()` into the dict it returns, or `collect()`
@@ -349,7 +355,8 @@ class Scheduler(CachePolicy):
 
     @property
     def submitted(self) -> int:
-        """Request ids handed out so far (0..submitted-1); the live ones are in `requests`."""
+        """Request ids handed out so far (0..submitted-1, the prompt ids `submit_n` reserves
+        included); the live ones are in `requests`."""
         return self._next_rid
 
     @property
