@@ -15,17 +15,16 @@ pool; `CachePolicy` (mixed into the `Scheduler`) turns its answers into pool eve
   request finishes as without the cache;
 - pressure: a candidate that finds no free slot has the cache EVICT its least recently used
   unlocked node (released, free at the fence) before anyone is retracted;
-- `flush_cache()` evicts every unlocked node (the pool is quiescent after the next fence).
-
-- parallel sampling (`Scheduler.submit_n`, n > 1): the group's prompt request feeds the prompt but
-  its last token and donates its slot like any finished request; its siblings wait in the queue
-  (`cache_awaits`) until that donation is published, then each matches it like any cache hit,
-  copies it and feeds only the last prompt token (under pressure the cache evicts a state that
-  waiting siblings will copy only when nothing else can go and nothing runs). So the prompt is
-  prefilled once, and every
-  slot move is one of the moves above: no slot is held by two owners, and nothing is matched
-  before its fence. A sibling aborted while waiting holds nothing; the prompt request aborted at
-  any point is an ordinary abort (its siblings then prefill on their own).
+- `flush_cache()` evicts every unlocked node (the pool is quiescent after the next fence);
+- parallel sampling (`Scheduler.submit_n`, n > 1): the group's prompt request feeds the prompt
+  but its last token and donates its slot like any finished request; its siblings wait in the
+  queue (`cache_awaits`) until that donation is published, then each matches it like any cache
+  hit, copies it and feeds only the last prompt token (under pressure the cache evicts a state
+  that waiting siblings will copy only when nothing else can go and nothing runs). So the
+  prompt is prefilled once, and every slot move is one of the moves above: no slot has two
+  owners, and nothing is matched before its fence. A sibling aborted while waiting holds
+  nothing; the prompt request aborted at any point is an ordinary abort (its siblings then
+  prefill on their own).
 
 Session turns neither match nor donate: a turn continues its session's own slot, which only
 its session's close releases, so sessions work exactly as without the cache beside it.

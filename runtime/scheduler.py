@@ -236,7 +236,7 @@ class Scheduler(CachePolicy):
         if n > 1:
             if self.prefix is not None and len(prompt) > 1:
                 lead = self._new_request(prompt[:-1], 1, None, 0.0, 0, rid=first + n)
-                lead.shared, lead.siblings = True, []
+                lead.shared = True
         for i in range(n):
             sib = self._new_request(prompt, max_new_tokens, None, temperature, sibling_seed(seed, i), rid=first + i)
             if lead is not None:
