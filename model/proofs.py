@@ -13,9 +13,16 @@ those a short run reaches). `prove_conserved` is inductive the same way over a p
 `prove_quiescent` starts from a record in any state, cached ones with locks held included.
 The lock count is part of the record: `exclusive` bounds it, so the one-move proofs range over
 every count a cached record can hold.
+
+The one-move proofs take the record as its fields (`record_of`) and the actor as its kind and
+id, not as `Slot` and `Actor` arguments: the same records and actors, at a fraction of
+CrossHair's cost per path. Each states its claim in `MOVE_CLAIMS`; `prove_every_move` is their
+conjunction, confirmed in one exploration.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from .declaration import Lifecycle
 from .errors import LifecycleError
@@ -53,136 +60,368 @@ def _step(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Sl
         return slot
 
 
-def prove_session_kept(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+class Move(NamedTuple):
+    """One move of a one-move proof: the record before, the event, who fires it, its target,
+    the step in flight, and the record after."""
+
+    before: Slot
+    event: Event
+    actor: Actor
+    target: int
+    epoch: int
+    after: Slot
+
+
+def record_of(state: State, owner: int, borrower: int, fence: int, readers: int, lifecycle: Lifecycle) -> Slot:
+    """The record in `state` built from these ints: each field the state holds (`StateSpec`)
+    taken from its int, owner, borrower and fence through `abs`; each field it does not hold
+    left empty (NOBODY, 0).
+
+    `exclusive` allows only the empty value in a field the state does not hold and any value
+    >= 0 in an owner, borrower or fence it holds, and `abs` maps the ints onto exactly those:
+    so the records built from every int are exactly the records `exclusive` allows, bar a lock
+    count out of 0..MAX_READERS, which the precondition rejects. (Taking the record as a `Slot`
+    argument ranges over the same records, and costs CrossHair one path per ill-formed field
+    value that the precondition then rejects, times every state, event and actor kind.)"""
+    spec = lifecycle.spec(state)
+    return Slot(
+        state,
+        abs(owner) if spec.owner is not None else NOBODY,
+        abs(borrower) if spec.lent else NOBODY,
+        abs(fence) if spec.fenced else 0,
+        readers if spec.shared else 0,
+    )
+
+
+def move(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
+    """The move of a one-move proof: `Actor(kind, actor)` fires `event` with `target` on the
+    record `record_of(...)` while step `abs(epoch)` (any step >= 0) is in flight."""
+    before = record_of(state, owner, borrower, fence, readers, SUBJECT[0])
+    who = Actor(kind, actor)
+    return Move(before, event, who, target, abs(epoch), _step(before, event, who, target, abs(epoch)))
+
+
+MOVE_CLAIMS = {
+    "session_kept": lambda m, lc: session_kept(m.before, m.event, m.actor, m.after, lc),
+    "freed_once": lambda m, lc: freed_once(m.before, m.event, m.after, lc),
+    "fence_respected": lambda m, lc: fence_respected(m.before, m.actor, m.after),
+    "release_waits": lambda m, lc: release_waits(m.before, m.after, m.epoch, lc),
+    "exclusive": lambda m, lc: (
+        m.actor.id < 0  # an actor id is never negative
+        or (exclusive(m.after, lc) and m.after.owner in (NOBODY, m.before.owner, m.actor.id, m.target))
+    ),
+    "handles_follow": lambda m, lc: handles_follow(m.before, m.event, m.actor, m.target, m.after, lc),
+    "authority": lambda m, lc: authority(m.before, m.event, m.actor, m.target, m.after, lc),
+    "borrow_safe": lambda m, lc: borrow_safe(m.before, m.actor, m.after, lc),
+    "parks_what_ran": lambda m, lc: parks_what_ran(m.before, m.after, lc),
+    "cache_read_only": lambda m, lc: cache_read_only(m.before, m.actor, m.after, lc),
+    "evict_unlocked": lambda m, lc: evict_unlocked(m.before, m.after, m.epoch, lc),
+    "lock_counted": lambda m, lc: lock_counted(m.before, m.event, m.after, lc),
+    "reads_published": lambda m, lc: reads_published(m.before, m.actor, m.after, lc),
+}
+"""The postcondition of each one-move proof, on its `Move` and the lifecycle under proof."""
+
+
+def holds(proof: str, m: Move) -> bool:
+    """Whether move `m` keeps the claim of the one-move proof `proof` (its postcondition)."""
+    return MOVE_CLAIMS[proof](m, SUBJECT[0])
+
+
+def prove_session_kept(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
     """Property 1, one move: only the owning session's close takes a slot out of its session.
 
-    pre: exclusive(slot, SUBJECT[0])
-    pre: epoch >= 0
-    post: session_kept(slot, event, actor, __return__, SUBJECT[0])
+    pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])
+    post: holds("session_kept", __return__)
     """
-    return _step(slot, event, actor, target, epoch)
+    return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
 
 
-def prove_freed_once(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+def prove_freed_once(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
     """Property 2, one move: a slot that is not held is never given back again.
 
-    pre: exclusive(slot, SUBJECT[0])
-    pre: epoch >= 0
-    post: freed_once(slot, event, __return__, SUBJECT[0])
+    pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])
+    post: holds("freed_once", __return__)
     """
-    return _step(slot, event, actor, target, epoch)
+    return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
 
 
-def prove_fence_respected(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+def prove_fence_respected(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
     """Property 4, one move: a released slot is free only after the fence of its step.
 
-    pre: exclusive(slot, SUBJECT[0])
-    pre: epoch >= 0
-    post: fence_respected(slot, actor, __return__)
+    pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])
+    post: holds("fence_respected", __return__)
     """
-    return _step(slot, event, actor, target, epoch)
+    return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
 
 
-def prove_exclusive(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
-    """Property 5, one move: exclusive ownership is inductive; no holder keeps a handle.
+def prove_exclusive(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
+    """Property 5, one move: exclusive ownership is inductive; no holder keeps a handle
+    (the record after names as owner only nobody, the owner before, the actor or the target;
+    for an actor of id >= 0, as every actor is).
 
-    pre: exclusive(slot, SUBJECT[0])
-    pre: epoch >= 0 and actor.id >= 0
-    post: exclusive(__return__, SUBJECT[0])
-    post: __return__.owner in (NOBODY, slot.owner, actor.id, target)
+    pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])
+    post: holds("exclusive", __return__)
     """
-    return _step(slot, event, actor, target, epoch)
+    return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
 
 
-def prove_release_waits(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+def prove_release_waits(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
     """Property 4, one move: a slot released while step `epoch` is in flight waits for it.
 
-    pre: exclusive(slot, SUBJECT[0])
-    pre: epoch >= 0
-    post: release_waits(slot, __return__, epoch, SUBJECT[0])
+    pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])
+    post: holds("release_waits", __return__)
     """
-    return _step(slot, event, actor, target, epoch)
+    return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
 
 
-def prove_handles_follow(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+def prove_handles_follow(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
     """Property 5, one move: whoever a move takes the slot from keeps no handle on it.
 
-    pre: exclusive(slot, SUBJECT[0])
-    pre: epoch >= 0
-    post: handles_follow(slot, event, actor, target, __return__, SUBJECT[0])
+    pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])
+    post: holds("handles_follow", __return__)
     """
-    return _step(slot, event, actor, target, epoch)
+    return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
 
 
-def prove_authority(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+def prove_authority(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
     """Property 8, one move: only the owner, or the borrower, moves a held slot; only the owning
     session lends it, to a request.
 
-    pre: exclusive(slot, SUBJECT[0])
-    pre: epoch >= 0
-    post: authority(slot, event, actor, target, __return__, SUBJECT[0])
+    pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])
+    post: holds("authority", __return__)
     """
-    return _step(slot, event, actor, target, epoch)
+    return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
 
 
-def prove_borrow_safe(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+def prove_borrow_safe(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
     """Property 9, one move: a lent slot stays in its session until its borrower gives it back.
 
-    pre: exclusive(slot, SUBJECT[0])
-    pre: epoch >= 0
-    post: borrow_safe(slot, actor, __return__, SUBJECT[0])
+    pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])
+    post: holds("borrow_safe", __return__)
     """
-    return _step(slot, event, actor, target, epoch)
+    return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
 
 
-def prove_parks_what_ran(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+def prove_parks_what_ran(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
     """Property 10, one move: a session takes over only a slot of the running batch.
 
-    pre: exclusive(slot, SUBJECT[0])
-    pre: epoch >= 0
-    post: parks_what_ran(slot, __return__, SUBJECT[0])
+    pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])
+    post: holds("parks_what_ran", __return__)
     """
-    return _step(slot, event, actor, target, epoch)
+    return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
 
 
-def prove_cache_read_only(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+def prove_cache_read_only(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
     """Property 11, one move: a request never writes a cached slot, it only locks or unlocks it.
 
-    pre: exclusive(slot, SUBJECT[0])
-    pre: epoch >= 0
-    post: cache_read_only(slot, actor, __return__, SUBJECT[0])
+    pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])
+    post: holds("cache_read_only", __return__)
     """
-    return _step(slot, event, actor, target, epoch)
+    return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
 
 
-def prove_evict_unlocked(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+def prove_evict_unlocked(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
     """Property 12, one move: a cached slot leaves its node only unlocked, released to the fence.
 
-    pre: exclusive(slot, SUBJECT[0])
-    pre: epoch >= 0
-    post: evict_unlocked(slot, __return__, epoch, SUBJECT[0])
+    pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])
+    post: holds("evict_unlocked", __return__)
     """
-    return _step(slot, event, actor, target, epoch)
+    return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
 
 
-def prove_lock_counted(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+def prove_lock_counted(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
     """Property 13, one move: the lock count moves by one, by a lock or an unlock, never below 0.
 
-    pre: exclusive(slot, SUBJECT[0])
-    pre: epoch >= 0
-    post: lock_counted(slot, event, __return__, SUBJECT[0])
+    pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])
+    post: holds("lock_counted", __return__)
     """
-    return _step(slot, event, actor, target, epoch)
+    return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
 
 
-def prove_reads_published(slot: Slot, event: Event, actor: Actor, target: int, epoch: int) -> Slot:
+def prove_reads_published(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
     """Property 14, one move: only published state is locked; publication waits for the fence.
 
-    pre: exclusive(slot, SUBJECT[0])
-    pre: epoch >= 0
-    post: reads_published(slot, actor, __return__, SUBJECT[0])
+    pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])
+    post: holds("reads_published", __return__)
     """
-    return _step(slot, event, actor, target, epoch)
+    return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
+
+
+def prove_every_move(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
+    """Every one-move proof above at once: the conjunction of their postconditions, over the
+    same moves. CrossHair explores each postcondition of a function separately, so the
+    thirteen one-move proofs cost thirteen explorations of the same paths; this is one. verify
+    runs it, and each one-move proof alone only when it fails, to name which properties break.
+
+    pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])
+    post: all(holds(name, __return__) for name in MOVE_CLAIMS)
+    """
+    return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
 
 
 BATCHES = ((1,), (2,), (1, 2), (2, 1))
@@ -206,7 +445,7 @@ def record(state: State, fence: int, lifecycle: Lifecycle) -> Slot:
 
 
 def prove_conserved(
-    state: State, fence: int, other_free: bool, event: Event, actor: Actor, target: int, epoch: int
+    state: State, fence: int, other_free: bool, event: Event, kind: ActorKind, actor: int, target: int, epoch: int
 ) -> Pool:
     """Property 3, one step of a conserved pool of two slots: any event by any actor on slot
     1, in any state, keeps the pool conserved, whether slot 2 is on the free list (FREE) or
@@ -214,14 +453,15 @@ def prove_conserved(
     (`slotwarden.model.pool.apply`), so a rule that leaves an owner on a slot it frees or
     releases, or none on a slot it hands over, breaks it. A batch of several slots is a step
     of each, then one rebuild of the free list, which reads only which slots are FREE; the
-    declaration-mutant stage checks every batch of two slots exhaustively.
+    declaration-mutant stage checks every batch of two slots exhaustively. The fence, the
+    actor's id and the step in flight are any ints >= 0, each taken through `abs` (as in
+    `record_of`), so no path fails the precondition.
 
-    pre: fence >= 0 and epoch >= 0 and actor.id >= 0
     post: conserved(__return__.slots, __return__.free, SUBJECT[0])
     """
-    slots = (record(state, fence, SUBJECT[0]), FREE_SLOT if other_free else Slot(State.RELEASED))
+    slots = (record(state, abs(fence), SUBJECT[0]), FREE_SLOT if other_free else Slot(State.RELEASED))
     free = tuple(i + 1 for i, s in enumerate(slots) if s.state is State.FREE)
-    return pool_step(Pool(slots, free), event, (1,), actor, target, epoch, SUBJECT[0])
+    return pool_step(Pool(slots, free), event, (1,), Actor(kind, abs(actor)), target, abs(epoch), SUBJECT[0])
 
 
 def shut_down(slot: Slot, completed: int, lifecycle: Lifecycle) -> Slot:
@@ -289,4 +529,7 @@ PROOFS = {
     "reads_published": prove_reads_published,
 }
 """Every contracted function in model/, keyed by the proof's name (`registry.proved_by` says
-which properties each establishes)."""
+which properties each establishes), but `prove_every_move`, which is the one-move proofs at once."""
+
+MOVE_PROOFS = tuple(MOVE_CLAIMS)
+"""The one-move proofs: those `prove_every_move` confirms in one exploration."""

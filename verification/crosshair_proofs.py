@@ -40,7 +40,10 @@ class ProofResult(NamedTuple):
 
 def prove(name: str, lifecycle: Lifecycle = LIFECYCLE, timeout: float = DEFAULT_TIMEOUT) -> ProofResult:
     """Run CrossHair on the proof `name` against `lifecycle` and return its verdict."""
-    fn = proofs.PROOFS[name]
+    return _analyze(proofs.PROOFS[name], name, lifecycle, timeout)
+
+
+def _analyze(fn: Callable, name: str, lifecycle: Lifecycle, timeout: float) -> ProofResult:
     options = AnalysisOptionSet(
         analysis_kind=[AnalysisKind.PEP316],
         per_condition_timeout=float(timeout),
@@ -60,8 +63,25 @@ def prove(name: str, lifecycle: Lifecycle = LIFECYCLE, timeout: float = DEFAULT_
     else:
         worst = max(messages, key=lambda m: _RANK[m.state])
         verdict, text = worst.state, worst.message
+    return _result(name, verdict.name, seconds, text)
+
+
+def _result(name: str, verdict: str, seconds: float, text: str) -> ProofResult:
     words = "; ".join(registry.text(p) for p in registry.proved_by(name)) or name
-    return ProofResult(name, words, verdict.name, seconds, text)
+    return ProofResult(name, words, verdict, seconds, text)
+
+
+def prove_moves(lifecycle: Lifecycle = LIFECYCLE, timeout: float = DEFAULT_TIMEOUT) -> list[ProofResult]:
+    """Every one-move proof (`proofs.MOVE_PROOFS`) from one exploration of
+    `proofs.prove_every_move`, whose postcondition is their conjunction: each CONFIRMED with it,
+    its seconds a share of the exploration's. When it does not confirm, each one-move proof
+    runs alone, so the results name which properties break."""
+    whole = _analyze(proofs.prove_every_move, "every_move", lifecycle, timeout)
+    if not whole.confirmed:
+        return [prove(name, lifecycle, timeout) for name in proofs.MOVE_PROOFS]
+    share = whole.seconds / len(proofs.MOVE_PROOFS)
+    text = f"{whole.message} (every one-move proof at once, by prove_every_move: {whole.seconds:.1f} s in all)"
+    return [_result(name, whole.verdict, share, text) for name in proofs.MOVE_PROOFS]
 
 
 def prove_all(

@@ -149,16 +149,26 @@ def pool_check(lifecycle: Lifecycle, where: tuple | None = None) -> str:
     of `where` (all states when None), the second in any; every batch, event, actor, target."""
     firsts = {s for s, _ in where} if where is not None else set(State)
     events = {e for _, e in where} if where is not None else set(Event)
-    for st1, st2 in product(sorted(firsts), State):
+    for pool in _pools(tuple(sorted(firsts)), lifecycle):
+        for ids, event, actor, target in product(proofs.BATCHES, sorted(events), POOL_ACTORS, (NOBODY, 7, 8)):
+            after = proofs.pool_step(pool, event, ids, actor, target, 1, lifecycle)
+            if not conserved(after.slots, after.free, lifecycle):
+                return f"conserved: {event.name} by {actor} on {ids} of {_show_pool(pool)} -> {_show_pool(after)}"
+    return ""
+
+
+def _pools(firsts: tuple, lifecycle: Lifecycle) -> list:
+    """The pools of the pool check, each once: the first slot in a state of `firsts`, the second
+    in any, fences 0 or 2 and 0 or 1, the free list in either order. (A state with no fence
+    makes the same record of both fences, and a free list of fewer than two ids has one order:
+    those pools are judged once.)"""
+    seen: dict = {}
+    for st1, st2 in product(firsts, State):
         for f1, f2, flip in product((0, 2), (0, 1), (False, True)):
             slots = (proofs.record(st1, f1, lifecycle), proofs.record(st2, f2, lifecycle))
             free = tuple(i for i in ((2, 1) if flip else (1, 2)) if slots[i - 1].state is State.FREE)
-            pool = Pool(slots, free)
-            for ids, event, actor, target in product(proofs.BATCHES, sorted(events), POOL_ACTORS, (NOBODY, 7, 8)):
-                after = proofs.pool_step(pool, event, ids, actor, target, 1, lifecycle)
-                if not conserved(after.slots, after.free, lifecycle):
-                    return f"conserved: {event.name} by {actor} on {ids} of {_show_pool(pool)} -> {_show_pool(after)}"
-    return ""
+            seen.setdefault((slots, free), Pool(slots, free))
+    return list(seen.values())
 
 
 def baseline_check(lifecycle: Lifecycle) -> str:

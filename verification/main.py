@@ -31,6 +31,7 @@ mutant is caught.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -51,7 +52,7 @@ from slotwarden.verification.checker import (
     check,
     coverage,
 )
-from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT, prove
+from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT, prove, prove_moves
 from slotwarden.verification import declaration_mutants, pins
 from slotwarden.verification.differential import check_differential, runtime_has_cache
 from slotwarden.verification.mutants import MUTANTS
@@ -182,17 +183,25 @@ def _fault(fault, stages: dict) -> Row:
     return Row("faults", fault.name, c.caught, c.seconds, text[:200], {"what": fault.what, **c._asdict()})
 
 
-def _proof(name: str, timeout: float) -> Row:
-    r = prove(name, timeout=timeout)
-    text = f"{r.verdict}  {r.property}"
-    return Row(
-        "proofs",
-        name,
-        r.confirmed,
-        r.seconds,
-        text,
-        {"verdict": r.verdict, "message": r.message, "property": r.property},
-    )
+def _proofs(name: str, timeout: float) -> list[Row]:
+    """The rows of one proof job: a proof of `model_proofs.PROOFS`, or `EVERY_MOVE`, the
+    one-move proofs in one exploration (a row each)."""
+    results = prove_moves(timeout=timeout) if name == EVERY_MOVE else [prove(name, timeout=timeout)]
+    return [
+        Row(
+            "proofs",
+            r.name,
+            r.confirmed,
+            r.seconds,
+            f"{r.verdict}  {r.property}",
+            {"verdict": r.verdict, "message": r.message, "property": r.property},
+        )
+        for r in results
+    ]
+
+
+EVERY_MOVE = "every one-move proof"
+"""The proof job of the one-move proofs at once (`crosshair_proofs.prove_moves`)."""
 
 
 def _checker_job(bounds) -> tuple:
@@ -346,13 +355,15 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
 
 
 def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, Callable]]:
-    """Every job of the campaign as (stage, name, thunk), in a fixed order (for sharding)."""
+    """Every job of the campaign as (stage, name, thunk), in a fixed order (for sharding). A
+    job whose thunk is a tuple runs in the worker processes: `_pooled(stage, thunk)`."""
     out = [("declaration", "agreement", lambda: _agreement(None))]
     survivors_timeout = proof_timeout if level is LEVELS["thorough"] else None  # CrossHair on unlisted survivors
-    out += [("mutations", "declaration mutants", lambda: _declaration_mutants(survivors_timeout))]
+    out += [("mutations", "declaration mutants", (survivors_timeout,))]
     out += [("declaration", "runtime agreement", lambda: _runtime_agreement(None))]
     if level["proofs"]:
-        out += [("proofs", n, (n, proof_timeout)) for n in (only or model_proofs.PROOFS)]
+        names = only or [EVERY_MOVE] + [n for n in model_proofs.PROOFS if n not in model_proofs.MOVE_PROOFS]
+        out += [("proofs", n, (n, proof_timeout)) for n in names]
     out += [("exhaustive", str(b), (b,)) for b in level["bounds"]]
     out.append(("exhaustive", "coverage", lambda: _coverage(level["bounds"])))
     out.append(("differential", "model = runtime", lambda: _differential(level["differential"], seed)))
@@ -381,6 +392,40 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
         for n, m in junk
     ]
     return out
+
+
+def _pooled(stage: str, args: tuple) -> tuple[list[Row], object]:
+    """Run one job in a worker process: its rows, and for an exhaustive bounds its result."""
+    if stage == "exhaustive":
+        row, result = _checker_job(*args)
+        return [row], result
+    if stage == "proofs":
+        return _proofs(*args), None
+    if stage == "mutations":
+        return [_declaration_mutants(*args)], None
+    return [_mutant_named(*args)], None
+
+
+_FORK = multiprocessing.get_context("fork")
+"""Workers start as copies of this process (nothing to import again)."""
+
+_PROOF_COST = {EVERY_MOVE: 20.0, "conserved": 16.0}
+"""Rough CPU seconds of the longest proof jobs, only to order the jobs longest first (a wrong
+guess costs at most an idle tail); any other proof counts as the cheapest of them."""
+
+
+def _cost(job: tuple) -> float:
+    """A job's rough CPU seconds, to start the longest first so that no long job runs alone at
+    the end. An exhaustive bounds costs about one second per 20,000 transitions of its pin (an
+    unpinned one, its size unknown, counts as the longest); declaration mutants, a mutant and
+    a proof count as their usual cost."""
+    stage, name, args = job
+    if stage == "exhaustive":
+        pin = pins.pin_of(args[0])
+        return float("inf") if pin is None else pin[1] / 20_000
+    if stage == "proofs":
+        return _PROOF_COST.get(name, 4.0)
+    return 60.0 if stage == "mutations" else 4.0
 
 
 def _mutant_named(name: str, budget: Budget, seed, shrink: bool) -> Row:
@@ -414,46 +459,35 @@ def run_verify(args) -> int:
         print("quick run skips: " + "; ".join(skipped_by_quick()), flush=True)
     start = time.perf_counter()
     rows: list[Row] = []
+    expected = len(todo) + sum(len(model_proofs.MOVE_PROOFS) - 1 for j in todo if j[1] == EVERY_MOVE)  # rows
 
     def show(row: Row) -> None:
         rows.append(row)
         mark = "ok  " if row.ok else "FAIL"
         print(
-            f"  [{len(rows):>2}/{len(todo)}] {mark} {row.stage:<11} {row.name:<34} {row.seconds:7.1f} s  {row.summary}",
+            f"  [{len(rows):>2}/{expected}] {mark} {row.stage:<11} {row.name:<34} {row.seconds:7.1f} s  {row.summary}",
             flush=True,
         )
 
-    proof_jobs = [j for j in todo if j[0] == "proofs"]
-    if proof_jobs:
-        print(f"== CrossHair proofs (per-condition timeout {timeout:.0f} s, 2 processes)", flush=True)
-        with ProcessPoolExecutor(max_workers=2, max_tasks_per_child=1) as pool:  # a fresh CrossHair per proof
-            for row in pool.map(_proof, *zip(*(j[2] for j in proof_jobs))):
-                show(row)
-    bounds_jobs = [j for j in todo if j[0] == "exhaustive" and not callable(j[2])]
-    with ProcessPoolExecutor(max_workers=2) as pool:  # the exhaustive bounds, beside the serial stages
-        if bounds_jobs:
-            print("== exhaustive bounds in 2 processes, beside the stages that follow", flush=True)
-        searches = [pool.submit(_checker_job, *j[2]) for j in reversed(bounds_jobs)][::-1]
-        later = []  # the coverage job reads every search's result: it runs once they are in
+    pooled = sorted((j for j in todo if not callable(j[2])), key=_cost, reverse=True)
+    print(
+        f"== {len(pooled)} jobs (proofs: per-condition timeout {timeout:.0f} s; exhaustive bounds; mutants) in 2 "
+        "processes, longest first, beside the stages that follow",
+        flush=True,
+    )
+    with ProcessPoolExecutor(max_workers=2, mp_context=_FORK) as pool:
+        done = pool.map(_pooled, [j[0] for j in pooled], [j[2] for j in pooled])  # submits every job now
         for stage, name, thunk in todo:
-            if stage in ("proofs", "mutants") or not callable(thunk):
-                continue
-            if stage == "exhaustive":
-                later.append(thunk)
-                continue
-            show(thunk())
-        for search in searches:
-            row, result = search.result()
-            _CHECKED[result.bounds] = result
-            show(row)
-    for thunk in later:
-        show(thunk())
-    mutant_jobs = [j for j in todo if j[0] == "mutants"]
-    if mutant_jobs:
-        print("== mutants (2 processes)", flush=True)
-        with ProcessPoolExecutor(max_workers=2) as pool:
-            for row in pool.map(_mutant_named, *zip(*(j[2] for j in mutant_jobs))):
+            if callable(thunk) and stage != "exhaustive":
+                show(thunk())
+        for found, result in done:
+            if result is not None:
+                _CHECKED[result.bounds] = result
+            for row in found:
                 show(row)
+    for stage, name, thunk in todo:  # the coverage job reads every search's result
+        if callable(thunk) and stage == "exhaustive":
+            show(thunk())
     total = time.perf_counter() - start
     ok = bool(rows) and all(r.ok for r in rows)  # a run that checked nothing never passes
     print(_summary(rows, total, level_name, level), flush=True)
