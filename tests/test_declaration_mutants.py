@@ -159,3 +159,22 @@ def test_the_cache_mutants_no_move_property_sees_are_killed_by_the_checker():
     # without the cache bounds they survive: the checker needs worlds that run the cache
     blind = D.run_stage(SMALL, names=set(CACHE_KILLED_BY_THE_CHECKER))
     assert set(blind.unlisted) == set(CACHE_KILLED_BY_THE_CHECKER)
+
+
+def test_the_checker_searches_again_only_for_a_mutant_whose_steps_differ(monkeypatch):
+    """The checker's search on the declaration records its steps; a mutant that gives each of
+    them the same outcome is judged by that search, any other is searched again, and the
+    comparison is what kills: with it broken, a mutant only the checker kills survives."""
+    cache_bounds = tuple(b for b in D.CHECKER_BOUNDS if b.nodes)
+    equivalent, killed = "RUNNING --PARK [OWNER]: fence from CLEAR", "CACHED --LOCK [NONE]: dropped"
+    searched = []
+    real = D._run_checker
+    monkeypatch.setattr(
+        D, "_run_checker", lambda lifecycle, bounds: searched.append(lifecycle.name) or real(lifecycle, bounds)
+    )
+    monkeypatch.setattr(D, "_SEARCHES", {})
+    result = D.run_stage(cache_bounds, names={equivalent, killed})
+    assert result.ok and {k.mutant: k.killed_by for k in result.kills} == {equivalent: "", killed: "checker"}
+    assert searched == [LIFECYCLE.name, killed]  # the declaration once, then only the mutant whose steps differ
+    monkeypatch.setattr(D, "_same_steps", lambda lifecycle, steps: True)
+    assert D.run_stage(cache_bounds, names={killed}).unlisted == (killed,)

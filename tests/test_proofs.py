@@ -108,3 +108,49 @@ def test_quiescence_covers_cached_records_with_locks_held(name):
     wrong = declare(name, STATES, EVENTS, LOCKED_CACHE_WRONG[name])
     result = prove("quiescent", wrong, timeout=TIMEOUT)
     assert result.verdict == "POST_FAIL", result.message
+
+
+@pytest.mark.proof
+def test_every_one_move_proof_at_once_is_confirmed_over_all_paths():
+    from slotwarden.verification.crosshair_proofs import prove_moves
+
+    results = prove_moves(timeout=TIMEOUT)
+    assert [r.name for r in results] == list(proofs.MOVE_PROOFS)
+    assert all(r.confirmed and r.message.startswith("Confirmed over all paths.") for r in results), results
+
+
+def test_every_one_move_proof_at_once_fails_and_names_the_proof_that_fails(monkeypatch):
+    """The conjunction does not confirm the wrong declaration of PR 21404; then each one-move
+    proof runs alone (stood in for here: each is shown failing above) and names the broken one."""
+    from slotwarden.verification import crosshair_proofs as C
+
+    alone = []
+
+    def one(name, lifecycle, timeout):
+        alone.append(name)
+        return C.ProofResult(name, "", "POST_FAIL" if name == "session_kept" else "CONFIRMED", 0.0, "")
+
+    monkeypatch.setattr(C, "prove", one)
+    results = C.prove_moves(wrong_lifecycle(), timeout=TIMEOUT)
+    assert alone == list(proofs.MOVE_PROOFS)
+    assert [r.name for r in results if not r.confirmed] == ["session_kept"]
+
+
+def test_the_one_move_proofs_range_over_exactly_the_well_formed_records():
+    """`record_of` builds every well-formed record (from its own fields, or their negatives),
+    and from any ints only records that `exclusive` allows, bar a lock count out of range."""
+    from itertools import product
+
+    from slotwarden.model.lifecycle import LIFECYCLE
+    from slotwarden.model.properties import exclusive
+    from slotwarden.model.vocabulary import MAX_READERS
+    from slotwarden.verification.declaration_mutants import records
+
+    for state in State:
+        for r in records(LIFECYCLE, state):
+            assert proofs.record_of(state, r.owner, r.borrower, r.fence, r.readers, LIFECYCLE) == r
+            assert proofs.record_of(state, -r.owner, -r.borrower, -r.fence, r.readers, LIFECYCLE) == r
+        for o, b, f, n in product((-3, -1, 0, 5), repeat=4):
+            built = proofs.record_of(state, o, b, f, n, LIFECYCLE)
+            in_range = 0 <= n <= MAX_READERS or not LIFECYCLE.spec(state).shared
+            assert exclusive(built, LIFECYCLE) == in_range, built

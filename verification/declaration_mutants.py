@@ -216,7 +216,26 @@ def _bounds() -> tuple:
 
 def checker_check(lifecycle: Lifecycle, bounds) -> str:
     """The first violation the exhaustive checker finds on `bounds` with the scheduler's
-    moves going through `lifecycle`, or ''."""
+    moves going through `lifecycle`, or ''.
+
+    The lifecycle reaches the checker only through `step` (in `slotwarden.model.pool`), and a
+    step's outcome depends only on the rules of its (state, event). So where `lifecycle`
+    gives the same outcome as the declaration on every step the checker made on the
+    declaration from a (state, event) whose rules differ, its search would repeat the
+    declaration's step for step, and find what that found: the checker does not run again.
+    (Within another `declared_as` block, whose lifecycle the pool already obeys, it does.)"""
+    if model_pool.apply is not _APPLY:
+        return _run_checker(lifecycle, bounds)
+    recorded = _recorded(tuple(bounds))
+    if _same_steps(lifecycle, recorded.steps):
+        return recorded.found
+    return _run_checker(lifecycle, bounds)
+
+
+_APPLY = model_pool.apply  # the pool's own apply, which obeys the declaration
+
+
+def _run_checker(lifecycle: Lifecycle, bounds) -> str:
     from slotwarden.verification.checker import check
 
     with declared_as(lifecycle):
@@ -225,6 +244,52 @@ def checker_check(lifecycle: Lifecycle, bounds) -> str:
             if r.violation is not None:
                 return f"{r.violation.property} at {b}: {r.violation.message}"
     return ""
+
+
+class _Search(NamedTuple):
+    found: str  # what the checker finds on the declaration ('' when nothing)
+    steps: dict  # (state, event) -> every (slot, event, actor, target, epoch, slot id) it stepped
+
+
+_SEARCHES: dict = {}  # bounds -> _Search of the declaration
+
+
+def _recorded(bounds: tuple) -> _Search:
+    """The checker's search of `bounds` on the declaration, with every step it made (once)."""
+    if bounds not in _SEARCHES:
+        steps: dict = {}
+        inner = model_pool.step
+
+        def recording(slot, event, actor, target=NOBODY, epoch=0, lifecycle=LIFECYCLE, slot_id=None):
+            steps.setdefault((slot.state, event), set()).add((slot, event, actor, target, epoch, slot_id))
+            return inner(slot, event, actor, target, epoch, lifecycle, slot_id)
+
+        model_pool.step = recording
+        try:
+            found = _run_checker(LIFECYCLE, bounds)
+        finally:
+            model_pool.step = inner
+        _SEARCHES[bounds] = _Search(found, steps)
+    return _SEARCHES[bounds]
+
+
+def _same_steps(lifecycle: Lifecycle, steps: dict) -> bool:
+    """Whether `lifecycle` gives each recorded step from a (state, event) whose rules differ
+    from the declaration's the same outcome: the same record, or the same refusal."""
+    for key in _changed(lifecycle):
+        for slot, event, actor, target, epoch, slot_id in steps.get(key, ()):
+            if _outcome(slot, event, actor, target, epoch, slot_id, lifecycle) != _outcome(
+                slot, event, actor, target, epoch, slot_id, LIFECYCLE
+            ):
+                return False
+    return True
+
+
+def _outcome(slot, event, actor, target, epoch, slot_id, lifecycle: Lifecycle):
+    try:
+        return step(slot, event, actor, target, epoch, lifecycle, slot_id)
+    except LifecycleError as e:
+        return type(e), str(e)
 
 
 def crosshair_check(lifecycle: Lifecycle, timeout: float) -> str:

@@ -106,6 +106,7 @@ class Row(NamedTuple):
     seconds: float
     summary: str  # one line for the table
     detail: dict  # everything for report.json
+    cpu: float = 0.0  # CPU seconds of the process that ran it (`_timed`), however loaded the machine
 
 
 def _agreement(_) -> Row:
@@ -397,13 +398,27 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
 def _pooled(stage: str, args: tuple) -> tuple[list[Row], object]:
     """Run one job in a worker process: its rows, and for an exhaustive bounds its result."""
     if stage == "exhaustive":
-        row, result = _checker_job(*args)
-        return [row], result
+        searched = []
+
+        def search() -> list[Row]:
+            row, result = _checker_job(*args)
+            searched.append(result)
+            return [row]
+
+        return _timed(search), searched[0]
     if stage == "proofs":
-        return _proofs(*args), None
+        return _timed(lambda: _proofs(*args)), None
     if stage == "mutations":
-        return [_declaration_mutants(*args)], None
-    return [_mutant_named(*args)], None
+        return _timed(lambda: [_declaration_mutants(*args)]), None
+    return _timed(lambda: [_mutant_named(*args)]), None
+
+
+def _timed(run: Callable[[], list]) -> list[Row]:
+    """The rows `run` returns, their CPU seconds (this process's) shared among them."""
+    start = time.process_time()
+    rows = run()
+    cpu = (time.process_time() - start) / max(len(rows), 1)
+    return [r._replace(cpu=cpu) for r in rows]
 
 
 _FORK = multiprocessing.get_context("fork")
@@ -479,7 +494,7 @@ def run_verify(args) -> int:
         done = pool.map(_pooled, [j[0] for j in pooled], [j[2] for j in pooled])  # submits every job now
         for stage, name, thunk in todo:
             if callable(thunk) and stage != "exhaustive":
-                show(thunk())
+                show(_timed(lambda: [thunk()])[0])
         for found, result in done:
             if result is not None:
                 _CHECKED[result.bounds] = result
@@ -487,7 +502,7 @@ def run_verify(args) -> int:
                 show(row)
     for stage, name, thunk in todo:  # the coverage job reads every search's result
         if callable(thunk) and stage == "exhaustive":
-            show(thunk())
+            show(_timed(lambda: [thunk()])[0])
     total = time.perf_counter() - start
     ok = bool(rows) and all(r.ok for r in rows)  # a run that checked nothing never passes
     print(_summary(rows, total, level_name, level), flush=True)
@@ -532,7 +547,7 @@ def _parse_shard(text: str | None) -> tuple[int, int]:
 
 
 def _summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
-    lines = ["", "== summary", "| stage | checks | passed | seconds |", "|---|---:|---:|---:|"]
+    lines = ["", "== summary", "| stage | checks | passed | seconds | CPU seconds |", "|---|---:|---:|---:|---:|"]
     for stage in (
         "declaration",
         "mutations",
@@ -547,9 +562,12 @@ def _summary(rows: list[Row], total: float, level_name: str, level: dict) -> str
     ):
         mine = [r for r in rows if r.stage == stage]
         if mine:
-            lines.append(f"| {stage} | {len(mine)} | {sum(r.ok for r in mine)} | {sum(r.seconds for r in mine):.1f} |")
+            lines.append(
+                f"| {stage} | {len(mine)} | {sum(r.ok for r in mine)} | {sum(r.seconds for r in mine):.1f} "
+                f"| {sum(r.cpu for r in mine):.1f} |"
+            )
         elif stage == "proofs" and not level["proofs"]:
-            lines.append("| proofs | skipped (--quick) | - | - |")
+            lines.append("| proofs | skipped (--quick) | - | - | - |")
     states = sum(r.detail["states"] for r in rows if r.stage == "exhaustive")
     lines.append(f"exhaustive: {states} reachable states over {sum('bounds' in r.detail for r in rows)} bounds")
     for r in rows:
@@ -583,7 +601,7 @@ def _summary(rows: list[Row], total: float, level_name: str, level: dict) -> str
                 f"| {r.name} | {r.detail['bug']} | {'/'.join(want['checker']) or '-'}; {'/'.join(want['runtime'])} "
                 f"| {checked} | {h['examples']}, {h['seconds']:.1f} s, {where} |"
             )
-    lines.append(f"\n{level_name} run: {total:.1f} s in all")
+    lines.append(f"\n{level_name} run: {total:.1f} s in all, {sum(r.cpu for r in rows):.1f} CPU seconds in its jobs")
     return "\n".join(lines)
 
 
