@@ -49,3 +49,18 @@ def test_an_exhaustive_row_fails_on_counts_other_than_its_pin(monkeypatch):
     assert row.ok and row.summary.endswith("; unpinned") and row.detail["pinned"] is None
     monkeypatch.setattr(verify, "DEFAULT_BOUNDS", (bounds,))
     assert not verify._checker_row(result).ok
+
+
+def test_the_pooled_jobs_start_longest_first():
+    """The worker processes take the biggest exhaustive bounds first (an unpinned one, its size
+    unknown, before it), and the one-move proofs before the cheap proofs."""
+    from slotwarden.verification import pins
+    from slotwarden.verification.abstract import Bounds
+
+    every = verify.jobs(verify.LEVELS["default"], 300.0, None, None)
+    unpinned = ("exhaustive", "new", (Bounds(slots=9, requests=9, sessions=0),))
+    pooled = sorted([j for j in every if not callable(j[2])] + [unpinned], key=verify._cost, reverse=True)
+    biggest = max(verify.DEFAULT_BOUNDS, key=lambda b: pins.pin_of(b)[1])
+    assert pooled[0] == unpinned and pooled[1][1] == str(biggest)
+    names = [j[1] for j in pooled]
+    assert names.index(verify.EVERY_MOVE) < names.index("quiescent")

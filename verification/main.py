@@ -4,10 +4,11 @@ Stages (each a list of jobs, so `--shard I/N` can split the whole campaign):
 1. the declaration: the `transitions` machine, `step()` and the table agree on every move, and
    so does the runtime's own path (compiled tables, `look_up`/`write` on real ledger columns);
    and every single-rule mutant of it is killed by some check, or listed as equivalent;
-2. CrossHair proofs of the model's properties (two worker processes);
-3. the bounded exhaustive model checker over the abstract scheduler (its bounds in two worker
-   processes, while the stages 4-7 run), then its coverage: every declared rule fired (but those
-   listed unreachable, with a reason) and every `sometimes` goal reached;
+2. CrossHair proofs of the model's properties (the thirteen one-move proofs in one exploration
+   of their conjunction, `prove_every_move`; each alone only when that fails);
+3. the bounded exhaustive model checker over the abstract scheduler, then its coverage: every
+   declared rule fired (but those listed unreachable, with a reason) and every `sometimes` goal
+   reached;
 4. the differential stage: the checker's model follows the runtime's scheduler over seeded
    random workloads, move by move, and both agree on every slot's state, owner and borrower;
 5. the Hypothesis campaign: pool, an engine allocator behind the guard, the scheduler with
@@ -26,6 +27,10 @@ Stages (each a list of jobs, so `--shard I/N` can split the whole campaign):
    success (`verification/bad_input.py`).
 Exit 0 only if every proof is CONFIRMED, every check holds, every runtime fault and every
 mutant is caught.
+
+Two worker processes take the declaration mutants, the proofs, the exhaustive bounds and the
+mutants, longest first (`_cost`), while this process runs the other stages; the coverage job
+runs last, on every bounds' result. Each row gives its wall and its CPU seconds.
 """
 
 from __future__ import annotations
@@ -426,21 +431,21 @@ _FORK = multiprocessing.get_context("fork")
 
 _PROOF_COST = {EVERY_MOVE: 20.0, "conserved": 16.0}
 """Rough CPU seconds of the longest proof jobs, only to order the jobs longest first (a wrong
-guess costs at most an idle tail); any other proof counts as the cheapest of them."""
+guess costs at most an idle tail); any other proof counts as a few seconds."""
 
 
 def _cost(job: tuple) -> float:
     """A job's rough CPU seconds, to start the longest first so that no long job runs alone at
     the end. An exhaustive bounds costs about one second per 20,000 transitions of its pin (an
-    unpinned one, its size unknown, counts as the longest); declaration mutants, a mutant and
-    a proof count as their usual cost."""
+    unpinned one, its size unknown, counts as the longest); a proof counts as its usual cost,
+    and the declaration mutants and a mutant as a few seconds each."""
     stage, name, args = job
     if stage == "exhaustive":
         pin = pins.pin_of(args[0])
         return float("inf") if pin is None else pin[1] / 20_000
     if stage == "proofs":
         return _PROOF_COST.get(name, 4.0)
-    return 60.0 if stage == "mutations" else 4.0
+    return 4.0
 
 
 def _mutant_named(name: str, budget: Budget, seed, shrink: bool) -> Row:
