@@ -22,6 +22,15 @@ model's `complete`, and a LOCK given back at once (no slot to copy into) is no m
 A cached slot's owner is compared through its slot (the model names a node by the slot it
 holds), its lock count as it is.
 
+With the cache on the workloads also submit parallel-sampling groups (`Scheduler.submit_n`,
+2..3 samples, greedy or sampled): the model gets a plain request per sibling and one for the
+group's hidden prompt request (whose id the runtime reserves after the siblings'). The twin
+follows the group's moves like any others: the prompt request's take, admit and donation, each
+sibling's match of the published prompt state and its copy, and the aborts (of a sibling, of
+every sibling, of the prompt request by its id). A request the runtime ended without a move
+(aborted while it waited, or the prompt request ended with its group's last sibling) is aborted
+in the model too, which must then make no move either.
+
 The first divergence stops a workload and is reported with the operations so far. Workloads
 are drawn from a seeded generator, with pool sizes, budgets and overlap varied, so a run is
 reproducible.
@@ -90,15 +99,24 @@ class Report(NamedTuple):
         return self.divergence is None and not self.unexercised
 
 
-def workload(rng: random.Random, length: int, follow: bool = False) -> tuple:
+def workload(rng: random.Random, length: int, follow: bool = False, groups: bool = False) -> tuple:
     """A random sequence of operations: ("submit", n, new), ("open",), ("turn", session, n,
-    new), ("abort", request), ("close", session), ("step", times), and with `follow`
-    ("follow", request, new): a plain request continuing an earlier one. Requests and sessions
-    are named by their order of creation."""
+    new), ("abort", request), ("close", session), ("step", times), with `follow`
+    ("follow", request, new): a plain request continuing an earlier one, and with `groups`
+    ("group", size, new, n, temperature): n samples of a prompt of `size` tokens, each group
+    now and then followed by the aborts of all its siblings. Requests and sessions are named
+    by their order of creation (a group's siblings, then its prompt request)."""
     ops, requests, sessions = [], 0, 0
     for _ in range(length):
         roll = rng.random()
-        if follow and requests and roll < 0.12:
+        if groups and rng.random() < 0.1:
+            op = ("group", rng.randint(2, 6), rng.randint(1, 3), rng.randint(2, 3), rng.choice([0.0, 1.0]))
+            ops.append(op)
+            if rng.random() < 0.3:  # after a few steps, every sibling aborted: the prompt request ends too
+                ops.append(("step", rng.randint(0, 2)))
+                ops += [("abort", requests + i) for i in range(op[3])]
+            requests += _new_requests(op)
+        elif follow and requests and roll < 0.12:
             ops.append(("follow", rng.randrange(requests), rng.randint(1, 3)))
             requests += 1
         elif roll < 0.18:
@@ -117,6 +135,14 @@ def workload(rng: random.Random, length: int, follow: bool = False) -> tuple:
         else:
             ops.append(("step", rng.randint(1, 3)))
     return tuple(ops)
+
+
+def _new_requests(op: tuple) -> int:
+    """How many requests operation `op` creates in the model (a group: its siblings and its
+    prompt request)."""
+    if op[0] == "group":
+        return op[3] + 1
+    return 1 if op[0] in ("submit", "turn", "follow") else 0
 
 
 def config(rng: random.Random) -> dict:
@@ -334,8 +360,8 @@ def _initial_world(ops: tuple, slots: int, cache: bool = False) -> World:
     for op in ops:
         if op[0] == "open":
             sessions.append([])
-        elif op[0] in ("submit", "follow"):
-            requests.append(Request(len(requests), None, WAITING))
+        elif op[0] in ("submit", "follow", "group"):
+            requests += [Request(len(requests) + i, None, WAITING) for i in range(_new_requests(op))]
         elif op[0] == "turn":
             sid = SESSION_BASE + op[1]
             sessions[op[1]].append(len(requests))
@@ -356,9 +382,8 @@ def run_workload(
     for n, op in enumerate(ops):
         try:
             _run_op(pair, op, made, opened)
-            if op[0] in ("submit", "turn", "follow"):
-                made += 1
-            elif op[0] == "open":
+            made += _new_requests(op)
+            if op[0] == "open":
                 opened += 1
             pair.submit_started_turns()
             pair.agree()
@@ -381,6 +406,16 @@ def _run_op(pair: _Pair, op: tuple, made: int, opened: int) -> None:
         prompt = list(prompt) + list(ended[0]) + [op[2]]
         rid = sched.submit(prompt, op[2])
         pair.requests[rid], pair.asked[made] = made, (prompt, rid)
+    elif kind == "group":  # siblings first, then the prompt request (the id after theirs)
+        size, new, n, temperature = op[1:]
+        prompt = [(size + i) % 64 for i in range(size)]
+        rids = sched.submit_n(prompt, new, n, temperature=temperature, seed=size)
+        for i, rid in enumerate(rids):
+            pair.requests[rid], pair.asked[made + i] = made + i, (prompt, rid)
+        if rids[-1] + 1 in sched.requests:
+            pair.requests[rids[-1] + 1] = made + n
+        else:  # no prompt request (the cache is off): its reserved id never names a request
+            pair.act("abort", made + n)
     elif kind == "open":
         pair.sessions[sched.open_session()] = SESSION_BASE + opened
     elif kind == "turn":
@@ -394,10 +429,8 @@ def _run_op(pair: _Pair, op: tuple, made: int, opened: int) -> None:
         if rid is None:
             return
         sched.abort(rid)
-        moved = bool(pair.moves)
         pair.follow()
-        if not moved and pair.world.requests[op[1]].phase != DONE:
-            pair.act("abort", op[1])
+        _ended_without_a_move(pair)
     elif kind == "close":
         sid = _runtime_id(pair.sessions, SESSION_BASE + op[1])
         if sid is None:
@@ -421,6 +454,16 @@ def _run_op(pair: _Pair, op: tuple, made: int, opened: int) -> None:
             pair.submit_started_turns()
 
 
+def _ended_without_a_move(pair: _Pair) -> None:
+    """Every request the runtime ended (it left the tables) that the model has not: aborted
+    in the model, which must make no move for it (the runtime made none: a request aborted
+    while it waited, the prompt request of a group whose last sibling was aborted, a queued
+    turn)."""
+    for rid, mine in sorted(pair.requests.items()):
+        if rid not in pair.sched.requests and pair.world.requests[mine].phase != DONE:
+            pair._same_moves("abort", mine, [], pair.act("abort", mine))
+
+
 def _runtime_id(ids: dict, model_id: int):
     return next((k for k, v in ids.items() if v == model_id), None)
 
@@ -428,12 +471,12 @@ def _runtime_id(ids: dict, model_id: int):
 def check_differential(workloads: int = 200, length: int = 30, seed: int = 0, scheduler_cls: type = Scheduler,
                        policy: Policy | None = None, cache: bool = False) -> Report:  # fmt: skip
     """Run `workloads` random workloads (seeded); the first divergence, if any. `cache`: with
-    the runtime's prefix cache on, and follow-ups in the workloads."""
+    the runtime's prefix cache on, and follow-ups and parallel-sampling groups in the workloads."""
     rng = random.Random(seed)
     operations = moves = 0
     events: dict = {}
     for w in range(workloads):
-        ops, cfg = workload(rng, length, follow=cache), config(rng)
+        ops, cfg = workload(rng, length, follow=cache, groups=cache), config(rng)
         if cache:
             cfg["prefix_cache"] = True
         try:

@@ -12,6 +12,8 @@ checked by importing them (test files only say `TestX = Machine.TestCase`).
   and requests retracted), with and without overlap, each example making a random subset of
   the kinds of move (swarm testing); invariants after every step, the idle audit at teardown.
   `machine_for(cls)` points it at a scheduler subclass (a mutant).
+- `CachedSchedulerMachine`: the same with the prefix cache on, follow-ups that share donated
+  prefixes and, as a swarm feature, parallel-sampling groups and their aborts.
 """
 
 from __future__ import annotations
@@ -558,9 +560,9 @@ kind of request enabled, both are). The simplest example, which Hypothesis draws
 both kinds of request and no aborts or closes, so sessions live long enough to lend slots."""
 
 
-def _scheduler_draws(slots: list) -> dict:
+def _scheduler_draws(slots: list, features: tuple = FEATURES) -> dict:
     """The scheduler machines' set-up draws; `slots` in order of preference (Hypothesis draws
-    the first far more often)."""
+    the first far more often), `features` the kinds of move an example may make."""
     return dict(
         slots=st.sampled_from(slots),
         overlap=st.booleans(),
@@ -568,7 +570,7 @@ def _scheduler_draws(slots: list) -> dict:
         chunk=st.sampled_from([16, 2, 4, 1]),
         max_running=st.sampled_from([4, 3, 2, 1]),
         retract_after=st.sampled_from([1, 2, None]),
-        features=st.sets(st.sampled_from(FEATURES)),
+        features=st.sets(st.sampled_from(features)),
     )
 
 
@@ -711,18 +713,27 @@ class SchedulerMachine(RuleBasedStateMachine):
         )
 
 
+GROUP_FEATURES = FEATURES + ("groups",)
+"""The cached machine's kinds of move: also parallel-sampling groups (`Scheduler.submit_n`)."""
+
+
 class CachedSchedulerMachine(SchedulerMachine):
     """The scheduler machine with the prefix cache on, pools of 3 slots drawn first (a
     copy-on-write needs two: the cached source and the fresh copy), and follow-ups: a plain
     request continuing an earlier one once its answer came back, as a chat client does, so
-    that it matches the prefix the earlier one donated."""
+    that it matches the prefix the earlier one donated. With the `groups` feature, also
+    parallel-sampling groups (n of 2..3 samples of one prompt, greedy or sampled), whose
+    siblings wait for the prompt state their group's hidden prompt request donates, and the
+    aborts of a group: one sibling, all of them (which ends the prompt request too), or the
+    prompt request by its id, at whatever point of its life the group has reached."""
 
     settings_override = {"prefix_cache": True}
 
-    @initialize(**_scheduler_draws([3, 2, 4, 1]))
+    @initialize(**_scheduler_draws([3, 2, 4, 1], GROUP_FEATURES))
     def setup(self, slots, overlap, budget, chunk, max_running, retract_after, features):
         SchedulerMachine.setup(self, slots, overlap, budget, chunk, max_running, retract_after, features)
         self.bases = []  # plain requests submitted, in order (the scheduler forgets ended ones)
+        self.groups = []  # (sibling ids, the prompt request's id) of every group submitted
 
     @precondition(lambda self: self._has("plain"))
     @rule(n=st.integers(1, 6), new=st.integers(1, 4), first=st.integers(0, 63))
@@ -745,6 +756,63 @@ class CachedSchedulerMachine(SchedulerMachine):
             self.sched.step()
         rid = self.sched.submit(list(base.prompt) + list(base.output) + [extra], new)
         self.bases.append(self.sched.requests[rid])
+
+    @precondition(lambda self: self._has("groups"))
+    @rule(
+        n=st.integers(2, 3),
+        size=st.integers(2, 9),
+        new=st.integers(1, 4),
+        first=st.integers(0, 63),
+        temperature=st.sampled_from([0.0, 1.0]),
+    )
+    @_marks_broken
+    def submit_group(self, n, size, new, first, temperature):
+        """n samples of one prompt (of two tokens or more: the group has a prompt request,
+        whose prefill may take several steps); the siblings are plain requests that
+        follow-ups may continue."""
+        rids = self.sched.submit_n([(first + i) % 64 for i in range(size)], new, n, temperature=temperature, seed=first)
+        self.groups.append((rids, rids[-1] + 1))  # the prompt request takes the id after the siblings'
+        self.bases.extend(self.sched.requests[rid] for rid in rids)
+
+    @precondition(lambda self: self._has("groups") and self.groups)
+    @rule(data=st.data(), which=st.sampled_from(["sibling", "siblings", "prompt"]))
+    @_marks_broken
+    def abort_group(self, data, which):
+        """Abort part of a group (the latest first): one sibling, every sibling (the last one's
+        abort ends the prompt request too, if it still runs or waits), or the prompt request
+        itself; now, or once the prompt request runs (with overlap, or a prefill of several
+        steps, it is still running then). An ended request: nothing to do."""
+        siblings, prompt = data.draw(st.sampled_from(self.groups[::-1]), label="group")
+        lead = self.sched.requests.get(prompt)
+        if lead is not None and data.draw(st.booleans(), label="once the prompt request runs"):
+            for _ in range(8):  # a few steps at most: it takes a slot as soon as one is free
+                if lead.phase is not Phase.WAITING:
+                    break
+                self.sched.step()
+        if which == "sibling":
+            siblings = [data.draw(st.sampled_from(siblings), label="sibling")]
+        for rid in siblings if which != "prompt" else [prompt]:
+            self.sched.abort(rid)
+
+    @invariant()
+    @_marks_broken  # a teardown after a failed invariant must not hide it
+    def siblings_wait_for_their_prompt(self):
+        """A sibling whose group's prompt request is live holds nothing and is not running (it
+        copies the prompt's state once published); a live prompt request has a live sibling
+        (aborting the last one ends it)."""
+        if not hasattr(self, "sched"):
+            return
+        for r in self.sched.requests.values():
+            lead = r.awaits
+            if lead is not None and not lead.done:
+                assert r.phase is Phase.WAITING and r.slot is None and r.cached is None, (
+                    f"request {r.rid} is {r.phase.name} holding slot {r.slot} (match {r.cached}) before "
+                    f"its group's prompt request {lead.rid} ended"
+                )
+            if r.shared:
+                assert any(not s.done for s in r.siblings), (
+                    f"prompt request {r.rid} is {r.phase.name}, yet every sibling of its group has ended"
+                )
 
 
 def machine_for(scheduler_cls: type, **settings) -> type:
