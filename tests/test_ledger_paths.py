@@ -11,7 +11,7 @@ from contextlib import nullcontext
 
 import numpy as np
 import pytest
-import slotwarden.runtime.ledger as ledger_module
+import slotwarden.runtime.ledger_slots as ledger_slots_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from slotwarden.model.errors import LifecycleError
@@ -146,7 +146,7 @@ def test_a_full_lifecycle_round_agrees():
 def test_a_broken_per_slot_path_is_caught(monkeypatch, broken):
     """The comparison can fail: a per-slot writer that forgets the last event, a per-slot path
     that never gives freed slots back to the free list, or releases the fence never hears of."""
-    real = ledger_module.write_slots
+    real = ledger_slots_module.write_slots
     if broken == "no last event":
 
         def write_slots(mv, table, ids, keys, after, event, actor_id, target, epoch):
@@ -155,7 +155,7 @@ def test_a_broken_per_slot_path_is_caught(monkeypatch, broken):
             for s, b in zip(ids, before):
                 mv.last_event[s] = b
 
-        monkeypatch.setattr(ledger_module, "write_slots", write_slots)
+        monkeypatch.setattr(ledger_slots_module, "write_slots", write_slots)
     elif broken == "free list kept":
         monkeypatch.setattr(SlotLedger, "_push_slots", lambda self, freed: None)
     else:

@@ -1,0 +1,125 @@
+"""The ledger's vectorised path: a batch checked whole by the numpy kernel
+(`kernels.transition`), one gather per column it reads and one scatter per column it writes,
+then the free ring, the releases filed under their fence's step, and the flight recorder."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from slotwarden.kernels.transition import (
+    Batch,
+    expand,
+    look_up,
+    write,
+)
+from slotwarden.model.table import ILLEGAL
+from slotwarden.model.vocabulary import Actor, Event
+from .ledger_codes import _ALLOC, _FREE, _FREE_BYTE, _RELEASED_BYTE
+
+
+class BatchPath:
+    """`SlotLedger`'s vectorised path (a mixin over its columns, free ring and recorder)."""
+
+    def _due(self, step: int) -> tuple[np.ndarray, list]:
+        """The slots waiting for a fence (RELEASED, or CACHING) whose fence is `step` or
+        earlier, in id order (what a scan of the columns would find), read from the per-step
+        lists of releases instead of a scan of the pool; and the steps of the lists used."""
+        steps = [s for s in self._waiting if s <= step]
+        if not steps:
+            return np.zeros(0, dtype=np.int64), steps
+        chunks = [c for s in steps for c in self._waiting[s]]  # lists (per-slot path) or arrays
+        if sum(map(len, chunks)) <= self.small:  # a slot at a time
+            state, fence = self._slots.state, self._slots.fence
+            waits = self._waits
+            due = sorted({int(s) for ids in chunks for s in ids if state[s] in waits and fence[s] <= step})
+            return np.array(due, dtype=np.int64), steps
+        if len(chunks) == 1:  # one batch's releases: distinct ids already
+            cand = np.sort(np.asarray(chunks[0], dtype=np.int64))
+        else:
+            cand = np.unique(np.concatenate([np.asarray(ids, dtype=np.int64) for ids in chunks]))
+        c = self.cols
+        state, fence = c.state[cand], c.fence[cand]
+        # a slot still waiting may wait for a later step than the one it was filed under (an
+        # unpublished write evicted while a later step is in flight): read its fence
+        if state.tobytes() == _RELEASED_BYTE * cand.size:  # all RELEASED (the usual case)
+            got = fence.tobytes()
+            if got == got[: fence.itemsize] * cand.size and int(fence[0]) <= step:  # one fence, passed: all due
+                return cand, steps
+        waiting = self._waits_mask[state]
+        return cand[waiting & (fence <= step)], steps
+
+    def _note_released(self, ids: np.ndarray) -> None:
+        """File slots just moved into a state that waits for a fence (RELEASED) under the step
+        their fence waits for (one array per step)."""
+        fences = self.cols.fence[ids]
+        codes = fences.tobytes()
+        if codes == codes[: fences.itemsize] * ids.size:  # one fence for all (the usual case)
+            self._waiting.setdefault(int(fences[0]), []).append(ids.copy())
+            return
+        for f in np.unique(fences).tolist():
+            self._waiting.setdefault(f, []).append(ids[fences == f])
+
+    def _apply(self, ids: np.ndarray, event: Event, actor: Actor, target: int, before_write=None) -> np.ndarray:
+        if ids.size <= self.small and self._apply_slots(ids, event, actor, target, before_write):
+            return ids
+        table = self.tables[event]
+        strict = self.check == "strict"
+        if strict:
+            kind, needs_target = self._actor_ok[event]
+            if actor[0] is not kind or (needs_target and target < 0):
+                self._check_actor(ids, event, actor, target)  # raises
+        batch = look_up(self.cols, table, ids, actor[1])
+        if strict and (type(batch.after) is not int or batch.after == ILLEGAL):
+            self._check_batch(batch, event, actor, target)
+        if before_write is not None:
+            before_write(expand(batch))
+        self._write(batch, table, event, actor[1], target, actor)
+        return ids
+
+    def _write(self, batch: Batch, table, event: Event, actor_id, target: int, actor) -> None:
+        """Write a checked batch: the columns, the free list, the releases' fences, the recorder."""
+        ids, after = batch.ids, batch.after
+        write(self.cols, table, batch, event, actor_id, target, self.launched)
+        frees = self.has_free_list and event is not _ALLOC
+        if type(after) is int:  # uniform: every slot moved to `after`
+            if after == _FREE:
+                if frees:
+                    self._push(ids)
+            elif after in self._waits:
+                self._note_released(ids)
+        elif not isinstance(after, np.ndarray):  # one numpy code for all
+            after = int(after)
+            if frees and after == _FREE:
+                self._push(ids)
+            elif after in self._waits:
+                self._note_released(ids)
+        else:  # a mixed batch: find the freed and released slots
+            codes = after.tobytes()
+            if frees and _FREE_BYTE in codes:
+                self._push(ids[after == _FREE])
+            waiting = self._waits_mask[after]
+            if np.count_nonzero(waiting):
+                self._note_released(ids[waiting])
+        # `ids` may be a view of the caller's tensor (and is returned to it): record a copy (bytes)
+        self.recorder.record(event, actor, target, self.launched, ids.tobytes(), batch.before, after)
+
+    def _peek(self, n: int) -> np.ndarray:
+        h = self._head
+        if h + n <= self.capacity:
+            return self._ring[h : h + n].astype(np.int64)
+        return np.concatenate((self._ring[h:], self._ring[: h + n - self.capacity])).astype(np.int64)
+
+    def _push(self, ids: np.ndarray) -> None:
+        n, count, cap = ids.size, self._count, self.capacity
+        if count + n > cap:  # cannot happen while the lifecycle holds
+            raise RuntimeError(f"free list overflow: {count} + {n} > {cap}")
+        tail = self._head + count
+        if tail >= cap:
+            tail -= cap
+        if tail + n <= cap:
+            self._ring[tail : tail + n] = ids
+        else:  # the ring wraps
+            first = cap - tail
+            self._ring[tail:] = ids[:first]
+            self._ring[: n - first] = ids[first:]
+        self._count = count + n

@@ -1,0 +1,118 @@
+"""The ledger's validation of a batch: real, distinct slot ids, the event's actor kind, and the
+model's typed error for the first refused move (naming the slot, its state, owner, the event
+and the actor, with the slot's recent history)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from slotwarden.kernels.transition import (
+    Batch,
+)
+from slotwarden.model.errors import BadSlotId, IllegalMove
+from slotwarden.model.table import ILLEGAL
+from slotwarden.model.vocabulary import Actor, Event
+
+from . import inputs
+from .ledger_codes import _ILLEGAL_BYTE, _INT64, _TOP, _UNIT
+
+
+class Checks:
+    """`SlotLedger`'s checks (a mixin over its columns and recorder)."""
+
+    def _check_actor(self, ids, event: Event, actor: Actor, target: int) -> None:
+        kind, needs_target = self._actor_ok[event]
+        if actor.kind is not kind or (needs_target and target < 0):
+            from slotwarden.model.step import legal_rule  # the model says why, in its words
+
+            legal_rule(self._record(int(ids[0])), event, actor, target, self.lifecycle, slot_id=int(ids[0]))
+
+    def _check_batch(self, batch: Batch, event: Event, actor: Actor, target: int, first: int | None = None) -> None:
+        """Raise the model's `IllegalMove` for the first refused slot of `batch` (`first`, its
+        position, when the caller found it: `actor` is then that slot's actor)."""
+        p = _first_illegal(batch.after) if first is None else first
+        if p is not None:
+            slot_id = int(batch.ids[p])
+            from slotwarden.model.step import refusal
+            from slotwarden.model.declaration import relation_of
+
+            rec = self._record(slot_id)
+            rel = relation_of(self.lifecycle.spec(rec.state), rec, actor)
+            more = _count_illegal(batch) - 1
+            reason = refusal(self.lifecycle, rec, event, rel) + (
+                f" (and {more} more slots in this batch)" if more else ""
+            )
+            history = self.recorder.explain([slot_id])
+            raise IllegalMove(reason + "\n" + history, slot=rec, event=event, actor=actor, slot_id=slot_id)
+
+    def _ids(self, ids, event: Event, actor: Actor, allow_empty: bool = False) -> np.ndarray:
+        """Normalise a batch of ids to a 1-D int64 numpy array (`inputs.ids`) and check it
+        (strict mode): real slots 1..capacity, each named once."""
+        if type(ids) is np.ndarray and ids.dtype is _INT64 and ids.ndim == 1 and ids.strides == _UNIT:
+            arr = ids  # `inputs.ids`'s common case, inline: nothing to convert
+        else:
+            arr = inputs.ids(ids, event, actor)
+        if arr.size == 0:
+            if allow_empty:
+                return arr
+            raise BadSlotId("an empty batch", slot_id=None, event=event, actor=actor)
+        if self.check == "off":
+            return arr
+        n = arr.size
+        if n > self.small and n * 8 == len(self._known) and arr.tobytes() == self._known:
+            # the very ids of the last batch found real and distinct (or handed out by `alloc`:
+            # distinct because the free ring holds each FREE slot once): a memcmp, no scatter
+            return arr
+        if n <= self.small:  # a slot at a time; anything wrong: the checks below say what
+            lst = arr.tolist()
+            if n == 1:
+                if 1 <= lst[0] <= self.capacity:
+                    return arr
+            elif min(lst) >= 1 and max(lst) <= self.capacity and len(set(lst)) == n:
+                return arr
+        elif n <= self.capacity and arr.view(np.uint8)[_TOP::8].tobytes() == bytes(n):
+            # No ufunc: no id is negative (the top byte of each is 0); the duplicate stamp marks
+            # each id's position (an id named twice keeps only its last), the pad slot's mark
+            # says whether slot 0 was named, and an id above the capacity makes the scatter
+            # raise IndexError.
+            seq, stamp = self._seq[:n], self._stamp
+            stamp[0] = -1
+            try:
+                stamp[arr] = seq
+            except IndexError:
+                pass
+            else:
+                if stamp[0] == -1 and stamp[arr].tobytes() == seq.tobytes():  # a memcmp
+                    self._known = arr.tobytes()
+                    return arr
+        out = (arr - 1).view(np.uint64) >= np.uint64(self.capacity)
+        if out.any():
+            bad = int(arr[np.argmax(out)])
+            why = (
+                "slot 0 is the pad slot, never allocated or freed"
+                if bad == 0
+                else f"not a slot of a pool of {self.capacity}"
+            )
+            raise BadSlotId(why, slot_id=bad, event=event, actor=actor)
+        if n > self.capacity:  # every id is real, so (pigeonhole) one is named twice
+            s = np.sort(arr)
+            twice = s[1:][s[1:] == s[:-1]]
+            raise BadSlotId("named twice in one batch", slot_id=int(twice[0]), event=event, actor=actor)
+        self._stamp[arr] = self._seq[:n]
+        dup = self._stamp[arr] != self._seq[:n]
+        raise BadSlotId("named twice in one batch", slot_id=int(arr[np.argmax(dup)]), event=event, actor=actor)
+
+
+def _first_illegal(after) -> int | None:
+    """The position of the first refused move of a batch (`after`: one code per slot, or one
+    for the whole batch), or None."""
+    if isinstance(after, np.ndarray):
+        p = after.tobytes().find(_ILLEGAL_BYTE)  # uint8 codes: a byte search, no ufunc
+        return None if p < 0 else p
+    return 0 if after == ILLEGAL else None
+
+
+def _count_illegal(batch: Batch) -> int:
+    if isinstance(batch.after, np.ndarray):
+        return batch.after.tobytes().count(_ILLEGAL_BYTE)
+    return batch.ids.size if batch.after == ILLEGAL else 0

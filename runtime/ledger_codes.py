@@ -1,0 +1,31 @@
+"""The codes and constants the ledger's paths share: state codes as ints and bytes, the switch-over
+batch size between the per-slot and the vectorised path, the check modes."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from slotwarden.model.table import ILLEGAL
+from slotwarden.model.vocabulary import ActorKind, Event, State
+
+from . import inputs
+
+
+CHECKS = ("strict", "off")
+_ALLOC, _FENCE, _SCHEDULER = Event.ALLOC, Event.FENCE, ActorKind.SCHEDULER  # enum member look-ups cost
+_FREE = int(State.FREE)
+_RELEASED = int(State.RELEASED)
+_FREE_BYTE, _ILLEGAL_BYTE, _RELEASED_BYTE = bytes((_FREE,)), bytes((ILLEGAL,)), bytes((_RELEASED,))
+_ID_MAX = inputs.ID_MAX
+_INT64, _UNIT = np.dtype(np.int64), (8,)
+_ONE = np.zeros(1, dtype=np.int64)  # copied for a one-slot alloc's result (never written itself)
+_TOP = 7 if sys.byteorder == "little" else 0  # the byte of an int64 that holds its sign
+_SCRATCH = ("stamp",)
+SMALL = 8
+"""Batches of up to this many slots take the per-slot path (Python over the same columns, the
+table read as lists); larger ones the vectorised numpy path. Both give the same result, and
+any batch the per-slot path would refuse is handed whole to the vectorised one, which raises.
+Chosen by measurement (`slotwarden bench pool`'s round trips at n = 4..32 with each path
+forced): a slot at a time wins up to about 8 slots, the vectorised path from about 12."""
