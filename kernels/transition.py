@@ -305,10 +305,11 @@ def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id
         return
     each = isinstance(actor_id, np.ndarray)  # one actor id per slot
     values = np.array((0, 0 if each else actor_id, target, epoch, 0), dtype=np.int64)  # indexed by Source
+    owner_from, borrower_from, fence_from, readers_from = _sources_of(table)  # as the uniform path writes
     for column, source, writes, cleared in (
-        (cols.owner, table.owner_from, table.writes_owner, NOBODY),
-        (cols.borrower, table.borrower_from, table.writes_borrower, NOBODY),
-        (cols.fence, table.fence_from, table.writes_fence, 0),
+        (cols.owner, owner_from, table.writes_owner, NOBODY),
+        (cols.borrower, borrower_from, table.writes_borrower, NOBODY),
+        (cols.fence, fence_from, table.writes_fence, 0),
     ):
         if not writes:
             continue
@@ -317,7 +318,7 @@ def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id
         new = np.where(src == _ACTOR, actor_id, values[src]) if each else values[src]
         column[ids] = np.where(src == _KEEP, column[ids], new)
     if table.writes_readers:
-        src = table.readers_from[key]
+        src = readers_from[key]
         old = cols.readers[ids].astype(np.int64)
         new = np.where(src == _INC, old + 1, np.where(src == _DEC, old - 1, np.where(src == _KEEP, old, 0)))
         cols.readers[ids] = new  # within 0..MAX_READERS: the IDLE and FULL bits refuse the rest
@@ -379,6 +380,34 @@ def _writes_of(table: EventTable) -> tuple:
     hit = _WRITES.get(id(table))
     if hit is None or hit[0] is not table:
         hit = _WRITES[id(table)] = (table, _writes(table))
+    return hit[1]
+
+
+_SOURCES: dict = {}  # id(table) -> (table, its `_sources`)
+
+
+def _sources(table: EventTable) -> tuple:
+    """The table's source rows (owner, borrower, fence, lock count) as every path writes them:
+    KEEP in place of the CLEAR of a field the state before holds clear by its declaration. A
+    well-formed record holds that field clear already; a corrupt one keeps its stray value, on
+    every path alike, for the audit to report (a move does not repair what it did not cause)."""
+    rows = [np.array(r) for r in (table.owner_from, table.borrower_from, table.fence_from, table.readers_from)]
+    if table.unused:
+        for key in range(KEYS):
+            unused = table.unused[key // BITS]
+            for row, bit in zip(rows, _FIELD_BITS):
+                if row[key] == _CLEAR and unused & bit:
+                    row[key] = _KEEP
+    for row in rows:
+        row.setflags(write=False)
+    return tuple(rows)
+
+
+def _sources_of(table: EventTable) -> tuple:
+    """`_sources(table)`, computed once per table object."""
+    hit = _SOURCES.get(id(table))
+    if hit is None or hit[0] is not table:
+        hit = _SOURCES[id(table)] = (table, _sources(table))
     return hit[1]
 
 

@@ -76,7 +76,7 @@ from .ledger_audit import Audit, Integrity, Leak  # noqa: F401 (the ledger's API
 from .ledger_batch import BatchPath
 from .ledger_checks import Checks, _first_illegal
 
-from .ledger_codes import CHECKS, SMALL  # noqa: F401 (the ledger's API)
+from .ledger_codes import CHECKS, SMALL, STEP_MAX  # noqa: F401 (the ledger's API)
 from .ledger_codes import _ALLOC, _FENCE, _FREE, _FREE_BYTE, _ID_MAX, _INT64, _ONE, _SCHEDULER, _UNIT
 from .ledger_slots import SlotPath
 
@@ -349,9 +349,10 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         if event in (_ALLOC, _FENCE) or spec.target is not None:
             raise BadInput("apply_each fires an event that names no target and no step", argument="event", value=event)
         kind = spec.actor
-        ids = self._ids(ids, event, None)
-        who = inputs.actor_ids(actor_ids, ids.size, event)
+        arr = inputs.ids(ids, event, None)  # the batch's type: its ids are checked below, naming their actors
+        who = inputs.actor_ids(actor_ids, arr.size, event)
         actors = Actors(kind, tuple(who.tolist()))
+        ids = self._ids(arr, event, actors)
         if ids.size <= self.small and self._apply_slots(ids, event, actors, NOBODY, before_write):
             return ids
         table = self.tables[event]
@@ -371,6 +372,11 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         Slots released from now on wait for this step's fence."""
         self._here()
         done = inputs.done(done)
+        if self.launched >= STEP_MAX:  # the fence column is int32: one more step would not fit
+            raise FenceError(
+                f"{self.launched} steps launched: the fence column holds steps up to {STEP_MAX}, so no "
+                "further step can be launched on this ledger (make a new one)"
+            )
         self.launched += 1
         self._pending[self.launched] = done or _already_done
         return self.launched

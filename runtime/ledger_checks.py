@@ -14,6 +14,7 @@ from slotwarden.model.table import ILLEGAL
 from slotwarden.model.vocabulary import Actor, Event
 
 from . import inputs
+from .recorder import Actors
 from .ledger_codes import _ILLEGAL_BYTE, _INT64, _TOP, _UNIT
 
 
@@ -45,17 +46,18 @@ class Checks:
             history = self.recorder.explain([slot_id])
             raise IllegalMove(reason + "\n" + history, slot=rec, event=event, actor=actor, slot_id=slot_id)
 
-    def _ids(self, ids, event: Event, actor: Actor, allow_empty: bool = False) -> np.ndarray:
+    def _ids(self, ids, event: Event, actor: Actor | Actors | None, allow_empty: bool = False) -> np.ndarray:
         """Normalise a batch of ids to a 1-D int64 numpy array (`inputs.ids`) and check it
-        (strict mode): real slots 1..capacity, each named once."""
+        (strict mode): real slots 1..capacity, each named once. A refusal names `actor`, or
+        with `Actors` (one actor per slot) the actor of the first position naming the bad id."""
         if type(ids) is np.ndarray and ids.dtype is _INT64 and ids.ndim == 1 and ids.strides == _UNIT:
             arr = ids  # `inputs.ids`'s common case, inline: nothing to convert
         else:
-            arr = inputs.ids(ids, event, actor)
+            arr = inputs.ids(ids, event, _one(actor))
         if arr.size == 0:
             if allow_empty:
                 return arr
-            raise BadSlotId("an empty batch", slot_id=None, event=event, actor=actor)
+            raise BadSlotId("an empty batch", slot_id=None, event=event, actor=_one(actor))
         if self.check == "off":
             return arr
         n = arr.size
@@ -93,14 +95,16 @@ class Checks:
                 if bad == 0
                 else f"not a slot of a pool of {self.capacity}"
             )
-            raise BadSlotId(why, slot_id=bad, event=event, actor=actor)
+            raise BadSlotId(why, slot_id=bad, event=event, actor=_naming(actor, arr, bad))
         if n > self.capacity:  # every id is real, so (pigeonhole) one is named twice
             s = np.sort(arr)
             twice = s[1:][s[1:] == s[:-1]]
-            raise BadSlotId("named twice in one batch", slot_id=int(twice[0]), event=event, actor=actor)
+            bad = int(twice[0])
+            raise BadSlotId("named twice in one batch", slot_id=bad, event=event, actor=_naming(actor, arr, bad))
         self._stamp[arr] = self._seq[:n]
         dup = self._stamp[arr] != self._seq[:n]
-        raise BadSlotId("named twice in one batch", slot_id=int(arr[np.argmax(dup)]), event=event, actor=actor)
+        bad = int(arr[np.argmax(dup)])
+        raise BadSlotId("named twice in one batch", slot_id=bad, event=event, actor=_naming(actor, arr, bad))
 
 
 def _first_illegal(after) -> int | None:
@@ -116,3 +120,16 @@ def _count_illegal(batch: Batch) -> int:
     if isinstance(batch.after, np.ndarray):
         return batch.after.tobytes().count(_ILLEGAL_BYTE)
     return batch.ids.size if batch.after == ILLEGAL else 0
+
+
+def _one(actor):
+    """The actor a refusal of the batch as a whole names: `actor`, or none for a multi-actor batch."""
+    return None if type(actor) is Actors else actor
+
+
+def _naming(actor, arr: np.ndarray, slot_id: int):
+    """The actor a refusal of `slot_id` names: `actor`, or for a multi-actor batch (`Actors`)
+    the actor of the first position of `arr` that names it."""
+    if type(actor) is Actors:
+        return actor[int(np.flatnonzero(arr == slot_id)[0])]
+    return actor

@@ -23,6 +23,8 @@ _INT64, _UNIT = np.dtype(np.int64), (8,)
 _ONE = np.zeros(1, dtype=np.int64)  # copied for a one-slot alloc's result (never written itself)
 _TOP = 7 if sys.byteorder == "little" else 0  # the byte of an int64 that holds its sign
 _SCRATCH = ("stamp",)
+STEP_MAX = int(np.iinfo(np.int32).max)
+"""The last step a ledger can launch: a slot's fence (int32) names the step it waits for."""
 SMALL = 8
 """Batches of up to this many slots take the per-slot path (Python over the same columns, the
 table read as lists); larger ones the vectorised numpy path. Both give the same result, and

@@ -64,7 +64,7 @@ class SlotPath:
         batch, or `Actors`, one per slot). False (nothing done) if a move is refused: the
         vectorised path then raises the model's error for it."""
         kind, needs_target = self._actor_ok[event]
-        if actor[0] is not kind or (needs_target and target < 0):
+        if (actor.kind if type(actor) is Actors else actor[0]) is not kind or (needs_target and target < 0):
             return False
         table = self._lists[event]
         lst = ids.tolist()

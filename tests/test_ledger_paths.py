@@ -37,6 +37,12 @@ ops = st.one_of(
         ids,
         st.sampled_from([NOBODY, 0, 1, 2]),
     ),
+    st.tuples(
+        st.just("each"),
+        st.sampled_from([Event.ADMIT, Event.ROLLBACK, Event.FINISH, Event.RETRACT, Event.ABORT, Event.CLOSE]),
+        ids,
+        st.lists(st.integers(0, 3), min_size=0, max_size=CAP + 1),
+    ),
     st.tuples(st.just("launch")),
     st.tuples(st.just("fence")),
 )
@@ -50,6 +56,15 @@ def call(ledger: SlotLedger, op):
         elif op[0] == "apply":
             ids = ledger.held_by(op[2]) if op[3] is None else np.array(op[3], dtype=np.int64)
             got = ledger.apply(op[1], ids, op[2], op[4])
+        elif op[0] == "each" and op[2] is None:  # every slot requests 0 and 1 hold, each by its holder (or not)
+            held = [(int(s), r ^ op[3]) for r in (0, 1) for s in ledger.held_by(Actor.request(r))]
+            ids = np.array([s for s, _ in held] or [1], dtype=np.int64)
+            got = ledger.apply_each(op[1], ids, np.array([r for _, r in held] or [0], dtype=np.int64))
+        elif op[0] == "each":  # one actor per slot (ids and actors cut to one length)
+            ids = np.array(op[2], dtype=np.int64)
+            got = ledger.apply_each(
+                op[1], ids, np.array(op[3][: ids.size] + [0] * (ids.size - len(op[3])), dtype=np.int64)
+            )
         elif op[0] == "launch":
             got = ledger.launch()
         else:
@@ -114,6 +129,12 @@ aimed_ops = st.one_of(
     st.tuples(st.just("apply"), st.just(Event.PARK), requests, st.none(), st.integers(0, 1)),
     st.tuples(st.just("apply"), st.just(Event.LEND), sessions, st.none(), st.integers(0, 1)),
     st.tuples(st.just("apply"), st.just(Event.CLOSE), sessions, st.none(), st.just(NOBODY)),
+    st.tuples(
+        st.just("each"),
+        st.sampled_from([Event.ADMIT, Event.ROLLBACK, Event.FINISH, Event.RETRACT, Event.ABORT]),
+        st.none(),
+        st.sampled_from([0, 0, 1]),  # 1: each slot named with the other request (to be refused)
+    ),
     st.tuples(st.just("launch")),
     st.tuples(st.just("fence")),
 )
