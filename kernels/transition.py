@@ -260,6 +260,17 @@ def _plain_of(table: EventTable) -> tuple:
     return hit[1], hit[2]
 
 
+def released_key(table: EventTable, state: State = State.RELEASED) -> tuple[int | None, int]:
+    """For slots all in `state` whose fence has passed (the DUE bit set): their one key under
+    `table` and the state it moves them to, or (None, ILLEGAL) if the event reads any other
+    relation bit of a slot in that state (then the key needs the other columns gathered)."""
+    nxt, probes = _plain_of(table)
+    if probes[int(state)] & ~DUE:
+        return None, ILLEGAL
+    key = int(state) * BITS + (DUE if probes[int(state)] & DUE else 0)
+    return key, nxt[key]
+
+
 def look_up_mixed(cols: Columns, table: EventTable, ids: np.ndarray, actor_id, before=None) -> Batch:
     """`look_up` with a key per slot, whatever the batch (what `look_up` falls back to when the
     slots differ in state or relation; `before`: the states, if already gathered)."""

@@ -60,6 +60,7 @@ from slotwarden.kernels.transition import (
     compile_events,
     expand,
     look_up,
+    released_key,
     slot_views,
     write,
 )
@@ -152,6 +153,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         writes = self._alloc_list.writes[self._alloc_key]
         self._alloc_writes = tuple((self._slots[pos], src, clear) for pos, src, clear in writes)
         self._alloc_inline = all(src <= int(Source.CLEAR) for _, src, _ in writes)
+        self._released_key = released_key(self.tables[Event.FENCE])  # see `_fence_released`
         table = compile_table(lifecycle)
         self._owner_kind = np.array(table.owner_kind, dtype=np.uint8)
         self._lent = np.array(table.lent, dtype=bool)
@@ -405,8 +407,10 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
             raise FenceError(f"fence of step {step}, but only {self.launched} steps were launched")
         if step > done:
             raise FenceError(f"fence of step {step} before the device finished it (finished: {done})")
-        due, steps = self._due(step)
-        if due.size:
+        due, steps, released = self._due(step)
+        if released and due.size > self.small:
+            due = self._fence_released(due, Actor.fence(step), before_write)
+        elif due.size:
             self._apply(due, _FENCE, Actor.fence(step), NOBODY, before_write)
             # the freed ones (the published stay cached)
             if due.size <= self.small:

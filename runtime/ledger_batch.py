@@ -8,31 +8,34 @@ import numpy as np
 
 from slotwarden.kernels.transition import (
     Batch,
+    _writes_of,
     expand,
     look_up,
     write,
 )
 from slotwarden.model.table import ILLEGAL
-from slotwarden.model.vocabulary import Actor, Event
-from .ledger_codes import _ALLOC, _FREE, _FREE_BYTE, _RELEASED_BYTE
+from slotwarden.model.vocabulary import NOBODY, Actor, Event
+from .ledger_codes import _ALLOC, _EPOCH, _FENCE, _FENCE_POS, _FREE, _FREE_BYTE, _RELEASED, _RELEASED_BYTE
 
 
 class BatchPath:
     """`SlotLedger`'s vectorised path (a mixin over its columns, free ring and recorder)."""
 
-    def _due(self, step: int) -> tuple[np.ndarray, list]:
+    def _due(self, step: int) -> tuple[np.ndarray, list, bool]:
         """The slots waiting for a fence (RELEASED, or CACHING) whose fence is `step` or
         earlier, in id order (what a scan of the columns would find), read from the per-step
-        lists of releases instead of a scan of the pool; and the steps of the lists used."""
+        lists of releases instead of a scan of the pool; the steps of the lists used; and
+        whether the slots were found all RELEASED with one fence, passed (their FENCE is then
+        one key: `_fence_released` moves them without gathering them again)."""
         steps = [s for s in self._waiting if s <= step]
         if not steps:
-            return np.zeros(0, dtype=np.int64), steps
+            return np.zeros(0, dtype=np.int64), steps, False
         chunks = [c for s in steps for c in self._waiting[s]]  # lists (per-slot path) or arrays
         if sum(map(len, chunks)) <= self.small:  # a slot at a time
             state, fence = self._slots.state, self._slots.fence
             waits = self._waits
             due = sorted({int(s) for ids in chunks for s in ids if state[s] in waits and fence[s] <= step})
-            return np.array(due, dtype=np.int64), steps
+            return np.array(due, dtype=np.int64), steps, False
         if len(chunks) == 1:  # one batch's releases: distinct ids already
             cand = np.sort(np.asarray(chunks[0], dtype=np.int64))
         else:
@@ -44,13 +47,33 @@ class BatchPath:
         if state.tobytes() == _RELEASED_BYTE * cand.size:  # all RELEASED (the usual case)
             got = fence.tobytes()
             if got == got[: fence.itemsize] * cand.size and int(fence[0]) <= step:  # one fence, passed: all due
-                return cand, steps
+                return cand, steps, True
         waiting = self._waits_mask[state]
-        return cand[waiting & (fence <= step)], steps
+        return cand[waiting & (fence <= step)], steps, False
 
-    def _note_released(self, ids: np.ndarray) -> None:
+    def _fence_released(self, due: np.ndarray, actor: Actor, before_write) -> np.ndarray:
+        """FENCE by `actor` (the step) of `due`, found by `_due` all RELEASED with one fence
+        that has passed: that is the batch's look-up (the state, and the one relation bit FENCE
+        reads of a RELEASED slot, DUE), so it is written with that one key (`_released_key`),
+        without a second gather. Returns the freed ids. A lifecycle whose FENCE of a RELEASED
+        slot reads another bit, or refuses it, goes through `_apply` (which checks and raises)."""
+        key, after = self._released_key
+        if key is None or after == ILLEGAL:
+            self._apply(due, _FENCE, actor, NOBODY, before_write)
+            return due[self.cols.state[due] == _FREE]
+        batch = Batch(due, key, _RELEASED, after)
+        if before_write is not None:
+            before_write(expand(batch))
+        self._write(batch, self.tables[_FENCE], _FENCE, actor[1], NOBODY, actor)
+        return due if after == _FREE else due[:0]
+
+    def _note_released(self, ids: np.ndarray, fence: int | None = None) -> None:
         """File slots just moved into a state that waits for a fence (RELEASED) under the step
-        their fence waits for (one array per step)."""
+        their fence waits for (one array per step); `fence`: that step, when the move wrote
+        the same one into every slot."""
+        if fence is not None:
+            self._waiting.setdefault(fence, []).append(ids.copy())
+            return
         fences = self.cols.fence[ids]
         codes = fences.tobytes()
         if codes == codes[: fences.itemsize] * ids.size:  # one fence for all (the usual case)
@@ -86,7 +109,9 @@ class BatchPath:
                 if frees:
                     self._push(ids)
             elif after in self._waits:
-                self._note_released(ids)
+                # a key that sets the fence to the step in flight: every slot waits for that one
+                epoch = any(pos == _FENCE_POS and src == _EPOCH for pos, src, _ in _writes_of(table)[batch.key])
+                self._note_released(ids, self.launched if epoch else None)
         elif not isinstance(after, np.ndarray):  # one numpy code for all
             after = int(after)
             if frees and after == _FREE:

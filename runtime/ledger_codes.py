@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 
+from slotwarden.model.declaration import Source
 from slotwarden.model.table import ILLEGAL
 from slotwarden.model.vocabulary import ActorKind, Event, State
 
@@ -23,6 +24,7 @@ _INT64, _UNIT = np.dtype(np.int64), (8,)
 _ONE = np.zeros(1, dtype=np.int64)  # copied for a one-slot alloc's result (never written itself)
 _TOP = 7 if sys.byteorder == "little" else 0  # the byte of an int64 that holds its sign
 _SCRATCH = ("stamp",)
+_EPOCH, _FENCE_POS = int(Source.EPOCH), 3  # the fence's source "the step in flight", its place in `Columns`
 STEP_MAX = int(np.iinfo(np.int32).max)
 """The last step a ledger can launch: a slot's fence (int32) names the step it waits for."""
 SMALL = 8
