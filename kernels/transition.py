@@ -226,7 +226,7 @@ def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id) -> Batc
                 fence = cols.fence[ids]
                 got = fence.tobytes()
                 if not each and got == got[: fence.itemsize] * n:  # one fence for all: one comparison
-                    key += DUE * (int(fence[0]) <= actor_id)
+                    key += DUE * (fence.item(0) <= actor_id)
                 else:
                     due = int(np.count_nonzero(fence <= actor_id))
                     key = key + DUE if due == n else key if due == 0 else None

@@ -313,6 +313,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
             event = inputs.event(event, actor)
         if target is not NOBODY and (type(target) is not int or not NOBODY <= target <= _ID_MAX):
             target = inputs.target(target, event, actor)
+        raw = None  # the bytes of a large batch, once read (the recorder keeps them)
         if type(ids) is np.ndarray and ids.dtype is _INT64 and ids.ndim == 1 and ids.strides == _UNIT:
             # a plain int64 array (what `alloc` returns): one id for the per-slot path is checked
             # inline (a real slot?), a large batch equal to the last one known real and distinct
@@ -321,8 +322,12 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
             if n == 1 and self.small:
                 if not 1 <= ids.tolist()[0] <= self.capacity:
                     ids = self._ids(ids, event, actor)
-            elif n <= self.small or n * 8 != len(self._known) or ids.tobytes() != self._known:
+            elif n <= self.small or n * 8 != len(self._known):
                 ids = self._ids(ids, event, actor)
+            else:
+                raw = ids.tobytes()
+                if raw != self._known:
+                    ids = self._ids(ids, event, actor)  # the very array, if it passes: `raw` stays its bytes
         else:
             ids = self._ids(ids, event, actor)
         if event is _ALLOC and self.has_free_list:
@@ -335,7 +340,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
                 f"fence of step {actor.id} on slots {ids.tolist()[:8]}, but the device has finished only "
                 f"step {self.finished_steps()} ({self.launched} launched)"
             )
-        return self._apply(ids, event, actor, target, before_write)
+        return self._apply(ids, event, actor, target, before_write, raw)
 
     def apply_each(
         self, event: Event, ids, actor_ids, before_write: Callable[[Batch], None] | None = None

@@ -37,7 +37,10 @@ class BatchPath:
             due = sorted({int(s) for ids in chunks for s in ids if state[s] in waits and fence[s] <= step})
             return np.array(due, dtype=np.int64), steps, False
         if len(chunks) == 1:  # one batch's releases: distinct ids already
-            cand = np.sort(np.asarray(chunks[0], dtype=np.int64))
+            cand = chunks[0]
+            if type(cand) is list:
+                cand = np.array(cand, dtype=np.int64)
+            cand.sort()  # in place: the ledger's own copy, filed by `_note_released`
         else:
             cand = np.unique(np.concatenate([np.asarray(ids, dtype=np.int64) for ids in chunks]))
         c = self.cols
@@ -46,7 +49,7 @@ class BatchPath:
         # unpublished write evicted while a later step is in flight): read its fence
         if state.tobytes() == _RELEASED_BYTE * cand.size:  # all RELEASED (the usual case)
             got = fence.tobytes()
-            if got == got[: fence.itemsize] * cand.size and int(fence[0]) <= step:  # one fence, passed: all due
+            if got == got[: fence.itemsize] * cand.size and fence.item(0) <= step:  # one fence, passed: all due
                 return cand, steps, True
         waiting = self._waits_mask[state]
         return cand[waiting & (fence <= step)], steps, False
@@ -77,12 +80,15 @@ class BatchPath:
         fences = self.cols.fence[ids]
         codes = fences.tobytes()
         if codes == codes[: fences.itemsize] * ids.size:  # one fence for all (the usual case)
-            self._waiting.setdefault(int(fences[0]), []).append(ids.copy())
+            self._waiting.setdefault(fences.item(0), []).append(ids.copy())
             return
         for f in np.unique(fences).tolist():
             self._waiting.setdefault(f, []).append(ids[fences == f])
 
-    def _apply(self, ids: np.ndarray, event: Event, actor: Actor, target: int, before_write=None) -> np.ndarray:
+    def _apply(
+        self, ids: np.ndarray, event: Event, actor: Actor, target: int, before_write=None, raw: bytes | None = None
+    ) -> np.ndarray:
+        """Check and write one actor's batch of real, distinct ids (`raw`: their bytes, if read)."""
         if ids.size <= self.small and self._apply_slots(ids, event, actor, target, before_write):
             return ids
         table = self.tables[event]
@@ -96,11 +102,12 @@ class BatchPath:
             self._check_batch(batch, event, actor, target)
         if before_write is not None:
             before_write(expand(batch))
-        self._write(batch, table, event, actor[1], target, actor)
+        self._write(batch, table, event, actor[1], target, actor, raw)
         return ids
 
-    def _write(self, batch: Batch, table, event: Event, actor_id, target: int, actor) -> None:
-        """Write a checked batch: the columns, the free list, the releases' fences, the recorder."""
+    def _write(self, batch: Batch, table, event: Event, actor_id, target: int, actor, raw: bytes | None = None) -> None:
+        """Write a checked batch: the columns, the free list, the releases' fences, the recorder
+        (`raw`: the ids' bytes, if read already)."""
         ids, after = batch.ids, batch.after
         write(self.cols, table, batch, event, actor_id, target, self.launched)
         frees = self.has_free_list and event is not _ALLOC
@@ -126,7 +133,8 @@ class BatchPath:
             if np.count_nonzero(waiting):
                 self._note_released(ids[waiting])
         # `ids` may be a view of the caller's tensor (and is returned to it): record a copy (bytes)
-        self.recorder.record(event, actor, target, self.launched, ids.tobytes(), batch.before, after)
+        raw = ids.tobytes() if raw is None else raw
+        self.recorder.record(event, actor, target, self.launched, raw, batch.before, after)
 
     def _peek(self, n: int) -> np.ndarray:
         h = self._head
