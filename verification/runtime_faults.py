@@ -26,7 +26,7 @@ from slotwarden.model.declaration import Source
 from slotwarden.model.errors import BadSlotId
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.vocabulary import NOBODY, Event, State
-from slotwarden.runtime import admission, ledger as ledger_module
+from slotwarden.runtime import admission, ledger as ledger_module, ledger_batch, ledger_slots
 from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.runtime.ledger import SlotLedger
 from slotwarden.runtime.pool import StatePool
@@ -265,7 +265,11 @@ FAULTS = (
     Fault(
         "ledger_skips_owner_check",
         "the ledger skips the owner check for FINISH",
-        ((ledger_module, "look_up", _skip_owner_check), (ledger_module, "look_up_slots", _skip_owner_check_slots)),
+        (
+            (ledger_module, "look_up", _skip_owner_check),
+            (ledger_batch, "look_up", _skip_owner_check),
+            (ledger_slots, "look_up_slots", _skip_owner_check_slots),
+        ),
         ("agreement",),
     ),
     Fault(
@@ -325,7 +329,11 @@ FAULTS = (
     Fault(
         "write_keeps_borrower",
         "the batched scatter never clears the borrower",
-        ((ledger_module, "write", _keeps_borrower), (ledger_module, "write_slots", _keeps_borrower_slots)),
+        (
+            (ledger_module, "write", _keeps_borrower),
+            (ledger_batch, "write", _keeps_borrower),
+            (ledger_slots, "write_slots", _keeps_borrower_slots),
+        ),
         ("agreement",),
     ),
     Fault(
