@@ -6,8 +6,10 @@ block each other behind a starved request. A candidate takes its slot first (a f
 only then is checked against the token budget and the running limit; one that does not fit
 is rolled back: exactly what it took goes back where it came from (a fresh slot to the free
 list, a lent slot to its session). The candidates that fit are admitted together once the batch
-is built, in one multi-actor pool call (`admit_all`). With no prefill work, the batch decodes one
-token for every running request that still has budget.
+is built, in one multi-actor pool call (`admit_all`), and the leading candidates that need a
+fresh slot take theirs before the loop, in one multi-actor alloc (`take_fresh_slots`): a step
+makes a fixed number of ledger calls for its admissions, however many there are. With no
+prefill work, the batch decodes one token for every running request that still has budget.
 
 A sibling of a parallel-sampling group (`Scheduler.submit_n`) is passed over while its group's
 prompt request has not yet published the prompt's state in the prefix cache (`cache_awaits`):
@@ -53,6 +55,7 @@ def build_batch(sched: "Scheduler") -> tuple[Batch, list]:
             n = min(cfg.chunk_size, len(req.input) - req.fed, budget)
             items.append((req, n))
             budget -= n
+    take_fresh_slots(sched, budget)
     retracted: list = []
     blocked = False  # a request found no free slot: only turns whose session has one may pass it
     fits: list = []  # candidates that took their slot and fit: admitted together after the loop
@@ -88,6 +91,48 @@ def build_batch(sched: "Scheduler") -> tuple[Batch, list]:
         return Batch("prefill", items), retracted
     decode = [(r, 1) for r in sched.running if not r.prefilling and r.remaining() > 0]
     return Batch("decode", decode), retracted
+
+
+def take_fresh_slots(sched: "Scheduler", budget: int) -> None:
+    """The leading waiting candidates that the loop of `build_batch` would each give a fresh
+    slot take them here in one multi-actor alloc, in the same order, with the same prefix
+    matches first (a match sets what a candidate still has to feed, so its share of the budget
+    is read after it). Planned as the loop decides, without a pool call: up to the free slots
+    and the seats, while the budget lasts, through the first candidate that will not fit (it
+    takes its slot and the loop gives it back). The plan stops at a candidate the loop handles
+    otherwise (a session turn, one that kept its slot). The loop then finds their slots taken;
+    with fewer than two planned, it takes them itself. A fault: each candidate takes the
+    pool's word, as in `take_slot`."""
+    cfg = sched.config
+    seats, free = cfg.max_running - len(sched.running), sched.pool.available()
+    planned: list = []
+    for req in sched.waiting:
+        if budget <= 0 or len(planned) >= min(seats, free) or req.slot is not None or req.session is not None:
+            break
+        sched.cache_match(req)  # a plain request locks its longest cached prefix, if any
+        planned.append(req)
+        n = min(cfg.chunk_size, len(req.input) - req.fed, cfg.token_budget)
+        if n > budget:
+            break
+        budget -= n
+    if len(planned) < 2:
+        return
+    try:
+        ids = sched.pool.alloc_each([req.rid for req in planned])
+    except BaseException:
+        for req in planned:
+            if _adopt(sched, req) is State.TAKEN:  # allocated, but its zeroing may not have run: give it back
+                sched.pool.rollback([req.slot], Actor.request(req.rid))
+                req.slot = None
+            if req.slot is None:
+                sched.cache_forget(req)
+        raise
+    if ids is None:  # (cannot be: no more than the free slots were planned)
+        for req in planned:
+            sched.cache_forget(req)
+        return
+    for req, slot in zip(planned, ids.tolist()):
+        req.slot, req.lent = slot, False
 
 
 def has_own_slot(sched: "Scheduler", req: Request) -> bool:

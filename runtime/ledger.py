@@ -65,7 +65,7 @@ from slotwarden.kernels.transition import (
     write,
 )
 from slotwarden.model.declaration import Lifecycle, Source
-from slotwarden.model.errors import BadInput, BadSlotId, FenceError, WrongThread
+from slotwarden.model.errors import BadActor, BadInput, BadSlotId, FenceError, WrongThread
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.table import compile_table
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Group, Slot, State
@@ -275,6 +275,28 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
                 self._head = h if h < self.capacity else 0
                 self._count -= 1
                 return ids
+        return self._alloc_batch(n, actor, actor[1], before_write)
+
+    def alloc_each(self, actor_ids, before_write: Callable[[Batch], None] | None = None) -> np.ndarray | None:
+        """One slot from the head of the free list for each request of `actor_ids` (the step's
+        candidates, in one call): the i-th id returned is request `actor_ids[i]`'s. Same
+        contract as `alloc`: all or none, None when too few are free (nothing changes), a
+        refusal names the offending slot and its request, `before_write` as there."""
+        self._here()
+        n = len(actor_ids) if hasattr(actor_ids, "__len__") else -1
+        who = inputs.actor_ids(actor_ids, n, _ALLOC)
+        if who.size == 0:
+            raise BadActor("at least one request to allocate for", argument="actor_ids", value=actor_ids, event=_ALLOC)
+        actors = Actors(self._alloc_kind, tuple(who.tolist()))
+        if not self.has_free_list:
+            raise BadSlotId("this ledger keeps no free list: name the ids", slot_id=None, event=_ALLOC, actor=None)
+        if who.size > self._count:
+            return None
+        return self._alloc_batch(who.size, actors, who, before_write)
+
+    def _alloc_batch(self, n: int, actor: Actor | Actors, actor_id, before_write) -> np.ndarray | None:
+        """`alloc` of `n` slots by the per-slot path (up to `small`) or the vectorised one:
+        `actor` one request for all (`actor_id` its id) or `Actors` (`actor_id` their ids)."""
         if n <= self.small:
             ids = self._alloc_slots(n, actor, before_write)
             if ids is not None:
@@ -282,15 +304,18 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         h = self._head
         ids = self._ring[h : h + n].astype(np.int64) if h + n <= self.capacity else self._peek(n)
         if self.check == "strict":
-            if actor[0] is not self._alloc_kind:
+            each = type(actor) is Actors
+            if not each and actor[0] is not self._alloc_kind:
                 self._check_actor(ids, _ALLOC, actor, NOBODY)
             # the free list is the FREE set, or the ledger is corrupt (a byte count, no ufunc)
             if self.cols.state[ids].tobytes() != _FREE_BYTE * n:
-                self._check_batch(look_up(self.cols, self._alloc, ids, actor[1]), _ALLOC, actor, NOBODY)
+                batch = look_up(self.cols, self._alloc, ids, actor_id)
+                p = _first_illegal(batch.after)
+                self._check_batch(batch, _ALLOC, actor[p] if each and p is not None else actor, NOBODY, first=p)
         batch = Batch(ids, self._alloc_key, _FREE, self._alloc_next)  # uniform: every slot FREE
         if before_write is not None:
             before_write(expand(batch))
-        write(self.cols, self._alloc, batch, _ALLOC, actor[1], NOBODY, self.launched)
+        write(self.cols, self._alloc, batch, _ALLOC, actor_id, NOBODY, self.launched)
         # the recorder keeps its own copy (bytes): the caller gets `ids` and may write into it. The
         # same bytes are a known batch: real ids, distinct as the free ring's are (see `_ids`)
         self._known = known = ids.tobytes()

@@ -23,10 +23,12 @@ from .ledger_codes import _ALLOC, _FREE, _ONE
 class SlotPath:
     """`SlotLedger`'s per-slot path (a mixin over its columns, free ring and recorder)."""
 
-    def _alloc_slots(self, n: int, actor: Actor, before_write) -> np.ndarray | None:
-        """`alloc` a slot at a time; None (nothing done) if a check fails: the vectorised
-        path then runs the same checks and raises."""
-        if actor[0] is not self._alloc_kind:
+    def _alloc_slots(self, n: int, actor: Actor | Actors, before_write) -> np.ndarray | None:
+        """`alloc` a slot at a time (`actor`: one for all, or `Actors`, the i-th slot's owner
+        the i-th); None (nothing done) if a check fails: the vectorised path then runs the
+        same checks and raises."""
+        each = type(actor) is Actors
+        if not each and actor[0] is not self._alloc_kind:
             return None
         h, ring, state = self._head, self._ring_slots, self._slots.state
         if n == 1:  # one request's slot: the common case, without the loop
@@ -50,9 +52,8 @@ class SlotPath:
         if before_write is not None:
             before_write(expand(Batch(ids, self._alloc_key, _FREE, self._alloc_next)))
         launched = self.launched
-        write_slots(
-            self._slots, self._alloc_list, lst, [self._alloc_key] * n, after, _ALLOC, [actor[1]] * n, NOBODY, launched
-        )
+        who = list(actor.ids) if each else [actor[1]] * n
+        write_slots(self._slots, self._alloc_list, lst, [self._alloc_key] * n, after, _ALLOC, who, NOBODY, launched)
         self.recorder.record(_ALLOC, actor, NOBODY, launched, lst, _FREE, after)  # fresh lists, never changed
         h += n
         self._head = h if h < self.capacity else h - self.capacity

@@ -131,6 +131,12 @@ class StatePool:
         ids = self.ledger.alloc(n, owner, before_write=self._zero_batch)
         return None if ids is None else torch.from_numpy(ids)
 
+    def alloc_each(self, request_ids) -> torch.Tensor | None:
+        """One zeroed slot for each request of `request_ids` (the i-th id returned is the i-th
+        request's), in one ledger call, or None if too few are free (nothing changes)."""
+        ids = self.ledger.alloc_each(request_ids, before_write=self._zero_batch)
+        return None if ids is None else torch.from_numpy(ids)
+
     def _zero_batch(self, batch) -> None:
         zero_slots(self.tensors, self.on_device(batch.ids))
 

@@ -87,3 +87,62 @@ def test_a_trace_gets_one_line_per_actor():
     lines = sink.getvalue().splitlines()
     assert len(lines) == 3 and all('"event": "finish"' in line for line in lines)
     assert '"ids": [2]' in lines[1] and '"actor_id": 11' in lines[1]
+
+
+# -- alloc_each: one slot for each of many requests, in one call --------------------------------
+class AllocOneActor(SlotLedger):
+    """Broken variant: every slot goes to the first request."""
+
+    def alloc_each(self, actor_ids, before_write=None):
+        return self.alloc(len(actor_ids), Actor.request(int(actor_ids[0])), before_write)
+
+
+@pytest.mark.parametrize("cls", [SlotLedger, AllocOneActor])
+@pytest.mark.parametrize("small", [0, 3, 16], ids=["vectorised", "mixed", "per-slot"])
+def test_alloc_each_is_one_alloc_per_request(cls, small):
+    """The same slots, owners, free list as one `alloc(1, r)` per request, in order."""
+    rids = [10, 11, 12, 13, 14, 15]
+    many, one = cls(N + 2), SlotLedger(N + 2)
+    many.small = one.small = small
+    got = many.alloc_each(rids)
+    want = [int(one.alloc(1, Actor.request(r))[0]) for r in rids]
+    agree = got.tolist() == want and columns(many)[1] == columns(one)[1]
+    agree = agree and many.cols.owner.tolist() == one.cols.owner.tolist()
+    assert agree is (cls is SlotLedger)
+    if cls is SlotLedger:
+        assert [many.held_by(Actor.request(r)).tolist() for r in rids] == [[s] for s in want]
+
+
+@pytest.mark.parametrize("small", [0, 16])
+def test_alloc_each_is_all_or_none(small):
+    ledger = SlotLedger(4)
+    ledger.small = small
+    before = columns(ledger)
+    assert ledger.alloc_each([1, 2, 3, 4, 5]) is None  # five requests, four slots: none taken
+    assert columns(ledger) == before
+
+    def refuse(batch):
+        raise RuntimeError("zeroing failed")
+
+    with pytest.raises(RuntimeError):
+        ledger.alloc_each([1, 2, 3], before_write=refuse)
+    assert columns(ledger) == before
+    with pytest.raises(BadActor):
+        ledger.alloc_each([1, -1])
+    with pytest.raises(BadActor):
+        ledger.alloc_each([])
+    assert columns(ledger) == before
+
+
+@pytest.mark.parametrize("small", [0, 16])
+def test_alloc_each_refusal_names_the_slot_and_its_request(small):
+    """A corrupt free list (a held slot on it) is refused naming that slot and the request it
+    was to go to."""
+    ledger = SlotLedger(4)
+    ledger.small = small
+    r = Actor.request(1)
+    ledger.apply(Event.ADMIT, ledger.alloc(1, r), r)  # slot 1 running
+    ledger._ring[ledger._head + 1] = 1  # corrupt: slot 1 is on the free list, second in line
+    with pytest.raises(IllegalMove) as err:
+        ledger.alloc_each([7, 8])
+    assert err.value.actor == Actor.request(8) and err.value.slot_id == 1

@@ -180,7 +180,9 @@ def test_a_broken_per_slot_path_is_caught(monkeypatch, broken):
     elif broken == "free list kept":
         monkeypatch.setattr(SlotLedger, "_push_slots", lambda self, freed: None)
     else:
-        monkeypatch.setattr(SlotLedger, "_note_released", lambda self, ids, fence=None: None)  # the vectorised path's filing
+        monkeypatch.setattr(
+            SlotLedger, "_note_released", lambda self, ids, fence=None: None
+        )  # the vectorised path's filing
     r = Actor.request(1)
     program = [
         ("alloc", 2, r),

@@ -51,7 +51,7 @@ def test_session_state_continuity(config):
 def test_no_slot_of_an_in_flight_step_is_handed_out_before_its_fence():
     sched = make_scheduler(slots=3, overlap=True, token_budget=8, chunk_size=4, max_running=3)
     used: dict[int, set] = {}
-    forward, alloc = sched._forward, sched.pool.alloc
+    forward, alloc, alloc_each = sched._forward, sched.pool.alloc, sched.pool.alloc_each
 
     def recording_forward(batch):
         used[sched.pool.ledger.launched] = {req.slot for req, _ in batch.items}
@@ -59,15 +59,16 @@ def test_no_slot_of_an_in_flight_step_is_handed_out_before_its_fence():
 
     handed = []
 
-    def checked_alloc(n, owner):
-        ids = alloc(n, owner)
+    def checked(ids):
         if ids is not None:
             in_flight = set().union(*(s for step, s in used.items() if step > sched.device.finished))
             assert not set(ids.tolist()) & in_flight, f"slot {ids.tolist()} is used by a step in flight"
-            handed.append(ids)
+            handed.extend(ids.tolist())
         return ids
 
-    sched._forward, sched.pool.alloc = recording_forward, checked_alloc
+    sched._forward = recording_forward
+    sched.pool.alloc = lambda n, owner: checked(alloc(n, owner))
+    sched.pool.alloc_each = lambda request_ids: checked(alloc_each(request_ids))
     rng = random.Random(1)
     for i in range(12):
         sched.submit([rng.randrange(64) for _ in range(rng.randrange(1, 9))], rng.randrange(1, 5))

@@ -18,6 +18,7 @@ from slotwarden.runtime.scheduler import Scheduler, SchedulerBroken, StepFailed
 
 POOL_CALLS = (
     "alloc",
+    "alloc_each",
     "lend",
     "admit",
     "fire_each",

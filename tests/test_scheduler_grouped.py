@@ -5,6 +5,7 @@ call each: the same outcome as one call per request, slot by slot; and a schedul
 import pytest
 
 from slotwarden.model.vocabulary import Event
+from slotwarden.runtime import admission
 from slotwarden.runtime.scheduler import AuditFailed, Scheduler
 
 from scheduling import make_scheduler
@@ -109,6 +110,65 @@ def test_a_fault_at_the_group_admit_keeps_the_contract(when):
     phases = {sched.requests[r].phase.name for r in rids}
     assert phases == ({"WAITING"} if when == "before" else {"RUNNING"})
     assert all(sched.requests[r].slot is not None for r in rids)
+    got = sched.run(100)
+    assert {r: got[r].output for r in rids} == want
+    assert sched.check_audit().clean
+
+
+def ledger_calls(sched) -> list:
+    """The names of the ledger's public calls made from now on, in order."""
+    ledger, names = sched.pool.ledger, []
+    for name in ("alloc", "alloc_each", "apply", "apply_each", "launch", "fence"):
+        real = getattr(ledger, name)
+        setattr(ledger, name, lambda *a, _real=real, _name=name, **k: names.append(_name) or _real(*a, **k))
+    return names
+
+
+def test_the_candidates_fresh_slots_are_one_ledger_call_with_the_same_outcome(monkeypatch):
+    """Five candidates take their fresh slots in one multi-actor alloc, and a step of admissions
+    makes the same few ledger calls however many are admitted: the same outcome, slot by slot,
+    as one alloc per candidate (the plan switched off; that variant is what the count rejects)."""
+    outcomes, counts = [], []
+    for grouped in (True, False):
+        if not grouped:
+            monkeypatch.setattr(admission, "take_fresh_slots", lambda sched, budget: None)
+        sched = make_scheduler(**CONFIG)
+        rids = [sched.submit([1 + i, 2], 2) for i in range(5)]
+        calls = ledger_calls(sched)
+        sched.step()
+        counts.append(sorted(calls))
+        outcomes.append(outcome(sched, rids))
+    assert outcomes[0] == outcomes[1]
+    assert counts[0] == ["alloc_each", "apply_each", "fence", "launch"]  # one call of each kind
+    assert counts[1].count("alloc") == 5  # what the check above rejects
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_fault_at_the_group_alloc_keeps_the_contract(when):
+    """A fault as the group alloc is made: the step raises with every candidate waiting and
+    holding nothing (taken slots are given back); the next steps finish every request with the
+    fault-free tokens, and the idle audit is clean."""
+    prompts = [([1 + i, 2], 3) for i in range(5)]
+    clean = make_scheduler(**CONFIG)
+    want = [clean.submit(p, n) for p, n in prompts]
+    want = {r: res.output for r, res in clean.run(100).items() if r in want}
+    sched = make_scheduler(**CONFIG)
+    alloc_each, fired = sched.pool.alloc_each, []
+
+    def faulty(request_ids):
+        if not fired:
+            fired.append(True)
+            if when == "after":
+                alloc_each(request_ids)
+            raise RuntimeError(f"injected {when} the group alloc")
+        return alloc_each(request_ids)
+
+    sched.pool.alloc_each = faulty
+    rids = [sched.submit(p, n) for p, n in prompts]
+    with pytest.raises(RuntimeError, match="injected"):
+        sched.step()
+    assert {sched.requests[r].phase.name for r in rids} == {"WAITING"}
+    assert all(sched.requests[r].slot is None for r in rids) and sched.pool.available() == CONFIG["slots"]
     got = sched.run(100)
     assert {r: got[r].output for r in rids} == want
     assert sched.check_audit().clean

@@ -177,6 +177,7 @@ class _Pair:
 
     def _watch(self, pool) -> None:
         fire, fire_each, alloc, launch = pool.fire, pool.fire_each, pool.alloc, pool.launch
+        alloc_each = pool.alloc_each
 
         def watched_fire(event, ids, actor, target=NOBODY):
             out = fire(event, ids, actor, target)
@@ -195,6 +196,14 @@ class _Pair:
                 self.moves += [(Event.ALLOC, int(i), owner, NOBODY) for i in out.tolist()]
             return out
 
+        def watched_alloc_each(request_ids):  # one slot for each request, in one call
+            out = alloc_each(request_ids)
+            if out is not None:
+                self.moves += [
+                    (Event.ALLOC, int(i), Actor.request(int(r)), NOBODY) for i, r in zip(out.tolist(), request_ids)
+                ]
+            return out
+
         def watched_launch(done=None):
             self.moves.append("launch")
             return launch(done)
@@ -205,6 +214,7 @@ class _Pair:
             watched_alloc,
             watched_launch,
         )
+        pool.alloc_each = watched_alloc_each
 
     # -- the model follows ---------------------------------------------------------------------
     def catch_up(self) -> tuple:
