@@ -24,6 +24,7 @@ from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event
 ID_MIN, ID_MAX = -(2**63), 2**63 - 1  # actor ids, targets and owners are stored as int64
 CAPACITY_MAX = 2**31 - 2  # the free ring and the duplicate stamp hold int32
 _BOOLS = frozenset((bool, np.bool_))
+_INTS = frozenset((int,))  # the element type of a list of plain Python ints (bool is another type)
 _INT64 = np.dtype(np.int64)
 _UNIT = (8,)  # the strides of a contiguous 1-D int64 array
 _EVENTS = ", ".join(e.name for e in Event)
@@ -74,6 +75,9 @@ def actor(value, event=None) -> Actor:
 def actor_ids(value, n: int, event=None) -> np.ndarray:
     """One actor id per slot of a batch of `n` (`SlotLedger.apply_each`): a 1-D integer
     array, list or tuple of int64 ids, none of them NOBODY, as an int64 numpy array."""
+    if type(value) is list and len(value) == n and n and _INTS.issuperset(map(type, value)):
+        if min(value) >= 0 and max(value) <= ID_MAX:  # the common case (a scheduler's request ids), no ufunc
+            return np.array(value, dtype=np.int64)
     if isinstance(value, torch.Tensor):
         value = value.cpu().numpy() if value.dtype not in (torch.bool,) and not value.is_floating_point() else None
     elif isinstance(value, (list, tuple)):
@@ -204,6 +208,14 @@ def ids(value, event, actor) -> np.ndarray:
         )
     elif isinstance(value, np.ndarray):
         arr = value
+    elif (
+        type(value) is list
+        and value
+        and _INTS.issuperset(map(type, value))
+        and min(value) >= ID_MIN
+        and max(value) <= ID_MAX
+    ):
+        return np.array(value, dtype=np.int64)  # plain Python ints (a scheduler's slots): nothing else to check here
     elif isinstance(value, (list, tuple, range)):
         if not _BOOLS.isdisjoint(map(type, value)):
             raise BadSlotId("slot ids must be integers, not bool", slot_id=None, event=event, actor=actor, batch=batch)

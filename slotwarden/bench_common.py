@@ -27,6 +27,14 @@ def sync_for(device: torch.device) -> Callable[[], None]:
     return lambda: None
 
 
+def host_clock(device: torch.device) -> Callable[[], float]:
+    """The clock for host-side work: on a CPU device, the CPU seconds of the calling thread
+    (`time.thread_time`: the time slices that other processes take on a shared machine are
+    not counted, nor a preempted loop's wait); on a GPU, wall seconds, so that the device's
+    work, synchronised at both ends of a timed loop, counts too."""
+    return time.thread_time if device.type == "cpu" else time.perf_counter
+
+
 def loadavg() -> float | None:
     """The 1-minute load average (other processes' share of the CPUs), or None."""
     try:

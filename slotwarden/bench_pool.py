@@ -35,7 +35,7 @@ from typing import Callable
 import torch
 
 from slotwarden import bench_common
-from slotwarden.bench_common import device_of, loadavg, loaded_note, machine, sync_for, write_json  # noqa: F401
+from slotwarden.bench_common import device_of, host_clock, loadavg, loaded_note, machine, sync_for, write_json  # noqa: F401
 from slotwarden.kernels.slots import zero_slots
 from slotwarden.model.vocabulary import Actor, Event
 from slotwarden.runtime.config import PoolConfig
@@ -254,35 +254,35 @@ def zeroing_steps(pool: StatePool, sglang_cls) -> dict[str, Callable[[int], None
 
 
 # -- timing --------------------------------------------------------------------------------------
-def _loop(fn: Callable[[int], None], n: int, number: int, sync) -> float:
-    """Seconds for `number` calls of fn(n), device work included (synchronized on CUDA)."""
+def _loop(fn: Callable[[int], None], n: int, number: int, sync, clock=time.perf_counter) -> float:
+    """Seconds for `number` calls of fn(n) by `clock`, device work included (synchronized on CUDA)."""
     sync()
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(number):
         fn(n)
     sync()
-    return time.perf_counter() - t0
+    return clock() - t0
 
 
-def _calibrate(fn, n: int, loop_s: float, sync) -> tuple[int, float]:
+def _calibrate(fn, n: int, loop_s: float, sync, clock=time.perf_counter) -> tuple[int, float]:
     """timeit's autorange: the smallest 1, 2, 5, 10, 20, ... calls that take at least loop_s,
     and how long that loop took."""
     i = 1
     while True:
         for k in (1, 2, 5):
             number = i * k
-            took = _loop(fn, n, number, sync)
+            took = _loop(fn, n, number, sync, clock)
             if took >= loop_s or number >= 10**6:
                 return number, took
         i *= 10
 
 
 def time_side_by_side(
-    steps: dict, ns, repeats: int, loop_s: float, sync, budget_s: float = 0.0, warmup: int = 3
+    steps: dict, ns, repeats: int, loop_s: float, sync, budget_s: float = 0.0, warmup: int = 3, clock=time.perf_counter
 ) -> dict:
     """For each n: warm every contender up, calibrate its loop, then time rounds with the
     contenders interleaved (the order rotates each round, so drift hits all of them): at least
-    `repeats` rounds, more (up to MAX_REPEATS) while they fit in `budget_s`.
+    `repeats` rounds, more (up to MAX_REPEATS) while they fit in `budget_s`. Timed by `clock`.
     Returns {name: {n: {"us": min, "median_us": ..., "runs_us": [...], "number": loops}}}."""
     out = {name: {} for name in steps}
     names = list(steps)
@@ -298,7 +298,7 @@ def time_side_by_side(
                     if spent >= loop_s:
                         break
                     spent += _loop(steps[name], n, 1, sync)
-                numbers[name], seconds[name] = _calibrate(steps[name], n, loop_s, sync)
+                numbers[name], seconds[name] = _calibrate(steps[name], n, loop_s, sync, clock)
             round_s = sum(seconds.values())
             rounds = repeats if round_s <= 0 else int(budget_s / round_s)
             rounds = max(repeats, min(MAX_REPEATS, rounds))
@@ -306,7 +306,7 @@ def time_side_by_side(
             for r in range(rounds):
                 order = names[r % len(names) :] + names[: r % len(names)]
                 for name in order:
-                    runs[name].append(_loop(steps[name], n, numbers[name], sync) / numbers[name] * 1e6)
+                    runs[name].append(_loop(steps[name], n, numbers[name], sync, clock) / numbers[name] * 1e6)
             for name in names:
                 out[name][n] = {
                     "us": min(runs[name]),
@@ -381,7 +381,10 @@ def measure(
     load_before = loadavg()
     t0 = time.perf_counter()
     log(f"bookkeeping: pool of {capacity} slots, n = {', '.join(map(str, ns))}")
-    book = time_side_by_side(bookkeeping_steps(capacity, device, sglang_cls), ns, repeats, loop_s, sync, budget_s)
+    clock = host_clock(device)  # bookkeeping is host work: on a CPU, this thread's CPU seconds
+    book = time_side_by_side(
+        bookkeeping_steps(capacity, device, sglang_cls), ns, repeats, loop_s, sync, budget_s, clock=clock
+    )
     log(f"  {time.perf_counter() - t0:.1f} s")
     log(f"zeroing: allocating {config.bytes_per_slot() * (config.num_slots + 1) / 2**30:.2f} GiB of state on {device}")
     pool = StatePool(config)
@@ -422,6 +425,7 @@ def measure(
             "sglang": sglang_version() if sglang_cls is not None else None,
             "sglang_loaded": sglang_cls is not None,
             "statistic": "min",  # of the repeats; *_median_us and *_runs_us give the rest
+            "bookkeeping_clock": clock.__name__,  # thread_time: CPU seconds (on a CPU); zeroing: perf_counter
             "min_repeats": repeats,
             "max_repeats": MAX_REPEATS,
             "loop_target_s": loop_s,

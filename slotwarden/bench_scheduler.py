@@ -43,7 +43,7 @@ from typing import Callable
 import torch
 
 from slotwarden import bench_common, bench_prefix
-from slotwarden.bench_common import device_of, machine, sync_for, write_json  # noqa: F401 (write_json: the module's API)
+from slotwarden.bench_common import device_of, host_clock, machine, sync_for, write_json  # noqa: F401 (write_json: the module's API)
 from slotwarden.demo import build_scheduler
 from slotwarden.runtime.intake import MAX_NEW_TOKENS
 from slotwarden.runtime.scheduler import Scheduler
@@ -55,7 +55,7 @@ DEFAULT = dict(repeats=5, loop_s=0.3, warmup=64, min_steps=16)  # the recorded r
 QUICK = dict(repeats=2, loop_s=0.02, warmup=8, min_steps=8)  # a smoke run (most of it N=1024)
 NEW_TOKENS = (16, 48)  # churn: new tokens of each request
 PROMPT = (1, 4)  # churn: prompt tokens of each replacement
-LEDGER_CALLS = ("alloc", "apply", "apply_each", "launch", "fence", "held_by", "_ids")
+LEDGER_CALLS = ("alloc", "alloc_each", "apply", "apply_each", "launch", "fence", "held_by", "_ids")
 TARGET_N = 256
 TARGET_SHARE = 5.0  # % of the step spent checking, at TARGET_N
 TARGET_US = 1000.0  # µs of host overhead per step, at TARGET_N
@@ -113,8 +113,8 @@ class LedgerTimer:
     """Times the outermost calls into one ledger (nested calls count once), on that instance;
     with `pool`, also the pool's zeroing inside them (`zeroing`, left out of `seconds`)."""
 
-    def __init__(self, ledger, names=LEDGER_CALLS, pool=None):
-        self.ledger, self.names, self.pool = ledger, names, pool
+    def __init__(self, ledger, names=LEDGER_CALLS, pool=None, clock=time.perf_counter):
+        self.ledger, self.names, self.pool, self.clock = ledger, names, pool, clock
         self.seconds, self.calls, self._depth, self.zeroing = 0.0, 0, 0, 0.0
         for name in names:
             setattr(ledger, name, self._wrap(getattr(ledger, name)))
@@ -122,7 +122,7 @@ class LedgerTimer:
             pool._zero_batch = self._zeroing(pool._zero_batch)
 
     def _zeroing(self, fn):
-        clock = time.perf_counter
+        clock = self.clock
 
         def timed(batch):
             t0 = clock()
@@ -136,7 +136,7 @@ class LedgerTimer:
         return timed
 
     def _wrap(self, fn):
-        clock = time.perf_counter
+        clock = self.clock
 
         def timed(*args, **kwargs):
             if self._depth:
@@ -159,7 +159,9 @@ class LedgerTimer:
             del self.pool._zero_batch
 
 
-def _interleaved(runs: dict, loop_s: float, min_steps: int, chunk: int, sync, instrument: bool) -> dict:
+def _interleaved(
+    runs: dict, loop_s: float, min_steps: int, chunk: int, sync, instrument: bool, clock=time.perf_counter
+) -> dict:
     """One repeat: the schedulers of `runs` step in turns of `chunk` steps (the order alternating
     each turn, so load on the machine hits both alike) until each spent `loop_s` seconds in
     step() and ran `min_steps`. Both run the same seeded workload, so turn i of one and turn i of
@@ -168,17 +170,21 @@ def _interleaved(runs: dict, loop_s: float, min_steps: int, chunk: int, sync, in
     names = list(runs)
     spent = {c: 0.0 for c in names}
     steps = {c: 0 for c in names}
-    timers = {c: LedgerTimer(runs[c].sched.pool.ledger, pool=runs[c].sched.pool) for c in names} if instrument else {}
+    timers = (
+        {c: LedgerTimer(runs[c].sched.pool.ledger, pool=runs[c].sched.pool, clock=clock) for c in names}
+        if instrument
+        else {}
+    )
     gc_was = gc.isenabled()
     gc.disable()
     try:
         turn = 0
         while any(spent[c] < loop_s or steps[c] < min_steps for c in names):
             for c in names if turn % 2 == 0 else names[::-1]:
-                inside = runs[c].steps(chunk)
-                t0 = time.perf_counter()
+                inside = runs[c].steps(chunk, clock)
+                t0 = clock()
                 sync()  # on CUDA: what the steps left queued on the device counts too
-                spent[c] += inside + (time.perf_counter() - t0)
+                spent[c] += inside + (clock() - t0)
                 steps[c] += chunk
             turn += 1
     finally:
@@ -211,6 +217,7 @@ def measure(
     """Every number the table shows, the repeats behind them and the metadata (what --json writes)."""
     device = device_of(device)
     sync = sync_for(device)
+    clock = host_clock(device)  # on a CPU, this thread's CPU seconds: other processes' time slices do not count
     med = statistics.median
     rows = []
     for kind in workloads:
@@ -221,8 +228,8 @@ def measure(
                 w.steps(warmup)
             if kind == "decode" and any(len(w.sched.running) != n for w in runs.values()):
                 raise RuntimeError(f"expected {n} running requests after warm-up")
-            plain = [_interleaved(runs, loop_s, min_steps, chunk, sync, False) for _ in range(repeats)]
-            inst = [_interleaved(runs, loop_s, min_steps, chunk, sync, True) for _ in range(repeats)]
+            plain = [_interleaved(runs, loop_s, min_steps, chunk, sync, False, clock) for _ in range(repeats)]
+            inst = [_interleaved(runs, loop_s, min_steps, chunk, sync, True, clock) for _ in range(repeats)]
             on = med(r["strict"]["step_s"] for r in plain)
             off = med(r["off"]["step_s"] for r in plain)
             share = med(100.0 * (r["strict"]["step_s"] - r["off"]["step_s"]) / r["strict"]["step_s"] for r in plain)
@@ -259,6 +266,7 @@ def measure(
         "meta": {
             **machine(device),
             "load_average": bench_common.loadavg(),
+            "clock": clock.__name__,  # thread_time: this thread's CPU seconds (on a CPU)
             "repeats": repeats,
             "loop_s": loop_s,
             "warmup": warmup,
