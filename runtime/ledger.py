@@ -438,7 +438,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         if step > done:
             raise FenceError(f"fence of step {step} before the device finished it (finished: {done})")
         due, steps, released = self._due(step)
-        if released and due.size > self.small:
+        if released and due.size:
             due = self._fence_released(due, Actor.fence(step), before_write)
         elif due.size:
             self._apply(due, _FENCE, Actor.fence(step), NOBODY, before_write)

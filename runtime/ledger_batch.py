@@ -35,7 +35,11 @@ class BatchPath:
             state, fence = self._slots.state, self._slots.fence
             waits = self._waits
             due = sorted({int(s) for ids in chunks for s in ids if state[s] in waits and fence[s] <= step})
-            return np.array(due, dtype=np.int64), steps, False
+            released = _RELEASED
+            for s in due:
+                if state[s] != released:
+                    return np.array(due, dtype=np.int64), steps, False
+            return np.array(due, dtype=np.int64), steps, True
         if len(chunks) == 1:  # one batch's releases: distinct ids already
             cand = chunks[0]
             if type(cand) is list:
@@ -55,15 +59,17 @@ class BatchPath:
         return cand[waiting & (fence <= step)], steps, False
 
     def _fence_released(self, due: np.ndarray, actor: Actor, before_write) -> np.ndarray:
-        """FENCE by `actor` (the step) of `due`, found by `_due` all RELEASED with one fence
-        that has passed: that is the batch's look-up (the state, and the one relation bit FENCE
+        """FENCE by `actor` (the step) of `due`, found by `_due` all RELEASED with a fence that
+        has passed: that is the batch's look-up (the state, and the one relation bit FENCE
         reads of a RELEASED slot, DUE), so it is written with that one key (`_released_key`),
-        without a second gather. Returns the freed ids. A lifecycle whose FENCE of a RELEASED
+        without a second gather (up to `small` slots, a slot at a time). Returns the freed ids. A lifecycle whose FENCE of a RELEASED
         slot reads another bit, or refuses it, goes through `_apply` (which checks and raises)."""
         key, after = self._released_key
         if key is None or after == ILLEGAL:
             self._apply(due, _FENCE, actor, NOBODY, before_write)
             return due[self.cols.state[due] == _FREE]
+        if due.size <= self.small:
+            return self._fence_released_slots(due, actor, before_write)
         batch = Batch(due, key, _RELEASED, after)
         if before_write is not None:
             before_write(expand(batch))

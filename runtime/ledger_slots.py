@@ -17,7 +17,7 @@ from slotwarden.model.table import ILLEGAL
 from slotwarden.model.vocabulary import NOBODY, Actor, Event
 
 from .recorder import Actors
-from .ledger_codes import _ALLOC, _FREE, _ONE
+from .ledger_codes import _ALLOC, _FENCE, _FREE, _ONE, _RELEASED
 
 
 class SlotPath:
@@ -116,3 +116,16 @@ class SlotPath:
             ring[tail if tail < cap else tail - cap] = s
             tail += 1
         self._count = count + len(freed)
+
+    def _fence_released_slots(self, due: np.ndarray, actor: Actor, before_write) -> np.ndarray:
+        """`_fence_released` a slot at a time (the key and next state are the same for all)."""
+        key, after = self._released_key
+        lst, n, launched = due.tolist(), due.size, self.launched
+        if before_write is not None:
+            before_write(expand(Batch(due, key, _RELEASED, after)))
+        afters = [after] * n
+        write_slots(self._slots, self._lists[_FENCE], lst, [key] * n, afters, _FENCE, [actor[1]] * n, NOBODY, launched)
+        if after == _FREE and self.has_free_list:
+            self._push_slots(lst)
+        self.recorder.record(_FENCE, actor, NOBODY, launched, lst, _RELEASED, afters)  # fresh lists, never changed
+        return due if after == _FREE else due[:0]
