@@ -27,9 +27,11 @@ _SCRATCH = ("stamp",)
 _EPOCH, _FENCE_POS = int(Source.EPOCH), 3  # the fence's source "the step in flight", its place in `Columns`
 STEP_MAX = int(np.iinfo(np.int32).max)
 """The last step a ledger can launch: a slot's fence (int32) names the step it waits for."""
-SMALL = 8
+SMALL = 2
 """Batches of up to this many slots take the per-slot path (Python over the same columns, the
 table read as lists); larger ones the vectorised numpy path. Both give the same result, and
 any batch the per-slot path would refuse is handed whole to the vectorised one, which raises.
-Chosen by measurement (`slotwarden bench pool`'s round trips at n = 4..32 with each path
-forced): a slot at a time wins up to about 8 slots, the vectorised path from about 12."""
+Chosen by measurement (a full request round trip, alloc, ADMIT, FINISH, launch and fence, of n
+slots, in CPU seconds, with each path forced): a slot at a time wins at one slot (its inline
+lanes), about ties at two and three, and loses from four (a vectorised batch's cost hardly
+grows with n: its numpy calls cost the same for 4 slots as for 64)."""
