@@ -381,10 +381,14 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         if event in (_ALLOC, _FENCE) or spec.target is not None:
             raise BadInput("apply_each fires an event that names no target and no step", argument="event", value=event)
         kind = spec.actor
-        arr = inputs.ids(ids, event, None)  # the batch's type: its ids are checked below, naming their actors
-        who = inputs.actor_ids(actor_ids, arr.size, event)
-        actors = Actors(kind, tuple(who.tolist()))
-        ids = self._ids(arr, event, actors)
+        if self._plain_lists(ids, actor_ids):  # lists of plain ints, checked: real, distinct slots; actor ids
+            actors = Actors(kind, tuple(actor_ids))
+            ids, who = np.array(ids, dtype=np.int64), np.array(actor_ids, dtype=np.int64)
+        else:
+            arr = inputs.ids(ids, event, None)  # the batch's type: its ids are checked below, naming their actors
+            who = inputs.actor_ids(actor_ids, arr.size, event)
+            actors = Actors(kind, tuple(who.tolist()))
+            ids = self._ids(arr, event, actors)
         if ids.size <= self.small and self._apply_slots(ids, event, actors, NOBODY, before_write):
             return ids
         table = self.tables[event]

@@ -15,7 +15,9 @@ from slotwarden.model.vocabulary import Actor, Event
 
 from . import inputs
 from .recorder import Actors
-from .ledger_codes import _ILLEGAL_BYTE, _INT64, _TOP, _UNIT
+from .ledger_codes import _ID_MAX, _ILLEGAL_BYTE, _INT64, _TOP, _UNIT
+
+_INTS = frozenset((int,))  # the element type of a list of plain ints (a bool is of another type)
 
 
 class Checks:
@@ -45,6 +47,27 @@ class Checks:
             )
             history = self.recorder.explain([slot_id])
             raise IllegalMove(reason + "\n" + history, slot=rec, event=event, actor=actor, slot_id=slot_id)
+
+    def _plain_lists(self, ids, actor_ids) -> bool:
+        """Whether `ids` and `actor_ids` are equally long lists of plain Python ints (what a
+        scheduler hands in) that pass every check `_ids` and `inputs.actor_ids` make: real
+        slots, each named once, actor ids of int64 that are not NOBODY. Builtins over the
+        lists, no numpy call. False for anything else, which the general path then checks
+        (and refuses, naming what is wrong)."""
+        if type(ids) is not list or type(actor_ids) is not list or self.check != "strict":
+            return False
+        n = len(ids)
+        return (
+            n > 0
+            and len(actor_ids) == n
+            and _INTS.issuperset(map(type, ids))
+            and _INTS.issuperset(map(type, actor_ids))
+            and min(ids) >= 1
+            and max(ids) <= self.capacity
+            and len(set(ids)) == n
+            and min(actor_ids) >= 0
+            and max(actor_ids) <= _ID_MAX
+        )
 
     def _ids(self, ids, event: Event, actor: Actor | Actors | None, allow_empty: bool = False) -> np.ndarray:
         """Normalise a batch of ids to a 1-D int64 numpy array (`inputs.ids`) and check it

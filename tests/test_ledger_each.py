@@ -146,3 +146,60 @@ def test_alloc_each_refusal_names_the_slot_and_its_request(small):
     with pytest.raises(IllegalMove) as err:
         ledger.alloc_each([7, 8])
     assert err.value.actor == Actor.request(8) and err.value.slot_id == 1
+
+
+# -- lists of plain ints (what a scheduler hands in) take a lane checked with builtins ---------
+class NoLane(SlotLedger):
+    """The general path only."""
+
+    def _plain_lists(self, ids, actor_ids):
+        return False
+
+
+class LaneWithoutDuplicates(SlotLedger):
+    """Broken variant: the list lane forgets the duplicate check."""
+
+    def _plain_lists(self, ids, actor_ids):
+        fine = type(ids) is list and type(actor_ids) is list and len(ids) == len(actor_ids) > 0
+        return fine and all(type(v) is int for v in ids + actor_ids) and 1 <= min(ids) and max(ids) <= self.capacity
+
+
+JUNK = [
+    ([1, 2], [10, 11]),
+    ([1, 1], [10, 11]),
+    ([0, 1], [10, 11]),
+    ([1, N + 3], [10, 11]),
+    ([True, 2], [10, 11]),
+    ([1, 2**70], [10, 11]),
+    ([1, 2], [10, -1]),
+    ([1, 2], [10, 2**63]),
+    ([1, 2], [10, False]),
+    ([1, 2], [10]),
+    ([], []),
+    ([1.0, 2], [10, 11]),
+]
+
+
+def outcome_of(ledger: SlotLedger, ids, who):
+    try:
+        return ("ok", ledger.apply_each(Event.ADMIT, ids, who).tolist(), columns(ledger))
+    except Exception as err:  # noqa: BLE001 (the type and text are what is compared)
+        return ("raised", type(err).__name__, str(err), columns(ledger))
+
+
+def lane_disagrees(cls) -> list:
+    """The junk (and good) inputs on which `cls` and the general path disagree."""
+    found = []
+    for ids, who in JUNK:
+        a, b = cls(N + 2), NoLane(N + 2)
+        for ledger in (a, b):
+            for r in (10, 11):
+                ledger.alloc(1, Actor.request(r))
+        if outcome_of(a, list(ids), list(who)) != outcome_of(b, list(ids), list(who)):
+            found.append((ids, who))
+    return found
+
+
+def test_the_list_lane_refuses_and_accepts_as_the_general_path():
+    assert lane_disagrees(SlotLedger) == []
+    assert ([1, 1], [10, 11]) in lane_disagrees(LaneWithoutDuplicates)  # what the comparison rejects
