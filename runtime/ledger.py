@@ -287,7 +287,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         who = inputs.actor_ids(actor_ids, n, _ALLOC)
         if who.size == 0:
             raise BadActor("at least one request to allocate for", argument="actor_ids", value=actor_ids, event=_ALLOC)
-        actors = Actors(self._alloc_kind, tuple(actor_ids) if type(actor_ids) is list else tuple(who.tolist()))
+        actors = Actors(self._alloc_kind, tuple(who.tolist()))
         if not self.has_free_list:
             raise BadSlotId("this ledger keeps no free list: name the ids", slot_id=None, event=_ALLOC, actor=None)
         if who.size > self._count:
