@@ -420,6 +420,9 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
     def finished_steps(self) -> int:
         """The latest step such that it and every step before it have finished (no wait)."""
         self._here()
+        return self._finished()
+
+    def _finished(self) -> int:
         step = self.completed
         while step + 1 in self._pending and self._pending[step + 1]():
             step += 1
@@ -434,7 +437,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         its engine)."""
         self._here()
         step = inputs.step(step)
-        done = self.finished_steps()
+        done = self._finished()
         if step is None:
             step = done
         if step > self.launched:

@@ -18,6 +18,9 @@ from slotwarden.model.vocabulary import NOBODY, Actor, Event
 from .ledger_codes import _ALLOC, _EPOCH, _FENCE, _FENCE_POS, _FREE, _FREE_BYTE, _RELEASED, _RELEASED_BYTE
 
 
+_NONE = np.zeros(0, dtype=np.int64)  # no slot due: one empty array for every fence (nothing can be written into it)
+
+
 class BatchPath:
     """`SlotLedger`'s vectorised path (a mixin over its columns, free ring and recorder)."""
 
@@ -27,9 +30,9 @@ class BatchPath:
         lists of releases instead of a scan of the pool; the steps of the lists used; and
         whether the slots were found all RELEASED with one fence, passed (their FENCE is then
         one key: `_fence_released` moves them without gathering them again)."""
-        steps = [s for s in self._waiting if s <= step]
+        steps = [s for s in self._waiting if s <= step] if self._waiting else []
         if not steps:
-            return np.zeros(0, dtype=np.int64), steps, False
+            return _NONE, steps, False
         chunks = [c for s in steps for c in self._waiting[s]]  # lists (per-slot path) or arrays
         if sum(map(len, chunks)) <= self.small:  # a slot at a time
             state, fence = self._slots.state, self._slots.fence
