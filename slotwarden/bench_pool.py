@@ -535,6 +535,11 @@ def format_report(result: dict) -> str:
         f"(as many as fit in {m['budget_s_per_n']} s per n), each a timeit-style loop of >= {m['loop_target_s']} s "
         "(gc off), contenders interleaved per n; median and every repeat in the JSON"
         + (
+            "; bookkeeping in CPU seconds of the timing thread (time.thread_time), zeroing in wall seconds"
+            if m.get("bookkeeping_clock") == "thread_time"
+            else ""
+        )
+        + (
             "; torch.cuda.synchronize() around every timed loop, so device work is counted"
             if m["cuda_synchronized"]
             else ""

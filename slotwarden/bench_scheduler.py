@@ -350,6 +350,7 @@ def format_report(result: dict) -> str:
         f"slotwarden bench scheduler  device={m['device']} ({m['device_name']}, {m['cpu_count']} CPUs)  torch {m['torch']}  python {m['python']}",
         "host overhead of Scheduler.step() with the layer stubbed out (constant tokens, no compute); "
         f"median of {m['repeats']} repeats, checks on/off interleaved every {m['chunk']} steps"
+        + ("; CPU seconds of the stepping thread (time.thread_time)" if m.get("clock") == "thread_time" else "")
         + (
             f"; 1-min load average at the end {m['load_average']:.1f} on {m['cpu_count']} CPUs"
             if m.get("load_average")
