@@ -107,7 +107,11 @@ def take_fresh_slots(sched: "Scheduler", budget: int) -> None:
     seats, free = cfg.max_running - len(sched.running), sched.pool.available()
     planned: list = []
     for req in sched.waiting:
-        if budget <= 0 or len(planned) >= min(seats, free) or req.slot is not None or req.session is not None:
+        if budget <= 0:
+            break
+        if sched.cache_awaits(req):  # passed over by the loop too
+            continue
+        if len(planned) >= min(seats, free) or req.slot is not None or req.session is not None:
             break
         sched.cache_match(req)  # a plain request locks its longest cached prefix, if any
         planned.append(req)
