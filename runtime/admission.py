@@ -7,8 +7,9 @@ only then is checked against the token budget and the running limit; one that do
 is rolled back: exactly what it took goes back where it came from (a fresh slot to the free
 list, a lent slot to its session). The candidates that fit are admitted together once the batch
 is built, in one multi-actor pool call (`admit_all`), and the leading candidates that need a
-fresh slot take theirs before the loop, in one multi-actor alloc (`take_fresh_slots`): a step
-makes a fixed number of ledger calls for its admissions, however many there are. With no
+fresh slot take theirs before the loop, in one multi-actor alloc (`take_fresh_slots`): with the
+prefix cache off, a step makes a fixed number of ledger calls for its admissions, however many
+there are (with it on, each candidate locks its match and takes its slot in turn). With no
 prefill work, the batch decodes one token for every running request that still has budget.
 
 A sibling of a parallel-sampling group (`Scheduler.submit_n`) is passed over while its group's
@@ -95,14 +96,17 @@ def build_batch(sched: "Scheduler") -> tuple[Batch, list]:
 
 def take_fresh_slots(sched: "Scheduler", budget: int) -> None:
     """The leading waiting candidates that the loop of `build_batch` would each give a fresh
-    slot take them here in one multi-actor alloc, in the same order, with the same prefix
-    matches first (a match sets what a candidate still has to feed, so its share of the budget
-    is read after it). Planned as the loop decides, without a pool call: up to the free slots
-    and the seats, while the budget lasts, through the first candidate that will not fit (it
-    takes its slot and the loop gives it back). The plan stops at a candidate the loop handles
+    slot take them here in one multi-actor alloc, in the same order. Planned as the loop
+    decides, without a pool call: up to the free slots and the seats, while the budget lasts,
+    through the first candidate that will not fit (it takes its slot and the loop gives it
+    back). The plan stops at a candidate the loop handles
     otherwise (a session turn, one that kept its slot). The loop then finds their slots taken;
     with fewer than two planned, it takes them itself. A fault: each candidate takes the
-    pool's word, as in `take_slot`."""
+    pool's word, as in `take_slot`. With the prefix cache on there is no plan: each candidate
+    locks its match and then takes its slot, one by one (the order of moves that the abstract
+    scheduler, which verification follows move by move, makes)."""
+    if sched.prefix is not None:
+        return
     cfg = sched.config
     seats, free = cfg.max_running - len(sched.running), sched.pool.available()
     planned: list = []
@@ -113,7 +117,6 @@ def take_fresh_slots(sched: "Scheduler", budget: int) -> None:
             continue
         if len(planned) >= min(seats, free) or req.slot is not None or req.session is not None:
             break
-        sched.cache_match(req)  # a plain request locks its longest cached prefix, if any
         planned.append(req)
         n = min(cfg.chunk_size, len(req.input) - req.fed, cfg.token_budget)
         if n > budget:
