@@ -3,20 +3,22 @@ table compiled from the model.
 
 The ledger lives on the host, in torch CPU tensors worked on through numpy views: checking a
 batch never needs a device sync, whatever device holds the state (see `StatePool`). Every
-operation is a batch of one lifecycle event (by one actor, or with `apply_each` one actor per
-slot) and is all-or-nothing: the whole batch is checked against the table and the owner rule
+operation is a batch of one lifecycle event (by one actor, or with `apply_each`/`alloc_each`
+one actor per slot: the requests a scheduler step admits or finishes, in one call) and is
+all-or-nothing: the whole batch is checked against the table and the owner rule
 (duplicates included) before anything is written, and on a violation the model's typed error
 names the slot, its state, owner, the event and the actor. Every argument passes the one
 validation layer (`runtime.inputs`) first.
 
-Two paths over one storage: a batch of up to `small` slots (the common case: one request's
+Two paths over one storage: a batch of up to `small` (2) slots (the common case: one request's
 slot) is checked and written a slot at a time through memoryviews of the same columns, the
 compiled table read as lists; a larger one by the vectorised kernel, which moves a uniform batch
 (one state, one relation to its actor: the usual case) with one key and one scatter per column,
 checks without numpy reductions (byte comparisons of the gathered columns, the duplicate stamp),
 and refuses by a byte search of the next states. A batch the per-slot path would refuse goes
 whole to the vectorised path, which raises: both paths give the same results and the same
-errors. A fence reads the slots released per step, not the whole pool.
+errors. A fence reads the slots released per step, not the whole pool; the ones it finds all
+RELEASED with one passed fence it moves with the one key that finding gives.
 
 Contracts:
 - all or nothing: a call that raises, a typed error for bad input or anything raised by a
@@ -39,7 +41,11 @@ is `recorder`.
 Fast lanes (each compared with the general path by tests/test_ledger_paths.py): one slot is
 allocated, and one id in a plain int64 array checked, inline; the actor accepted last is not
 validated again (an `Actor` is immutable); a large batch equal to the last one found real and
-distinct (or handed out by `alloc`) skips the duplicate stamp.
+distinct (or handed out by `alloc`) skips the duplicate stamp; `apply_each` on lists of plain
+ints checks them with builtins (tests/test_ledger_each.py compares it with the general path).
+
+The last step a ledger can launch is `STEP_MAX` (2**31 - 1, the fence column is int32): one more
+`launch` raises `FenceError` rather than write a step that does not fit.
 """
 
 from __future__ import annotations
