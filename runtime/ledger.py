@@ -175,7 +175,9 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         self._waiting: dict[int, list] = {}  # fence step -> slots released to wait for it (a fence reads only these)
         self._thread: int | None = None  # the thread using the ledger (bound at its first call)
         self._known = b""  # the bytes of the last large batch of ids known real and distinct (see `_ids`)
-        self._actor: Actor | None = None  # the actor `inputs.actor` accepted last (immutable: still valid)
+        # the actor `inputs.actor` accepted last (immutable: still valid); it starts as a valid
+        # Actor, never None, or a first call by `None` would pass as "the actor checked last"
+        self._actor: Actor = Actor(ActorKind.SCHEDULER, 0)
         self._binding = threading.Lock()  # only taken by a thread that is not the owner
 
     # -- threads -----------------------------------------------------------------------------

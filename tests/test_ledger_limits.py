@@ -9,7 +9,7 @@ import pytest
 from slotwarden.kernels import transition
 from slotwarden.kernels.transition import Columns, as_lists, compile_events, look_up, look_up_mixed, slot_views
 from slotwarden.kernels.transition import look_up_slots, write, write_slots
-from slotwarden.model.errors import BadSlotId, FenceError
+from slotwarden.model.errors import BadActor, BadSlotId, FenceError
 from slotwarden.model.vocabulary import NOBODY, Actor, Event, State
 from slotwarden.runtime import ledger_slots
 from slotwarden.runtime.ledger import STEP_MAX, SlotLedger
@@ -173,3 +173,27 @@ def test_a_few_slots_each_by_its_own_actor_go_a_slot_at_a_time(monkeypatch):
         results.append((calls[:], ledger.state_of(ids).tolist(), ledger.cols.owner.tolist()))
     assert results[0][0] == [3] and results[1][0] == []  # per slot, then vectorised
     assert results[0][1:] == results[1][1:]
+
+
+# -- the first call: the cached "actor checked last" never lets a non-actor through ----------
+class TrustsNone(SlotLedger):
+    """Broken variant: the cache of the actor checked last starts as None, so a first call by
+    `None` passes as that actor (it then fails deep inside, untyped, or writes an owner None)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._actor = None
+
+
+@pytest.mark.parametrize("event", [Event.ADMIT, Event.FINISH, Event.ABORT])
+def test_a_fresh_ledgers_first_call_by_no_actor_is_refused_typed(event):
+    for cls, typed in ((SlotLedger, True), (TrustsNone, False)):
+        ledger = cls(4)
+        before = (ledger.record(1), ledger.available())
+        with pytest.raises(Exception) as caught:
+            ledger.apply(event, [1], None)
+        assert (caught.type is BadActor) is typed, (cls.__name__, caught.value)
+        if typed:
+            assert (ledger.record(1), ledger.available()) == before
+    with pytest.raises(BadActor):
+        SlotLedger(4).alloc(1, None)
