@@ -4,9 +4,10 @@ Every "which event does the scheduler fire here" decision is a method of `Policy
 `Policy` is the correct scheduler. A mutant (a bug of the SGLang history) subclasses `Policy` and
 overrides one method; the checker runs it unchanged.
 
-The checker's symmetry reduction treats request ids and session ids as interchangeable names;
-a policy whose decisions depend on the numbers themselves (e.g. "the lowest id first") sets
-`symmetric = False`, and the checker then explores it without the reduction.
+The checker's symmetry reduction treats request ids, session ids and slot ids as interchangeable
+names (`symmetry.py`); a policy whose decisions depend on the numbers themselves (e.g. "the
+lowest id first", "slot 1 is special") sets `symmetric = False`, and the checker then explores
+it without the reduction.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class Policy:
     """
 
     name = "correct"
-    symmetric = True  # decisions never depend on the numeric value of an id
+    symmetric = True  # decisions never depend on the numeric value of an id (a request's, a session's, a slot's)
 
     def release_epoch(self, world: World) -> int:
         """The step whose fence frees a slot released now: the newest launched one, which may

@@ -3,12 +3,27 @@
 Request ids and session ids are names: nothing the correct scheduler decides depends on their
 numbers (any waiting request may take a slot, in any order). So two worlds that differ only by
 a renaming of requests and sessions have the same future up to that renaming, and the checker
-needs to visit one of them. The renamings are the group `G` of one workload: any permutation of
-the plain requests, times any permutation of the sessions with as many turns, a session moving
-together with its turns position by position. What is *not* a name stays as it is: slot ids
-(the free list's order decides which slot an alloc takes, and a fence frees slots in id order),
-a session's turns (submitted in order), and a session's turn in flight (kept as a position
-among its turns).
+needs to visit one of them. The renamings of actors are: any permutation of the plain requests,
+times any permutation of the sessions with as many turns, a session moving together with its
+turns position by position. A session's turns (submitted in order) and its turn in flight
+(kept as a position among its turns) are not names.
+
+Slot ids are names too, with one wrinkle. Every slot id in a world is renamed together: the
+pool's records and free list, handles, a copy's source, the slots of a step in flight, the lock
+record, and the cache node a slot names. Alloc takes the head of the free list, which the
+renaming carries along; the one thing that reads a slot id's number is a fence, which appends
+the slots it frees to the free list in id order. Two renamed worlds therefore have futures that
+agree up to the renaming except in the order of slots freed by the same fence, and those are
+free slots: identical records that nothing else names (a free slot under a step in flight, or
+named by a live handle, breaks a state property, and the search stops there). Worlds that
+differ only in the order of such slots are themselves renamings of each other (swap the two
+free slots), so the quotient is exact for every property that reads no slot number.
+
+The group `G` is the product of the two. A world's key is the exact image of the world under
+one element of `G`: the slots are first renamed into a canonical order (`Codec.slot_renaming`:
+by what each slot is and who holds it, described without ids; free slots in free-list order),
+then the actor blocks are sorted. Two worlds with one key are thus renamings of each other
+(sound whatever order is chosen); the better the order, the more renamed worlds meet.
 
 The encoding (`Codec`) packs a world into `bytes` (whose hash Python caches) so that no actor
 id appears anywhere but in the order of the actor blocks:
@@ -24,15 +39,16 @@ id appears anywhere but in the order of the actor blocks:
   record from the lock masks, a record's id from its block's place.
 
 `plain_key` lays the blocks out in id order: an exact, decodable image of the world (`world`
-decodes it). `key` sorts the blocks of each class of interchangeable actors (a session's block
-carries its turns' blocks along): since a renaming only permutes the blocks of a class, two
-worlds get the same key exactly when some renaming in `G` maps one onto the other. `world(key)`
-then decodes a representative of the class, which the checker expands in place of the world it
-met (for a symmetric policy the futures agree up to the renaming).
+decodes it). `key` renames the slots canonically, then sorts the blocks of each class of
+interchangeable actors (a session's block carries its turns' blocks along): a renaming of
+actors only permutes the blocks of a class. `world(key)` then decodes a representative of the
+class, which the checker expands in place of the world it met (for a symmetric policy the
+futures agree up to the renaming).
 
 A world outside the compact range (an id that names no actor of the workload, a field out of a
-byte, a node not named by its slot: none that the correct scheduler reaches) is kept exactly
-as `(EXACT, world)`; the reduction then merges nothing for it.
+byte, a node not named by its slot: none that the correct scheduler reaches) raises
+`OutOfRange` while it is packed and is kept exactly as `(EXACT, world)`; the reduction then
+merges nothing for it. Any other error while packing is a bug of the codec and is raised.
 """
 
 from __future__ import annotations
@@ -56,6 +72,8 @@ FIELDS = {  # the fields the codec packs, per record; a field added elsewhere mu
     Slot: ("state", "owner", "borrower", "fence", "readers"),
     Pool: ("slots", "free", "locks"),
 }
+_NOONE = (-1,)  # the description of nobody holding a slot (`Codec.slot_renaming`)
+_KEYS_KEPT = 1 << 17  # how many worlds' keys a codec remembers
 _SLOT_BYTES = 3  # a slot in the header: state, fence, readers (owner and borrower: the actors' masks)
 
 
@@ -92,7 +110,7 @@ class Codec:
     """The encoding of the worlds of one workload (the actors of `root`, with their sessions and
     turns; those never change). `key`, `plain_key`: a world to bytes; `world`: back."""
 
-    def __init__(self, root: World):
+    def __init__(self, root: World, rename_slots: bool = True):
         self.requests = tuple((r.id, r.session) for r in root.requests)
         self.sessions = tuple((s.id, s.turns) for s in root.sessions)
         self.slots = len(root.pool.slots)
@@ -122,7 +140,17 @@ class Codec:
         self._ses_back: dict = {}
         self._slot_back: dict = {}  # (state, fence, readers) as packed -> the values
         self._pool_back: dict = {}  # (header part, owners, borrowers) -> Pool
+        self._keys: dict = {}  # World -> its canonical key, for the worlds met lately
         self.places = self._places()
+        self.identity = tuple(range(self.slots + 1))  # the slot renaming that renames nothing
+        self.rename_slots = rename_slots
+        # a request's class among the actors: 0 plain, else (its session's turns, its position)
+        self.req_class = tuple(
+            0
+            if sid is None
+            else 16 * len(self.sessions[self.ses_index[sid]][1]) + 1 + self.sessions[self.ses_index[sid]][1].index(rid)
+            for rid, sid in self.requests
+        )
 
     def _places(self) -> tuple:
         """Where each actor's block lies in `_layout`'s order, from the first block: (is a
@@ -141,47 +169,49 @@ class Codec:
         return tuple(places)
 
     # -- encoding ----------------------------------------------------------------------------
-    def _parts(self, world: World) -> tuple:
-        """The header, the request blocks and the session blocks, in id order."""
+    def _parts(self, world: World, new: tuple) -> tuple:
+        """The header, the request blocks and the session blocks, in id order, of `world` with
+        its slots renamed by `new` (old slot id -> new slot id; `self.identity`: as they are)."""
+        pool_key = (world.pool, new)
         try:
-            pool_code, tails = self._pools[world.pool]
+            pool_code, tails = self._pools[pool_key]
         except KeyError:
-            pool_code, tails = self._pools[world.pool] = self._pool_code(world.pool)
+            pool_code, tails = self._pools[pool_key] = self._pool_code(world.pool, new)
         steps = world.steps
         head = bytes((world.launched + 8, world.completed + 8, len(steps))) + pool_code
         req_codes, ses_codes = self._req, self._ses
         if len(world.requests) != len(tails[0]) or len(world.sessions) != len(tails[1]):
             raise OutOfRange("not a world of this workload")
         try:
-            reqs = [req_codes[r] + t for r, t in zip(world.requests, tails[0])]
+            reqs = [req_codes[r, new] + t for r, t in zip(world.requests, tails[0])]
         except KeyError:
             for k, r in enumerate(world.requests):
-                if r not in req_codes:
-                    req_codes[r] = self._req_code(k, r)
-            reqs = [req_codes[r] + t for r, t in zip(world.requests, tails[0])]
+                if (r, new) not in req_codes:
+                    req_codes[r, new] = self._req_code(k, r, new)
+            reqs = [req_codes[r, new] + t for r, t in zip(world.requests, tails[0])]
         if steps:
-            head += self._steps(steps, reqs)
+            head += self._steps(steps, reqs, new)
         try:
-            sess = [ses_codes[x] + t for x, t in zip(world.sessions, tails[1])]
+            sess = [ses_codes[x, new] + t for x, t in zip(world.sessions, tails[1])]
         except KeyError:
             for k, x in enumerate(world.sessions):
-                if x not in ses_codes:
-                    ses_codes[x] = self._ses_code(k, x)
-            sess = [ses_codes[x] + t for x, t in zip(world.sessions, tails[1])]
+                if (x, new) not in ses_codes:
+                    ses_codes[x, new] = self._ses_code(k, x, new)
+            sess = [ses_codes[x, new] + t for x, t in zip(world.sessions, tails[1])]
         return head, reqs, sess
 
-    def _steps(self, steps: tuple, reqs: list) -> bytes:
+    def _steps(self, steps: tuple, reqs: list, new: tuple) -> bytes:
         """The steps in flight (epoch, slot mask); the requests each one advances get its bit
         in the step mask that ends their blocks."""
         try:
-            code, masks = self._step_codes[steps]
+            code, masks = self._step_codes[steps, new]
         except KeyError:
-            code, masks = self._step_codes[steps] = self._step_code(steps)
+            code, masks = self._step_codes[steps, new] = self._step_code(steps, new)
         for k, m in masks:
             reqs[k] = reqs[k][: -self.step_bytes] + m
         return code
 
-    def _step_code(self, steps: tuple) -> tuple:
+    def _step_code(self, steps: tuple, new: tuple) -> tuple:
         out = []
         masks = [0] * len(self.requests)
         copies = [[0, 0] for _ in self.requests]
@@ -193,14 +223,16 @@ class Codec:
             for i in st.slots:
                 if not 1 <= i <= self.slots:
                     raise OutOfRange(st)
-                mask |= 1 << (i - 1)
+                mask |= 1 << (new[i] - 1)
             out += (st.epoch + 8, mask)
             for rid in st.requests:
+                if rid not in index:
+                    raise OutOfRange(st)
                 masks[index[rid]] |= 1 << n
             for rid, i in st.copies:
-                if not self.cache or copies[index[rid]][n] or not 1 <= i <= self.slots:
+                if rid not in index or not self.cache or copies[index[rid]][n] or not 1 <= i <= self.slots:
                     raise OutOfRange(st)
-                copies[index[rid]][n] = i
+                copies[index[rid]][n] = new[i]
         parts = tuple(
             (k, bytes((*copies[k], m)) if self.cache else bytes((m,)))
             for k, m in enumerate(masks)
@@ -208,39 +240,44 @@ class Codec:
         )
         return bytes(out), parts
 
-    def _pool_code(self, pool: Pool) -> tuple:
-        """The pool's part of the header (each slot's state, fence and readers, the free list) and, per
-        request and per session, the tail of its block: the slots it owns and borrows, and (a
-        request's) a zero step mask that `_steps` fills in."""
+    def _pool_code(self, pool: Pool, new: tuple) -> tuple:
+        """The pool's part of the header (each slot's state, fence and readers, in the order of
+        the new ids; the free list, renamed) and, per request and per session, the tail of its
+        block: the slots it owns and borrows, and (a request's) a zero step mask that `_steps`
+        fills in."""
         n = len(self.requests)
         index = {**self.req_index, **{sid: n + j for sid, j in self.ses_index.items()}}
         owns = [0] * len(index)
         borrows = [0] * len(index)
-        if (pool.locks is not None) != self.cache:
+        if (pool.locks is not None) != self.cache or len(pool.slots) != self.slots:
             raise OutOfRange(pool)
         locks = [0] * n
         for rid, i in pool.locks or ():  # the lock record: per request, the slots it holds a lock on
             if rid not in self.req_index or not 1 <= i <= self.slots:
                 raise OutOfRange(pool)
-            locks[self.req_index[rid]] |= 1 << (i - 1)
-        head = []
+            locks[self.req_index[rid]] |= 1 << (new[i] - 1)
+        head = [0] * (_SLOT_BYTES * self.slots)
         for k, s in enumerate(pool.slots):
             code = (int(s.state), _small(s.fence), _small(s.readers))
             self._slot_back[code] = s.state, s.fence, s.readers
-            head += code
+            at = new[k + 1] - 1
+            head[_SLOT_BYTES * at : _SLOT_BYTES * at + _SLOT_BYTES] = code
             if s.state in _CACHE_OWNED:  # its owner is the node named by its slot: no actor's mask
                 if s.owner != node_of(k + 1):
                     raise OutOfRange(s)
             elif s.owner != NOBODY:
                 if s.owner not in index:
                     raise OutOfRange(s)
-                owns[index[s.owner]] |= 1 << k
+                owns[index[s.owner]] |= 1 << at
             if s.borrower != NOBODY:
                 if s.borrower not in index:
                     raise OutOfRange(s)
-                borrows[index[s.borrower]] |= 1 << k
+                borrows[index[s.borrower]] |= 1 << at
         head.append(len(pool.free))
-        head += pool.free
+        for i in pool.free:
+            if not 1 <= i <= self.slots:
+                raise OutOfRange(pool)
+            head.append(new[i])
         tails = (
             tuple(
                 bytes((owns[k], borrows[k], locks[k], 0, 0, 0) if self.cache else (owns[k], borrows[k], 0))
@@ -250,13 +287,26 @@ class Codec:
         )
         return bytes(head), tails
 
-    def _req_code(self, k: int, r: Request) -> bytes:
+    def _slot_value(self, v, new: tuple) -> int:
+        """A field that names a slot (a handle, a copy's source), renamed, as one byte."""
+        if type(v) is int and 1 <= v <= self.slots:
+            v = new[v]
+        return _small(v)
+
+    def _req_code(self, k: int, r: Request, new: tuple) -> bytes:
         if (r.id, r.session) != self.requests[k]:
             raise OutOfRange(r)
-        code = bytes(_small(v) for v in r[2:])
-        return code
+        return bytes(
+            (
+                _small(r.phase),
+                self._slot_value(r.handle, new),
+                _small(r.lent),
+                _small(r.ran),
+                self._slot_value(r.src, new),
+            )
+        )
 
-    def _ses_code(self, k: int, s: Session) -> bytes:
+    def _ses_code(self, k: int, s: Session, new: tuple) -> bytes:
         if (s.id, s.turns) != self.sessions[k]:
             raise OutOfRange(s)
         if s.turn is None:
@@ -265,7 +315,73 @@ class Codec:
             turn = 1 + s.turns.index(s.turn)
         else:
             raise OutOfRange(s)
-        return bytes((_small(s.status), _small(s.handle), turn))
+        return bytes((_small(s.status), self._slot_value(s.handle, new), turn))
+
+    # -- the slots' canonical order ------------------------------------------------------------
+    def slot_renaming(self, world: World) -> tuple:
+        """The renaming of slot ids (old id -> new id, index 0 unused) that puts the slots in
+        a canonical order: sorted by what each slot is (state, fence, readers, the steps in
+        flight using it) and by who holds it, described without ids (an actor's kind, class
+        and position, its phase or status, and whether its handle names the slot); the free
+        slots last among equals, in free-list order; remaining ties by id. Any order gives an
+        exact renaming (the key stays sound); this one makes renamed worlds meet."""
+        slots = world.pool.slots
+        n = self.slots
+        if len(slots) != n:
+            raise OutOfRange(world.pool)
+        used = [0] * (n + 1)
+        for b, st in enumerate(world.steps):
+            for i in st.slots:
+                if type(i) is int and 0 < i <= n:
+                    used[i] |= 1 << b
+        place = {i: p for p, i in enumerate(world.pool.free)}
+        found: dict = {}  # session index -> its description (`_session_part`)
+        describe = self._holder
+        sig = []
+        for k, s in enumerate(slots):
+            owner = _NOONE if s.owner == NOBODY else describe(world, s.owner, k + 1, found)
+            borrower = _NOONE if s.borrower == NOBODY else describe(world, s.borrower, k + 1, found)
+            sig.append((int(s.state), s.fence, s.readers, used[k + 1], owner, borrower, place.get(k + 1, -1), k))
+        sig.sort()
+        new = [0] * (n + 1)
+        for at, t in enumerate(sig):
+            new[t[-1] + 1] = at + 1
+        return tuple(new)
+
+    def _holder(self, world: World, actor: int, slot: int, found: dict) -> tuple:
+        """Who holds a slot, with no id: (0,) not a request or a session (the cache); a
+        request's class, phase and flags, whether its handle and source name the slot, and (a
+        turn) its session as `_session_part` says; a session as `_session_part` says, and
+        whether its handle names the slot."""
+        r = self.req_index.get(actor)
+        if r is not None:
+            rec = world.requests[r]
+            sid = rec.session
+            unit = (
+                ()
+                if sid is None or sid not in self.ses_index
+                else self._session_part(world, self.ses_index[sid], found)
+            )
+            src = 0 if rec.src is None else 1 + (rec.src == slot)
+            return (1, self.req_class[r], rec.phase, rec.lent, rec.ran, rec.handle == slot, src, unit)
+        j = self.ses_index.get(actor)
+        if j is None:
+            return (0,)
+        return (2, world.sessions[j].handle == slot, self._session_part(world, j, found))
+
+    def _session_part(self, world: World, j: int, found: dict) -> tuple:
+        """A session with no id: its turns' count, its status, its turn in flight as a position,
+        and each turn's phase and flags."""
+        try:
+            return found[j]
+        except KeyError:
+            pass
+        rec = world.sessions[j]
+        turn = 0 if rec.turn is None else 1 + rec.turns.index(rec.turn) if rec.turn in rec.turns else -1
+        reqs = world.requests
+        turns = tuple((reqs[i].phase, reqs[i].lent, reqs[i].ran) for i in self.req_turns[j])
+        out = found[j] = (len(rec.turns), rec.status, turn, turns)
+        return out
 
     def plain_key(self, world: World):
         """The world packed as it is: the blocks in id order."""
@@ -273,7 +389,15 @@ class Codec:
 
     def key(self, world: World):
         """The world renamed canonically, packed: one key per class of renamed worlds."""
-        return self._layout(world, True)
+        keys = self._keys
+        try:
+            return keys[world]
+        except KeyError:
+            pass
+        if len(keys) >= _KEYS_KEPT:  # a search meets the same worlds again soon, rarely later
+            keys.clear()
+        found = keys[world] = self._layout(world, True)
+        return found
 
     def _layout(self, world: World, canonical: bool):
         """The header, then each class of sessions (a session's block followed by its turns'
@@ -281,8 +405,9 @@ class Codec:
         if self.exact:
             return (EXACT, world)
         try:
-            head, reqs, sess = self._parts(world)
-        except (OutOfRange, ValueError, KeyError, TypeError):
+            new = self.slot_renaming(world) if canonical and self.rename_slots else self.identity
+            head, reqs, sess = self._parts(world, new)
+        except OutOfRange:
             return (EXACT, world)
         out = [head]
         for members in self.units:
