@@ -155,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     level.add_argument(
         "--thorough",
         action="store_true",
-        help="ten times the default Hypothesis budgets, the larger exhaustive bounds (millions of states), and "
+        help="ten times the default Hypothesis budgets, the larger exhaustive bounds, and "
         "Hypothesis counterexamples shrunk",
     )
     p.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: a fixed one, reproducible)")

@@ -335,13 +335,31 @@ class Codec:
                 if type(i) is int and 0 < i <= n:
                     used[i] |= 1 << b
         place = {i: p for p, i in enumerate(world.pool.free)}
-        found: dict = {}  # session index -> its description (`_session_part`)
-        describe = self._holder
-        sig = []
+        # a slot's description starts with what it is; who holds it is described only when two
+        # slots are alike and one of them is held (else nobody's description is the same order)
+        held: dict = {}  # what a slot is -> whether a slot so described is held
+        tied = False
         for k, s in enumerate(slots):
-            owner = _NOONE if s.owner == NOBODY else describe(world, s.owner, k + 1, found)
-            borrower = _NOONE if s.borrower == NOBODY else describe(world, s.borrower, k + 1, found)
-            sig.append((int(s.state), s.fence, s.readers, used[k + 1], owner, borrower, place.get(k + 1, -1), k))
+            what = (s.state, s.fence, s.readers, used[k + 1])
+            mine = s.owner != NOBODY or s.borrower != NOBODY
+            if what in held:
+                if mine or held[what]:
+                    tied = True
+                    break
+                continue
+            held[what] = mine
+        if not tied:
+            sig = [
+                (int(s.state), s.fence, s.readers, used[k + 1], place.get(k + 1, -1), k) for k, s in enumerate(slots)
+            ]
+        else:
+            found: dict = {}  # session index -> its description (`_session_part`)
+            describe = self._holder
+            sig = []
+            for k, s in enumerate(slots):
+                owner = _NOONE if s.owner == NOBODY else describe(world, s.owner, k + 1, found)
+                borrower = _NOONE if s.borrower == NOBODY else describe(world, s.borrower, k + 1, found)
+                sig.append((int(s.state), s.fence, s.readers, used[k + 1], owner, borrower, place.get(k + 1, -1), k))
         sig.sort()
         new = [0] * (n + 1)
         for at, t in enumerate(sig):
