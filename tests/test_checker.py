@@ -302,6 +302,27 @@ def test_symmetry_reduction_visits_fewer_worlds_with_the_same_verdicts():
         assert a.property == b.property and len(a.trace) == len(b.trace), (a, b)
 
 
+def test_worlds_that_differ_only_by_slot_ids_share_a_key():
+    from slotwarden.verification.abstract_actions import perform
+    from slotwarden.verification.symmetry import Codec
+
+    root = initial(Bounds(slots=3, requests=2, sessions=0, overlap=True))
+    codec = Codec(root)
+    other = root._replace(pool=root.pool._replace(free=(3, 1, 2)))  # the same pool, its free list in another order
+    assert codec.key(root) == codec.key(other) and codec.plain_key(root) != codec.plain_key(other)
+    one, three = (perform(w, Policy(), "take", 0).world for w in (root, other))  # r0 takes slot 1, or slot 3
+    assert one.requests[0].handle == 1 and three.requests[0].handle == 3
+    assert codec.key(one) == codec.key(three)
+    admitted = perform(one, Policy(), "admit", 0).world  # a different world stays apart
+    assert codec.key(admitted) != codec.key(one)
+    rep = codec.world(codec.key(three))  # the representative: free slots first, in free-list order
+    assert (
+        codec.key(rep) == codec.key(one)
+        and rep.pool.free == (1, 2)
+        and rep.requests[rep.pool.slots[2].owner].handle == 3
+    )
+
+
 class SymmetryBlindFault(Policy):
     """Breaks a property only in a world that a renaming relates to a harmless one: r2 may
     not hold slot 1 (r1 may). A reduction that merged worlds it should not would miss it;
