@@ -49,6 +49,7 @@ THOROUGH_COUNTS = {  # bounds only `verify --thorough` checks, pinned from a ful
     "slots=4 requests=5 sessions=2 overlap=off": (5607, 30114),
     "slots=3 requests=4 sessions=1 overlap=on nodes=2": (21746, 135651),
     "slots=4 requests=6 sessions=2 overlap=on": (621434, 5670528),
+    "slots=5 requests=5 sessions=2 overlap=on": (470887, 3773389),
 }
 
 
