@@ -50,6 +50,7 @@ THOROUGH_COUNTS = {  # bounds only `verify --thorough` checks, pinned from a ful
     "slots=3 requests=4 sessions=1 overlap=on nodes=2": (21746, 135651),
     "slots=4 requests=6 sessions=2 overlap=on": (621434, 5670528),
     "slots=5 requests=5 sessions=2 overlap=on": (470887, 3773389),
+    "slots=4 requests=6 sessions=2 overlap=on turns=1": (143249, 1406532),
 }
 
 
