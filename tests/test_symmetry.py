@@ -219,7 +219,8 @@ def test_worlds_outside_the_compact_range_are_kept_exactly():
     odd = root._replace(requests=(root.requests[0]._replace(handle=999),) + root.requests[1:])
     stranger = root._replace(pool=Pool((root.pool.slots[0]._replace(owner=77),), root.pool.free))
     locked = root._replace(pool=root.pool._replace(locks=()))  # a lock record names requests
-    for w in (odd, stranger, locked):
+    late = root._replace(launched=300)  # an epoch out of a byte
+    for w in (odd, stranger, locked, late):
         assert codec.key(w) == (EXACT, w) and codec.world(codec.key(w)) is w
     assert NOBODY not in {r.id for r in root.requests}
     big = initial(Bounds(slots=9, requests=2, sessions=1))  # a slot mask holds eight slots

@@ -102,6 +102,13 @@ def _small(v) -> int:
     return int(v) + 3
 
 
+def _epoch(v: int) -> int:
+    """An epoch (relative to the last completed step) as one byte: v -> v + 8."""
+    if not -8 <= v < 248:
+        raise OutOfRange(v)
+    return v + 8
+
+
 def _value(b: int):
     return None if b == 0 else b - 3
 
@@ -110,7 +117,7 @@ class Codec:
     """The encoding of the worlds of one workload (the actors of `root`, with their sessions and
     turns; those never change). `key`, `plain_key`: a world to bytes; `world`: back."""
 
-    def __init__(self, root: World, rename_slots: bool = True):
+    def __init__(self, root: World):
         self.requests = tuple((r.id, r.session) for r in root.requests)
         self.sessions = tuple((s.id, s.turns) for s in root.sessions)
         self.slots = len(root.pool.slots)
@@ -143,7 +150,6 @@ class Codec:
         self._keys: dict = {}  # World -> its canonical key, for the worlds met lately
         self.places = self._places()
         self.identity = tuple(range(self.slots + 1))  # the slot renaming that renames nothing
-        self.rename_slots = rename_slots
         # a request's class among the actors: 0 plain, else (its session's turns, its position)
         self.req_class = tuple(
             0
@@ -178,7 +184,7 @@ class Codec:
         except KeyError:
             pool_code, tails = self._pools[pool_key] = self._pool_code(world.pool, new)
         steps = world.steps
-        head = bytes((world.launched + 8, world.completed + 8, len(steps))) + pool_code
+        head = bytes((_epoch(world.launched), _epoch(world.completed), len(steps))) + pool_code
         req_codes, ses_codes = self._req, self._ses
         if len(world.requests) != len(tails[0]) or len(world.sessions) != len(tails[1]):
             raise OutOfRange("not a world of this workload")
@@ -224,7 +230,7 @@ class Codec:
                 if not 1 <= i <= self.slots:
                     raise OutOfRange(st)
                 mask |= 1 << (new[i] - 1)
-            out += (st.epoch + 8, mask)
+            out += (_epoch(st.epoch), mask)
             for rid in st.requests:
                 if rid not in index:
                     raise OutOfRange(st)
@@ -423,7 +429,7 @@ class Codec:
         if self.exact:
             return (EXACT, world)
         try:
-            new = self.slot_renaming(world) if canonical and self.rename_slots else self.identity
+            new = self.slot_renaming(world) if canonical else self.identity
             head, reqs, sess = self._parts(world, new)
         except OutOfRange:
             return (EXACT, world)
