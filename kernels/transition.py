@@ -193,13 +193,17 @@ def _relation_bit(column: np.ndarray, actor_id, n: int) -> int | None:
     return None
 
 
-def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id) -> Batch:
+def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id, at=None) -> Batch:
     """Gather the records of `ids`, compute their keys and next states. Changes nothing;
     `after == ILLEGAL` marks the slots whose move the lifecycle refuses. `actor_id`: one id
     for the whole batch, or an array of one per slot (no NOBODY in it). A uniform batch comes
-    back with one key, one state before and one after (plain ints, see `Batch`)."""
+    back with one key, one state before and one after (plain ints, see `Batch`). `at`: how
+    the columns are indexed, `ids` itself (a gather per column), or for ids that are exactly
+    one run of consecutive slots the slice `run_of` gives (views: no gather)."""
     n = ids.size
-    before = cols.state[ids]
+    if at is None:
+        at = ids
+    before = cols.state[at]
     states = before.tobytes()
     if n and states == states[:1] * n:  # one state: try for one key
         b = states[0]
@@ -211,19 +215,19 @@ def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id) -> Batc
             # would otherwise match the NOBODY held by every unowned field
             each = type(actor_id) is np.ndarray  # one actor id per slot (validated: never NOBODY)
             if probe & OWN and not each and actor_id != NOBODY:  # one actor: `_relation_bit` inline
-                got = cols.owner[ids].tobytes()
+                got = cols.owner[at].tobytes()
                 if got == _INT64.pack(actor_id) * n:
                     key += OWN
                 elif got != got[:8] * n:
                     key = None
             elif probe & OWN and each:
-                bit = _relation_bit(cols.owner[ids], actor_id, n)
+                bit = _relation_bit(cols.owner[at], actor_id, n)
                 key = None if bit is None else key + bit * OWN
             if key is not None and probe & BOR and (each or actor_id != NOBODY):
-                bit = _relation_bit(cols.borrower[ids], actor_id, n)
+                bit = _relation_bit(cols.borrower[at], actor_id, n)
                 key = None if bit is None else key + bit * BOR
             if key is not None and probe & DUE:
-                fence = cols.fence[ids]
+                fence = cols.fence[at]
                 got = fence.tobytes()
                 if not each and got == got[: fence.itemsize] * n:  # one fence for all: one comparison
                     key += DUE * (fence.item(0) <= actor_id)
@@ -231,14 +235,14 @@ def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id) -> Batc
                     due = int(np.count_nonzero(fence <= actor_id))
                     key = key + DUE if due == n else key if due == 0 else None
             if key is not None and probe & (IDLE | FULL):
-                counts = cols.readers[ids].tobytes()  # uint8: one byte a slot
+                counts = cols.readers[at].tobytes()  # uint8: one byte a slot
                 if counts == counts[:1] * n:  # one lock count for all
                     key += IDLE * (counts[0] == 0) + FULL * (counts[0] >= MAX_READERS)
                 else:
                     key = None
         if key is not None:
             return Batch(ids, key, b, nxt[key])
-    return look_up_mixed(cols, table, ids, actor_id, before)
+    return look_up_mixed(cols, table, ids, actor_id, before, at)
 
 
 _PLAIN: dict = {}  # id(table) -> (table, next states as a list, per state the relation bits to read)
@@ -271,31 +275,38 @@ def released_key(table: EventTable, state: State = State.RELEASED) -> tuple[int 
     return key, nxt[key]
 
 
-def look_up_mixed(cols: Columns, table: EventTable, ids: np.ndarray, actor_id, before=None) -> Batch:
+def look_up_mixed(cols: Columns, table: EventTable, ids: np.ndarray, actor_id, before=None, at=None) -> Batch:
     """`look_up` with a key per slot, whatever the batch (what `look_up` falls back to when the
-    slots differ in state or relation; `before`: the states, if already gathered)."""
-    before = cols.state[ids] if before is None else before
+    slots differ in state or relation; `before`: the states, if already gathered; `at` as
+    in `look_up`)."""
+    if at is None:
+        at = ids
+    before = cols.state[at] if before is None else before
+    if type(at) is slice:  # a view of the state column: the batch keeps the states before the write
+        before = before.copy()
     each = isinstance(actor_id, np.ndarray)
     key = before.astype(np.intp) * BITS
     if table.reads_owner and (each or actor_id != NOBODY):
-        key += (cols.owner[ids] == actor_id) * OWN
+        key += (cols.owner[at] == actor_id) * OWN
     if table.reads_borrower and (each or actor_id != NOBODY):
-        key += (cols.borrower[ids] == actor_id) * BOR
+        key += (cols.borrower[at] == actor_id) * BOR
     if table.reads_fence:
-        key += (cols.fence[ids] <= actor_id) * DUE
+        key += (cols.fence[at] <= actor_id) * DUE
     if table.reads_readers:
-        count = cols.readers[ids]
+        count = cols.readers[at]
         key += (count == 0) * IDLE + (count >= MAX_READERS) * FULL
     return Batch(ids, key, before, table.next_state[key])
 
 
-def write(cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id, target: int, epoch: int) -> None:
+def write(
+    cols: Columns, table: EventTable, batch: Batch, event: Event, actor_id, target: int, epoch: int, at=None
+) -> None:
     """Scatter the new records of a batch. Only for a batch with no ILLEGAL move. `actor_id`
-    as in `look_up`.
+    and `at` as in `look_up` (a slice: every column written as a slice, no scatter).
 
     A uniform batch (one key, see `Batch`) writes one value per column (the actor's id, or
     each slot's actor's); a mixed batch selects per slot with `where`."""
-    ids, key = batch.ids, batch.key
+    ids, key = (batch.ids if at is None else at), batch.key
     if type(key) is int or not isinstance(key, np.ndarray):  # uniform: one source per column, one value per scatter
         # the fields this key rewrites (a field the state before holds clear by its declaration
         # is not cleared again), as Python data: no numpy scalar per column

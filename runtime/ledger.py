@@ -175,6 +175,8 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         self._waiting: dict[int, list] = {}  # fence step -> slots released to wait for it (a fence reads only these)
         self._thread: int | None = None  # the thread using the ledger (bound at its first call)
         self._known = b""  # the bytes of the last large batch of ids known real and distinct (see `_ids`)
+        self._known_run: slice | None = None  # that batch's slice, if it is one run (see `_run`)
+        self.runs = True  # the run lane of the vectorised path (the tests turn it off to compare)
         # the actor `inputs.actor` accepted last (immutable: still valid); it starts as a valid
         # Actor, never None, or a first call by `None` would pass as "the actor checked last"
         self._actor: Actor = Actor(ActorKind.SCHEDULER, 0)
@@ -309,24 +311,33 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
             ids = self._alloc_slots(n, actor, before_write)
             if ids is not None:
                 return ids
-        h = self._head
-        ids = self._ring[h : h + n].astype(np.int64) if h + n <= self.capacity else self._peek(n)
+        h, at = self._head, None
+        if h + n <= self.capacity:
+            ring = self._ring[h : h + n]
+            ids = ring.astype(np.int64)
+            first = ring.item(0)
+            if self.runs and 1 <= first and ring.tobytes() == self._seq[first : first + n].tobytes():
+                at = slice(first, first + n)  # one run of slots (a memcmp): the run lane (see `_run`)
+        else:
+            ids = self._peek(n)
+        where = ids if at is None else at
         if self.check == "strict":
             each = type(actor) is Actors
             if not each and actor[0] is not self._alloc_kind:
                 self._check_actor(ids, _ALLOC, actor, NOBODY)
             # the free list is the FREE set, or the ledger is corrupt (a byte count, no ufunc)
-            if self.cols.state[ids].tobytes() != _FREE_BYTE * n:
-                batch = look_up(self.cols, self._alloc, ids, actor_id)
+            if self.cols.state[where].tobytes() != _FREE_BYTE * n:
+                batch = look_up(self.cols, self._alloc, ids, actor_id, at)
                 p = _first_illegal(batch.after)
                 self._check_batch(batch, _ALLOC, actor[p] if each and p is not None else actor, NOBODY, first=p)
         batch = Batch(ids, self._alloc_key, _FREE, self._alloc_next)  # uniform: every slot FREE
         if before_write is not None:
             before_write(expand(batch))
-        write(self.cols, self._alloc, batch, _ALLOC, actor_id, NOBODY, self.launched)
+        write(self.cols, self._alloc, batch, _ALLOC, actor_id, NOBODY, self.launched, at)
         # the recorder keeps its own copy (bytes): the caller gets `ids` and may write into it. The
         # same bytes are a known batch: real ids, distinct as the free ring's are (see `_ids`)
         self._known = known = ids.tobytes()
+        self._known_run = at
         self.recorder.record(_ALLOC, actor, NOBODY, self.launched, known, _FREE, self._alloc_next)
         self._head = (self._head + n) % self.capacity
         self._count -= n
@@ -346,20 +357,23 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
             event = inputs.event(event, actor)
         if target is not NOBODY and (type(target) is not int or not NOBODY <= target <= _ID_MAX):
             target = inputs.target(target, event, actor)
-        raw = None  # the bytes of a large batch, once read (the recorder keeps them)
+        raw, at = None, None  # the bytes of a large batch, once read (the recorder keeps them); its run
         if type(ids) is np.ndarray and ids.dtype is _INT64 and ids.ndim == 1 and ids.strides == _UNIT:
             # a plain int64 array (what `alloc` returns): one id for the per-slot path is checked
             # inline (a real slot?), a large batch equal to the last one known real and distinct
-            # (see `_ids`) needs no check; anything else, `_ids` checks (and says what is wrong)
+            # (see `_ids`) needs no check, nor does one run of real slots (`_run`: distinct by
+            # construction); anything else, `_ids` checks (and says what is wrong)
             n = ids.size
             if n == 1 and self.small:
                 if not 1 <= ids.tolist()[0] <= self.capacity:
                     ids = self._ids(ids, event, actor)
-            elif n <= self.small or n * 8 != len(self._known):
+            elif n <= self.small:
                 ids = self._ids(ids, event, actor)
+            elif n * 8 == len(self._known) and (raw := ids.tobytes()) == self._known:
+                at = self._known_run
             else:
-                raw = ids.tobytes()
-                if raw != self._known:
+                at = self._run(ids)
+                if at is None:
                     ids = self._ids(ids, event, actor)  # the very array, if it passes: `raw` stays its bytes
         else:
             ids = self._ids(ids, event, actor)
@@ -373,7 +387,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
                 f"fence of step {actor.id} on slots {ids.tolist()[:8]}, but the device has finished only "
                 f"step {self.finished_steps()} ({self.launched} launched)"
             )
-        return self._apply(ids, event, actor, target, before_write, raw)
+        return self._apply(ids, event, actor, target, before_write, raw, at)
 
     def apply_each(
         self, event: Event, ids, actor_ids, before_write: Callable[[Batch], None] | None = None
@@ -452,9 +466,9 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
             raise FenceError(f"fence of step {step}, but only {self.launched} steps were launched")
         if step > done:
             raise FenceError(f"fence of step {step} before the device finished it (finished: {done})")
-        due, steps, released = self._due(step)
+        due, steps, released, at = self._due(step)
         if released and due.size:
-            due = self._fence_released(due, Actor.fence(step), before_write)
+            due = self._fence_released(due, Actor.fence(step), before_write, at)
         elif due.size:
             self._apply(due, _FENCE, Actor.fence(step), NOBODY, before_write)
             # the freed ones (the published stay cached)

@@ -1,6 +1,12 @@
 """The ledger's vectorised path: a batch checked whole by the numpy kernel
 (`kernels.transition`), one gather per column it reads and one scatter per column it writes,
-then the free ring, the releases filed under their fence's step, and the flight recorder."""
+then the free ring, the releases filed under their fence's step, and the flight recorder.
+
+The run lane: a batch whose ids are exactly one run of consecutive slots, in increasing order
+(what the free ring hands out, and what comes back together), is read and written through
+slices of the columns (views: no gather, no scatter), checked against the table like any other
+batch, and needs no duplicate check (a run names each slot once); the free ring takes it back
+as a run. `runs = False` turns the lane off (the tests compare the two)."""
 
 from __future__ import annotations
 
@@ -24,15 +30,31 @@ _NONE = np.zeros(0, dtype=np.int64)  # no slot due: one empty array for every fe
 class BatchPath:
     """`SlotLedger`'s vectorised path (a mixin over its columns, free ring and recorder)."""
 
-    def _due(self, step: int) -> tuple[np.ndarray, list, bool]:
+    def _run(self, ids: np.ndarray) -> slice | None:
+        """The slice `ids` names if they are exactly the run first, first + 1, ..., first + n - 1
+        of real slots (so real and distinct), n >= 2; else None (and always when `runs` is off).
+        Two item reads turn most other batches away; a run is confirmed by one memcmp."""
+        n = ids.size
+        if n < 2 or not self.runs:
+            return None
+        first = ids.item(0)
+        end = first + n
+        if ids.item(n - 1) != end - 1 or first < 1 or end > self.capacity + 1:
+            return None
+        if ids.tobytes() != self._seq[first:end].astype(np.int64).tobytes():  # every id in its place
+            return None
+        return slice(first, end)
+
+    def _due(self, step: int) -> tuple[np.ndarray, list, bool, slice | None]:
         """The slots waiting for a fence (RELEASED, or CACHING) whose fence is `step` or
         earlier, in id order (what a scan of the columns would find), read from the per-step
-        lists of releases instead of a scan of the pool; the steps of the lists used; and
-        whether the slots were found all RELEASED with one fence, passed (their FENCE is then
-        one key: `_fence_released` moves them without gathering them again)."""
+        lists of releases instead of a scan of the pool; the steps of the lists used; whether
+        the slots were found all RELEASED with one fence, passed (their FENCE is then one key:
+        `_fence_released` moves them without gathering them again); and their slice when they
+        are one run (`_run`)."""
         steps = [s for s in self._waiting if s <= step] if self._waiting else []
         if not steps:
-            return _NONE, steps, False
+            return _NONE, steps, False, None
         chunks = [c for s in steps for c in self._waiting[s]]  # lists (per-slot path) or arrays
         if sum(map(len, chunks)) <= self.small:  # a slot at a time
             state, fence = self._slots.state, self._slots.fence
@@ -41,8 +63,8 @@ class BatchPath:
             released = _RELEASED
             for s in due:
                 if state[s] != released:
-                    return np.array(due, dtype=np.int64), steps, False
-            return np.array(due, dtype=np.int64), steps, True
+                    return np.array(due, dtype=np.int64), steps, False, None
+            return np.array(due, dtype=np.int64), steps, True, None
         if len(chunks) == 1:  # one batch's releases: distinct ids already
             cand = chunks[0]
             if type(cand) is list:
@@ -50,43 +72,45 @@ class BatchPath:
             cand.sort()  # in place: the ledger's own copy, filed by `_note_released`
         else:
             cand = np.unique(np.concatenate([np.asarray(ids, dtype=np.int64) for ids in chunks]))
-        c = self.cols
-        state, fence = c.state[cand], c.fence[cand]
+        c, at = self.cols, self._run(cand)
+        where = cand if at is None else at
+        state, fence = c.state[where], c.fence[where]
         # a slot still waiting may wait for a later step than the one it was filed under (an
         # unpublished write evicted while a later step is in flight): read its fence
         if state.tobytes() == _RELEASED_BYTE * cand.size:  # all RELEASED (the usual case)
             got = fence.tobytes()
             if got == got[: fence.itemsize] * cand.size and fence.item(0) <= step:  # one fence, passed: all due
-                return cand, steps, True
+                return cand, steps, True, at
         waiting = self._waits_mask[state]
-        return cand[waiting & (fence <= step)], steps, False
+        return cand[waiting & (fence <= step)], steps, False, None
 
-    def _fence_released(self, due: np.ndarray, actor: Actor, before_write) -> np.ndarray:
+    def _fence_released(self, due: np.ndarray, actor: Actor, before_write, at: slice | None = None) -> np.ndarray:
         """FENCE by `actor` (the step) of `due`, found by `_due` all RELEASED with a fence that
         has passed: that is the batch's look-up (the state, and the one relation bit FENCE
         reads of a RELEASED slot, DUE), so it is written with that one key (`_released_key`),
-        without a second gather (up to `small` slots, a slot at a time). Returns the freed ids. A lifecycle whose FENCE of a RELEASED
+        without a second gather (up to `small` slots, a slot at a time; `at`: their slice, if
+        one run). Returns the freed ids. A lifecycle whose FENCE of a RELEASED
         slot reads another bit, or refuses it, goes through `_apply` (which checks and raises)."""
         key, after = self._released_key
         if key is None or after == ILLEGAL:
-            self._apply(due, _FENCE, actor, NOBODY, before_write)
+            self._apply(due, _FENCE, actor, NOBODY, before_write, at=at)
             return due[self.cols.state[due] == _FREE]
         if due.size <= self.small:
             return self._fence_released_slots(due, actor, before_write)
         batch = Batch(due, key, _RELEASED, after)
         if before_write is not None:
             before_write(expand(batch))
-        self._write(batch, self.tables[_FENCE], _FENCE, actor[1], NOBODY, actor)
+        self._write(batch, self.tables[_FENCE], _FENCE, actor[1], NOBODY, actor, at=at)
         return due if after == _FREE else due[:0]
 
-    def _note_released(self, ids: np.ndarray, fence: int | None = None) -> None:
+    def _note_released(self, ids: np.ndarray, fence: int | None = None, at: slice | None = None) -> None:
         """File slots just moved into a state that waits for a fence (RELEASED) under the step
         their fence waits for (one array per step); `fence`: that step, when the move wrote
-        the same one into every slot."""
+        the same one into every slot; `at`: their slice, if one run."""
         if fence is not None:
             self._waiting.setdefault(fence, []).append(ids.copy())
             return
-        fences = self.cols.fence[ids]
+        fences = self.cols.fence[ids if at is None else at]
         codes = fences.tobytes()
         if codes == codes[: fences.itemsize] * ids.size:  # one fence for all (the usual case)
             self._waiting.setdefault(fences.item(0), []).append(ids.copy())
@@ -95,9 +119,17 @@ class BatchPath:
             self._waiting.setdefault(f, []).append(ids[fences == f])
 
     def _apply(
-        self, ids: np.ndarray, event: Event, actor: Actor, target: int, before_write=None, raw: bytes | None = None
+        self,
+        ids: np.ndarray,
+        event: Event,
+        actor: Actor,
+        target: int,
+        before_write=None,
+        raw: bytes | None = None,
+        at: slice | None = None,
     ) -> np.ndarray:
-        """Check and write one actor's batch of real, distinct ids (`raw`: their bytes, if read)."""
+        """Check and write one actor's batch of real, distinct ids (`raw`: their bytes, if read;
+        `at`: their slice, if they are one run)."""
         if ids.size <= self.small and self._apply_slots(ids, event, actor, target, before_write):
             return ids
         table = self.tables[event]
@@ -106,34 +138,36 @@ class BatchPath:
             kind, needs_target = self._actor_ok[event]
             if actor[0] is not kind or (needs_target and target < 0):
                 self._check_actor(ids, event, actor, target)  # raises
-        batch = look_up(self.cols, table, ids, actor[1])
+        batch = look_up(self.cols, table, ids, actor[1], at)
         if strict and (type(batch.after) is not int or batch.after == ILLEGAL):
             self._check_batch(batch, event, actor, target)
         if before_write is not None:
             before_write(expand(batch))
-        self._write(batch, table, event, actor[1], target, actor, raw)
+        self._write(batch, table, event, actor[1], target, actor, raw, at)
         return ids
 
-    def _write(self, batch: Batch, table, event: Event, actor_id, target: int, actor, raw: bytes | None = None) -> None:
+    def _write(
+        self, batch: Batch, table, event: Event, actor_id, target: int, actor, raw: bytes | None = None, at=None
+    ) -> None:
         """Write a checked batch: the columns, the free list, the releases' fences, the recorder
-        (`raw`: the ids' bytes, if read already)."""
+        (`raw`: the ids' bytes, if read already; `at`: their slice, if they are one run)."""
         ids, after = batch.ids, batch.after
-        write(self.cols, table, batch, event, actor_id, target, self.launched)
+        write(self.cols, table, batch, event, actor_id, target, self.launched, at)
         frees = self.has_free_list and event is not _ALLOC
         if type(after) is int:  # uniform: every slot moved to `after`
             if after == _FREE:
                 if frees:
-                    self._push(ids)
+                    self._push(ids, at)
             elif after in self._waits:
                 # a key that sets the fence to the step in flight: every slot waits for that one
                 epoch = any(pos == _FENCE_POS and src == _EPOCH for pos, src, _ in _writes_of(table)[batch.key])
-                self._note_released(ids, self.launched if epoch else None)
+                self._note_released(ids, self.launched if epoch else None, at=at)
         elif not isinstance(after, np.ndarray):  # one numpy code for all
             after = int(after)
             if frees and after == _FREE:
-                self._push(ids)
+                self._push(ids, at)
             elif after in self._waits:
-                self._note_released(ids)
+                self._note_released(ids, at=at)
         else:  # a mixed batch: find the freed and released slots
             codes = after.tobytes()
             if frees and _FREE_BYTE in codes:
@@ -151,7 +185,11 @@ class BatchPath:
             return self._ring[h : h + n].astype(np.int64)
         return np.concatenate((self._ring[h:], self._ring[: h + n - self.capacity])).astype(np.int64)
 
-    def _push(self, ids: np.ndarray) -> None:
+    def _push(self, ids: np.ndarray, at: slice | None = None) -> None:
+        """Put `ids` at the tail of the free ring (`at`: their slice, if one run: copied as the
+        run it is, int32 to int32)."""
+        if at is not None:
+            ids = self._seq[at]
         n, count, cap = ids.size, self._count, self.capacity
         if count + n > cap:  # cannot happen while the lifecycle holds
             raise RuntimeError(f"free list overflow: {count} + {n} > {cap}")

@@ -108,7 +108,7 @@ class Checks:
                 pass
             else:
                 if stamp[0] == -1 and stamp[arr].tobytes() == seq.tobytes():  # a memcmp
-                    self._known = arr.tobytes()
+                    self._known, self._known_run = arr.tobytes(), None
                     return arr
         out = (arr - 1).view(np.uint64) >= np.uint64(self.capacity)
         if out.any():

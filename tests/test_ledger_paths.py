@@ -181,7 +181,7 @@ def test_a_broken_per_slot_path_is_caught(monkeypatch, broken):
         monkeypatch.setattr(SlotLedger, "_push_slots", lambda self, freed: None)
     else:
         monkeypatch.setattr(
-            SlotLedger, "_note_released", lambda self, ids, fence=None: None
+            SlotLedger, "_note_released", lambda self, ids, fence=None, at=None: None
         )  # the vectorised path's filing
     r = Actor.request(1)
     program = [

@@ -49,8 +49,8 @@ def _skip_owner_check(look_up):
     """FINISH: the owner bit is taken as set, so any request may finish any running slot."""
     finish = transition.compile_events(LIFECYCLE)[Event.FINISH]  # the ledger's own (cached) table
 
-    def skipping(cols, table, ids, actor_id):
-        batch = look_up(cols, table, ids, actor_id)
+    def skipping(cols, table, ids, actor_id, at=None):
+        batch = look_up(cols, table, ids, actor_id, at)
         if table is not finish:
             return batch
         key = batch.key | transition.OWN
@@ -91,9 +91,9 @@ def _lent_rollback_entry(compile_events):
 def _keeps_borrower(write):
     """The scatter forgets the borrower column: a lent slot given back keeps its borrower."""
 
-    def forgetful(cols, table, batch, event, actor_id, target, epoch):
+    def forgetful(cols, table, batch, event, actor_id, target, epoch, at=None):
         kept = cols.borrower[batch.ids].copy()
-        write(cols, table, batch, event, actor_id, target, epoch)
+        write(cols, table, batch, event, actor_id, target, epoch, at)
         if event is not Event.LEND:
             cols.borrower[batch.ids] = kept
 
@@ -130,8 +130,8 @@ def _no_duplicate_check(ids_check):
 def _early_push(apply):
     """The free ring takes a released slot at once, before the fence of its step."""
 
-    def pushing(self, ids, event, actor, target, before_write=None):
-        out = apply(self, ids, event, actor, target, before_write)
+    def pushing(self, ids, event, actor, target, before_write=None, *rest, **named):
+        out = apply(self, ids, event, actor, target, before_write, *rest, **named)
         released = ids[self.cols.state[ids] == int(State.RELEASED)]
         if released.size and self.has_free_list:
             self._push(released)
