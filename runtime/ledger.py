@@ -83,7 +83,7 @@ from .ledger_audit import Audit, Integrity, Leak  # noqa: F401 (the ledger's API
 from .ledger_batch import BatchPath
 from .ledger_checks import Checks, _first_illegal
 
-from .ledger_codes import CHECKS, SMALL, STEP_MAX  # noqa: F401 (the ledger's API)
+from .ledger_codes import CHECKS, RUN_MIN, SMALL, STEP_MAX  # noqa: F401 (the ledger's API)
 from .ledger_codes import _ALLOC, _FENCE, _FREE, _FREE_BYTE, _ID_MAX, _INT64, _ONE, _SCHEDULER, _UNIT
 from .ledger_slots import SlotPath
 
@@ -176,7 +176,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         self._thread: int | None = None  # the thread using the ledger (bound at its first call)
         self._known = b""  # the bytes of the last large batch of ids known real and distinct (see `_ids`)
         self._known_run: slice | None = None  # that batch's slice, if it is one run (see `_run`)
-        self.runs = True  # the run lane of the vectorised path (the tests turn it off to compare)
+        self.run_min = RUN_MIN  # the smallest batch the run lane takes (the tests move it to check both)
         # the actor `inputs.actor` accepted last (immutable: still valid); it starts as a valid
         # Actor, never None, or a first call by `None` would pass as "the actor checked last"
         self._actor: Actor = Actor(ActorKind.SCHEDULER, 0)
@@ -316,7 +316,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
             ring = self._ring[h : h + n]
             ids = ring.astype(np.int64)
             first = ring.item(0)
-            if self.runs and 1 <= first and ring.tobytes() == self._seq[first : first + n].tobytes():
+            if n >= self.run_min and 1 <= first and ring.tobytes() == self._seq[first : first + n].tobytes():
                 at = slice(first, first + n)  # one run of slots (a memcmp): the run lane (see `_run`)
         else:
             ids = self._peek(n)

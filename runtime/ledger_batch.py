@@ -6,7 +6,8 @@ The run lane: a batch whose ids are exactly one run of consecutive slots, in inc
 (what the free ring hands out, and what comes back together), is read and written through
 slices of the columns (views: no gather, no scatter), checked against the table like any other
 batch, and needs no duplicate check (a run names each slot once); the free ring takes it back
-as a run. `runs = False` turns the lane off (the tests compare the two)."""
+as a run. The lane takes batches of at least `run_min` slots (`ledger_codes.RUN_MIN`); any
+larger `run_min` turns it off (the tests compare the two)."""
 
 from __future__ import annotations
 
@@ -32,10 +33,10 @@ class BatchPath:
 
     def _run(self, ids: np.ndarray) -> slice | None:
         """The slice `ids` names if they are exactly the run first, first + 1, ..., first + n - 1
-        of real slots (so real and distinct), n >= 2; else None (and always when `runs` is off).
+        of real slots (so real and distinct), n >= max(2, `run_min`); else None.
         Two item reads turn most other batches away; a run is confirmed by one memcmp."""
         n = ids.size
-        if n < 2 or not self.runs:
+        if n < 2 or n < self.run_min:
             return None
         first = ids.item(0)
         end = first + n
@@ -55,7 +56,7 @@ class BatchPath:
         steps = [s for s in self._waiting if s <= step] if self._waiting else []
         if not steps:
             return _NONE, steps, False, None
-        chunks = [c for s in steps for c in self._waiting[s]]  # lists (per-slot path) or arrays
+        chunks = [c for s in steps for c in self._waiting[s]]  # lists (per-slot path), arrays, or runs (ranges)
         if sum(map(len, chunks)) <= self.small:  # a slot at a time
             state, fence = self._slots.state, self._slots.fence
             waits = self._waits
@@ -65,14 +66,20 @@ class BatchPath:
                 if state[s] != released:
                     return np.array(due, dtype=np.int64), steps, False, None
             return np.array(due, dtype=np.int64), steps, True, None
+        at = None
         if len(chunks) == 1:  # one batch's releases: distinct ids already
             cand = chunks[0]
-            if type(cand) is list:
-                cand = np.array(cand, dtype=np.int64)
-            cand.sort()  # in place: the ledger's own copy, filed by `_note_released`
+            if type(cand) is range:  # one run, filed as such: in order, its slice known
+                at = slice(cand.start, cand.stop)
+                cand = np.arange(cand.start, cand.stop, dtype=np.int64)
+            else:
+                if type(cand) is list:
+                    cand = np.array(cand, dtype=np.int64)
+                cand.sort()  # in place: the ledger's own copy, filed by `_note_released`
         else:
             cand = np.unique(np.concatenate([np.asarray(ids, dtype=np.int64) for ids in chunks]))
-        c, at = self.cols, self._run(cand)
+            at = self._run(cand)
+        c = self.cols
         where = cand if at is None else at
         state, fence = c.state[where], c.fence[where]
         # a slot still waiting may wait for a later step than the one it was filed under (an
@@ -105,15 +112,15 @@ class BatchPath:
 
     def _note_released(self, ids: np.ndarray, fence: int | None = None, at: slice | None = None) -> None:
         """File slots just moved into a state that waits for a fence (RELEASED) under the step
-        their fence waits for (one array per step); `fence`: that step, when the move wrote
-        the same one into every slot; `at`: their slice, if one run."""
+        their fence waits for (one array per step, or a range for a run); `fence`: that step,
+        when the move wrote the same one into every slot; `at`: their slice, if one run."""
+        if fence is None:
+            fences = self.cols.fence[ids if at is None else at]
+            codes = fences.tobytes()
+            if codes == codes[: fences.itemsize] * ids.size:  # one fence for all (the usual case)
+                fence = fences.item(0)
         if fence is not None:
-            self._waiting.setdefault(fence, []).append(ids.copy())
-            return
-        fences = self.cols.fence[ids if at is None else at]
-        codes = fences.tobytes()
-        if codes == codes[: fences.itemsize] * ids.size:  # one fence for all (the usual case)
-            self._waiting.setdefault(fences.item(0), []).append(ids.copy())
+            self._waiting.setdefault(fence, []).append(ids.copy() if at is None else range(at.start, at.stop))
             return
         for f in np.unique(fences).tolist():
             self._waiting.setdefault(f, []).append(ids[fences == f])

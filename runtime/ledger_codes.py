@@ -27,6 +27,13 @@ _SCRATCH = ("stamp",)
 _EPOCH, _FENCE_POS = int(Source.EPOCH), 3  # the fence's source "the step in flight", its place in `Columns`
 STEP_MAX = int(np.iinfo(np.int32).max)
 """The last step a ledger can launch: a slot's fence (int32) names the step it waits for."""
+RUN_MIN = 128
+"""Vectorised batches of at least this many slots that are one run of consecutive slots take the
+run lane (the columns read and written as slices, see `ledger_batch`). Chosen by measurement
+(alloc+rollback and the full round trip of n slots, in CPU seconds, the lane on and off): the
+lane about ties at 64 slots (a slice costs a numpy call like a short gather does, and finding the
+run costs one more) and wins from 128 on, more the larger the batch.
+"""
 SMALL = 2
 """Batches of up to this many slots take the per-slot path (Python over the same columns, the
 table read as lists); larger ones the vectorised numpy path. Both give the same result, and

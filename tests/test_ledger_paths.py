@@ -1,6 +1,6 @@
 """The ledger's paths, side by side: a batch of up to `ledger.small` slots is moved a slot at
 a time, a larger one by the vectorised numpy kernel, which takes a batch that is one run of
-consecutive slots through slices of the columns (the run lane, `ledger.runs`) and any other by
+consecutive slots through slices of the columns (the run lane, from `ledger.run_min` slots) and any other by
 gathers. Three ledgers, one forced onto each (per-slot; vectorised with the run lane; vectorised
 with gathers only), get the same calls; after every call they must agree on the outcome (the
 ids, or the error's type and text), every column, the counters, the free list and the flight
@@ -103,7 +103,8 @@ def first_difference(program, breaks=None) -> str | None:
     off) first disagree on `program` (None: never). `breaks(slots, vectors)`, if given, breaks
     one of the first two first (to show that this can fail)."""
     slots, vectors, gathers = SlotLedger(CAP), SlotLedger(CAP), SlotLedger(CAP)
-    slots.small, vectors.small, gathers.small, gathers.runs = CAP + 1, 0, 0, False
+    slots.small, vectors.small, gathers.small = CAP + 1, 0, 0
+    vectors.run_min, gathers.run_min = 2, CAP + 1  # the run lane for every run, or never
     if breaks is not None:
         breaks(slots, vectors)
     for i, op in enumerate(program):
@@ -336,10 +337,12 @@ def call_sized(ledger: SlotLedger, op):
 @settings(max_examples=40, deadline=None)
 @given(sized_program())
 def test_the_switch_over_point_agrees_with_both_paths(program):
-    """A ledger switching at `SMALL` against one that only moves a slot at a time and one that
-    only vectorises: the same outcome, columns, free list and recorder after every call."""
+    """A ledger switching at `SMALL` (and to the run lane from `SMALL + 1`) against one that
+    only moves a slot at a time and one that only vectorises (the run lane for every run): the
+    same outcome, columns, free list and recorder after every call."""
     ledgers = [SlotLedger(CAP) for _ in range(3)]
     ledgers[0].small, ledgers[1].small, ledgers[2].small = SMALL, CAP + 1, 0
+    ledgers[0].run_min, ledgers[2].run_min = SMALL + 1, 2
     for i, op in enumerate(program):
         outcomes = [call_sized(led, op) for led in ledgers]
         assert outcomes[0] == outcomes[1] == outcomes[2], f"op {i} {op}: {outcomes}"
@@ -489,7 +492,7 @@ def test_a_broken_run_lane_is_caught(monkeypatch, broken):
 
         def run(self, ids):
             n = ids.size
-            if n < 2 or not self.runs or ids.item(n - 1) - ids.item(0) != n - 1 or ids.item(0) < 1:
+            if n < 2 or n < self.run_min or ids.item(n - 1) - ids.item(0) != n - 1 or ids.item(0) < 1:
                 return None
             return slice(ids.item(0), ids.item(0) + n) if ids.item(n - 1) <= self.capacity else None
 

@@ -228,7 +228,7 @@ def op_for(draw, model: M.Pool):
 def test_runtime_agrees_with_the_model_or_changes_nothing(data):
     pool, model, launched = StatePool(CFG), M.new_pool(CAP, locks=True), 0
     pool.ledger.small = data.draw(st.integers(0, CAP + 1), label="small")  # per-slot path up to this size
-    pool.ledger.runs = data.draw(st.booleans(), label="runs")  # the vectorised path's run lane, or gathers only
+    pool.ledger.run_min = data.draw(st.integers(2, CAP + 1), label="run_min")  # the run lane from this size
     for _ in range(data.draw(st.integers(5, 60), label="length")):
         model, launched = check_op(pool, model, launched, data.draw(op_for(model), label="op"))
 
@@ -251,7 +251,7 @@ def test_an_actor_id_of_nobody_is_judged_as_the_model_judges_it(data):
     for the model's sake."""
     pool, model, launched = StatePool(CFG), M.new_pool(CAP, locks=True), 0
     pool.ledger.small = data.draw(st.integers(0, CAP + 1), label="small")
-    pool.ledger.runs = data.draw(st.booleans(), label="runs")
+    pool.ledger.run_min = data.draw(st.integers(2, CAP + 1), label="run_min")
     for _ in range(data.draw(st.integers(5, 40), label="length")):
         op = data.draw(st.one_of(nobody_ops, op_for(model)), label="op")
         model, launched = check_op(pool, model, launched, op, props=False)
