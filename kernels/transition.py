@@ -199,14 +199,10 @@ def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id, at=None
     for the whole batch, or an array of one per slot (no NOBODY in it). A uniform batch comes
     back with one key, one state before and one after (plain ints, see `Batch`). `at`: how
     the columns are indexed, `ids` itself (a gather per column), or for ids that are exactly
-    one run of consecutive slots its slice (views: no gather), or for two runs one after the
-    other (a free ring that wraps) a pair of slices: each looked up alone, one batch if both
-    are uniform with one key, else the whole batch gathered."""
+    one run of consecutive slots the slice `run_of` gives (views: no gather)."""
     n = ids.size
     if at is None:
         at = ids
-    elif type(at) is tuple:
-        return _look_up_parts(cols, table, ids, actor_id, at)
     before = cols.state[at]
     states = before.tobytes()
     if n and states == states[:1] * n:  # one state: try for one key
@@ -247,17 +243,6 @@ def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id, at=None
         if key is not None:
             return Batch(ids, key, b, nxt[key])
     return look_up_mixed(cols, table, ids, actor_id, before, at)
-
-
-def _look_up_parts(cols: Columns, table: EventTable, ids: np.ndarray, actor_id, at: tuple) -> Batch:
-    """`look_up` of two runs (`at`: their slices, `ids` the first's ids then the second's)."""
-    m = at[0].stop - at[0].start
-    first = look_up(cols, table, ids[:m], actor_id, at[0])
-    if type(first.key) is int:
-        second = look_up(cols, table, ids[m:], actor_id, at[1])
-        if type(second.key) is int and second.key == first.key:
-            return Batch(ids, first.key, first.before, first.after)
-    return look_up(cols, table, ids, actor_id)
 
 
 _PLAIN: dict = {}  # id(table) -> (table, next states as a list, per state the relation bits to read)
@@ -322,14 +307,7 @@ def write(
     A uniform batch (one key, see `Batch`) writes one value per column (the actor's id, or
     each slot's actor's); a mixed batch selects per slot with `where`."""
     ids, key = (batch.ids if at is None else at), batch.key
-    uniform = type(key) is int or not isinstance(key, np.ndarray)
-    if type(at) is tuple:  # two runs (see `look_up`): a uniform batch written run by run, else scattered
-        if uniform and not isinstance(actor_id, np.ndarray):
-            for part in at:
-                write(cols, table, batch, event, actor_id, target, epoch, part)
-            return
-        ids = batch.ids
-    if uniform:  # one source per column, one value per scatter
+    if type(key) is int or not isinstance(key, np.ndarray):  # uniform: one source per column, one value per scatter
         # the fields this key rewrites (a field the state before holds clear by its declaration
         # is not cleared again), as Python data: no numpy scalar per column
         hit = _WRITES.get(id(table))  # `_writes_of` inline, for its common case

@@ -175,7 +175,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         self._waiting: dict[int, list] = {}  # fence step -> slots released to wait for it (a fence reads only these)
         self._thread: int | None = None  # the thread using the ledger (bound at its first call)
         self._known = b""  # the bytes of the last large batch of ids known real and distinct (see `_ids`)
-        self._known_run: slice | tuple | None = None  # its slice if one run, two if two (see `_alloc_batch`)
+        self._known_run: slice | None = None  # that batch's slice, if it is one run (see `_run`)
         self.run_min = RUN_MIN  # the smallest batch the run lane takes (the tests move it to check both)
         # the actor `inputs.actor` accepted last (immutable: still valid); it starts as a valid
         # Actor, never None, or a first call by `None` would pass as "the actor checked last"
@@ -315,26 +315,18 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         if h + n <= self.capacity:
             ring = self._ring[h : h + n]
             ids = ring.astype(np.int64)
-            if n >= self.run_min:
-                at = self._ring_run(ring)  # one run of slots: the run lane (see `_run`)
+            first = ring.item(0)
+            if n >= self.run_min and 1 <= first and ring.tobytes() == self._seq[first : first + n].tobytes():
+                at = slice(first, first + n)  # one run of slots (a memcmp): the run lane (see `_run`)
         else:
             ids = self._peek(n)
-            if n >= self.run_min and type(actor_id) is int:  # the ring wraps: two runs, one after the other?
-                first, second = self._ring_run(self._ring[h:]), self._ring_run(self._ring[: h + n - self.capacity])
-                at = None if first is None or second is None else (first, second)
+        where = ids if at is None else at
         if self.check == "strict":
             each = type(actor) is Actors
             if not each and actor[0] is not self._alloc_kind:
                 self._check_actor(ids, _ALLOC, actor, NOBODY)
             # the free list is the FREE set, or the ledger is corrupt (a byte count, no ufunc)
-            state = self.cols.state
-            if at is None:
-                states = state[ids].tobytes()
-            elif type(at) is slice:
-                states = state[at].tobytes()
-            else:
-                states = state[at[0]].tobytes() + state[at[1]].tobytes()
-            if states != _FREE_BYTE * n:
+            if self.cols.state[where].tobytes() != _FREE_BYTE * n:
                 batch = look_up(self.cols, self._alloc, ids, actor_id, at)
                 p = _first_illegal(batch.after)
                 self._check_batch(batch, _ALLOC, actor[p] if each and p is not None else actor, NOBODY, first=p)
@@ -350,14 +342,6 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         self._head = (self._head + n) % self.capacity
         self._count -= n
         return ids
-
-    def _ring_run(self, ring: np.ndarray) -> slice | None:
-        """The slice of slots a stretch of the free ring holds, if it is one run (one memcmp
-        against the id sequence), else None."""
-        first = ring.item(0)
-        if first >= 1 and ring.tobytes() == self._seq[first : first + ring.size].tobytes():
-            return slice(first, first + ring.size)
-        return None
 
     def apply(
         self, event: Event, ids, actor: Actor, target: int = NOBODY, before_write: Callable[[Batch], None] | None = None

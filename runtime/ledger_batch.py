@@ -114,8 +114,6 @@ class BatchPath:
         """File slots just moved into a state that waits for a fence (RELEASED) under the step
         their fence waits for (one array per step, or a range for a run); `fence`: that step,
         when the move wrote the same one into every slot; `at`: their slice, if one run."""
-        if type(at) is not slice:  # a pair of runs: filed as an array
-            at = None
         if fence is None:
             fences = self.cols.fence[ids if at is None else at]
             codes = fences.tobytes()
@@ -197,7 +195,7 @@ class BatchPath:
     def _push(self, ids: np.ndarray, at: slice | None = None) -> None:
         """Put `ids` at the tail of the free ring (`at`: their slice, if one run: copied as the
         run it is, int32 to int32)."""
-        if type(at) is slice:
+        if at is not None:
             ids = self._seq[at]
         n, count, cap = ids.size, self._count, self.capacity
         if count + n > cap:  # cannot happen while the lifecycle holds

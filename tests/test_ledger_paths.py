@@ -473,50 +473,6 @@ def test_a_run_program_agrees_and_is_refused_where_it_must():
     assert outcomes.count("raised") == 6, outcomes
 
 
-def two_runs_program():
-    """An alloc the free ring wraps for ([8] then [1..4]: two runs, one after the other), some
-    of it moved on, then the two runs named together (the very batch the alloc handed out):
-    refused, as the second run is RUNNING; then given back run by run and fenced."""
-    r = Actor.request(1)
-    return [
-        ("alloc", 7, r),
-        ("apply", Event.ROLLBACK, r, list(range(1, 8)), NOBODY),
-        ("alloc", 5, r),  # the ring wraps: 8, 1, 2, 3, 4
-        ("apply", Event.ADMIT, r, [1, 2, 3, 4], NOBODY),
-        ("apply", Event.ROLLBACK, r, [8, 1, 2, 3, 4], NOBODY),  # refused: 1..4 are RUNNING
-        ("apply", Event.ROLLBACK, r, [8], NOBODY),
-        ("apply", Event.ABORT, r, [1, 2, 3, 4], NOBODY),
-        ("alloc", 4, r),  # 5..8
-        ("apply", Event.ROLLBACK, r, [5, 6, 7, 8], NOBODY),
-        ("launch",),
-        ("fence",),  # 1..4
-    ]
-
-
-def test_two_runs_agree_and_are_checked_run_by_run(monkeypatch):
-    """A wrapped alloc is two runs, looked up run by run: one batch only when both runs have
-    one key; a look-up that reads the first run alone accepts the refused rollback (caught)."""
-    from slotwarden.kernels import transition
-
-    program = two_runs_program()
-    assert first_difference(program) is None
-    ledger = SlotLedger(CAP)
-    ledger.small, ledger.run_min = 0, 2
-    assert [call(ledger, op)[0] for op in program].count("raised") == 1
-    monkeypatch.setattr(
-        transition,
-        "_look_up_parts",
-        lambda cols, table, ids, actor_id, at: transition.look_up(
-            cols, table, ids[: at[0].stop - at[0].start], actor_id, at[0]
-        )._replace(ids=ids),
-    )
-    try:
-        found = first_difference(program)
-    except Exception as err:  # the broken look-up may also trip over its own short batch
-        found = repr(err)
-    assert found is not None
-
-
 @pytest.mark.parametrize("broken", ["skips the last slot", "trusts the span", "no memo of the run"])
 def test_a_broken_run_lane_is_caught(monkeypatch, broken):
     """The comparison covers the run lane: one whose slice leaves out the last slot of the run
