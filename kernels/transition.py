@@ -199,7 +199,7 @@ def look_up(cols: Columns, table: EventTable, ids: np.ndarray, actor_id, at=None
     for the whole batch, or an array of one per slot (no NOBODY in it). A uniform batch comes
     back with one key, one state before and one after (plain ints, see `Batch`). `at`: how
     the columns are indexed, `ids` itself (a gather per column), or for ids that are exactly
-    one run of consecutive slots the slice `run_of` gives (views: no gather)."""
+    one run of consecutive slots their slice (views: no gather; the ledger's run lane)."""
     n = ids.size
     if at is None:
         at = ids

@@ -42,7 +42,9 @@ Fast lanes (each compared with the general path by tests/test_ledger_paths.py): 
 allocated, and one id in a plain int64 array checked, inline; the actor accepted last is not
 validated again (an `Actor` is immutable); a large batch equal to the last one found real and
 distinct (or handed out by `alloc`) skips the duplicate stamp; `apply_each` on lists of plain
-ints checks them with builtins (tests/test_ledger_each.py compares it with the general path).
+ints checks them with builtins (tests/test_ledger_each.py compares it with the general path); a
+vectorised batch of at least `RUN_MIN` slots that is one run of consecutive slots is read and
+written through slices of the columns (the run lane, see `ledger_batch`).
 
 The last step a ledger can launch is `STEP_MAX` (2**31 - 1, the fence column is int32): one more
 `launch` raises `FenceError` rather than write a step that does not fit.
