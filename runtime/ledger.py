@@ -317,9 +317,10 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         if h + n <= self.capacity:
             ring = self._ring[h : h + n]
             ids = ring.astype(np.int64)
-            first = ring.item(0)
-            if n >= self.run_min and 1 <= first and ring.tobytes() == self._seq[first : first + n].tobytes():
-                at = slice(first, first + n)  # one run of slots (a memcmp): the run lane (see `_run`)
+            if n >= self.run_min:
+                first = ring.item(0)
+                if 1 <= first and ring.tobytes() == self._seq[first : first + n].tobytes():
+                    at = slice(first, first + n)  # one run of slots (a memcmp): the run lane (see `_run`)
         else:
             ids = self._peek(n)
         where = ids if at is None else at
