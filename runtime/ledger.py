@@ -28,9 +28,9 @@ Contracts:
   raises `WrongThread` before touching anything (one integer comparison a call). `adopt()`
   hands the ledger over to the calling thread.
 
-Memory: 31 bytes a slot (state 1, owner 8, borrower 8, fence 4, last event 1, lock count 1,
-free ring 4, duplicate stamp 4; state and last event are the two bytes of one 16-bit word, so one
-scatter writes both), plus the flight recorder's bounded list of recent batches.
+Memory: 35 bytes a slot (state 1, owner 8, borrower 8, fence 4, last event 1, lock count 1,
+free ring 4, duplicate stamp 4, the id sequence the duplicate and run checks read 4; state and
+last event are the two bytes of one 16-bit word, so one scatter writes both), plus the flight recorder's bounded list of recent batches.
 
 The class is put together from one file per concept: this one holds the public operations
 (alloc, apply, apply_each, launch, fence, the queries); `ledger_slots` the per-slot path,

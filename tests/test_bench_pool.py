@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -36,7 +37,7 @@ def test_run_writes_a_parseable_report(tmp_path, capsys):
     meta = result["meta"]
     assert meta["device"] == "cpu" and meta["torch"] == torch.__version__
     assert meta["state"]["num_slots"] == 65 and meta["state"]["bytes_per_slot"] > 0
-    assert 29 < result["ledger_bytes_per_slot"] < 32
+    assert 33 < result["ledger_bytes_per_slot"] < 37  # the columns (31 B) and the id sequence (4 B)
     assert len(result["targets"]) == len(bench_pool.TARGETS) + 2  # the ratios, the zeroing ratio, the ledger's size
     assert all(t["met"] in (True, False, None) for t in result["targets"])
 
@@ -116,3 +117,19 @@ def test_a_target_reads_its_ratio_and_can_fail():
     assert all(t["met"] for t in bench_pool.targets(result(0.5)))
     failed = [t for t in bench_pool.targets(result(5.0)) if t["met"] is False]
     assert len(failed) == len(bench_pool.TARGETS) + 1  # every ratio, not the ledger's size
+
+
+def test_ledger_size_counts_every_per_slot_array(monkeypatch):
+    """The size target reads every array of a slot's length the ledger keeps, not only its
+    columns: an extra per-slot array (as the id sequence once went uncounted) shows in it."""
+    base = bench_pool.ledger_bytes_per_slot(1024)
+    columns_only = sum(t.numel() * t.element_size() for t in bench_pool.SlotLedger(1024).tensors.values()) / 1024
+    assert base > columns_only  # the id sequence is counted (the old measure read the columns only)
+
+    class Bigger(bench_pool.SlotLedger):
+        def __init__(self, capacity, **kw):
+            super().__init__(capacity, **kw)
+            self._extra = np.zeros(capacity + 1, dtype=np.int64)
+
+    monkeypatch.setattr(bench_pool, "SlotLedger", Bigger)
+    assert bench_pool.ledger_bytes_per_slot(1024) == pytest.approx(base + 8 * 1025 / 1024)
