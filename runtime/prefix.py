@@ -103,7 +103,9 @@ class CachePolicy:
 
     def cache_match(self, req: "Request") -> None:
         """A plain candidate about to take a fresh slot locks the longest published prefix of
-        its input but the last token; it will feed only what follows (`req.fed`)."""
+        its input but the last token whose slot has room for one more lock (`MAX_READERS`: at
+        the bound, a shorter prefix or none matches, and the candidate feeds the rest itself);
+        it will feed only what follows (`req.fed`)."""
         cache = self.prefix
         if cache is None or req.session is not None or req.cached is not None or len(req.input) < 2:
             return

@@ -60,10 +60,11 @@ class RadixTree:
 
     # -- questions ---------------------------------------------------------------------------
     def match(self, tokens) -> Match:
-        """The longest prefix of `tokens` ending at a node that holds a published slot, and
-        touches that node. Unpublished slots and prefixes ending inside an edge never match.
-        The match may cover all of `tokens`: a caller that must feed at least one token
-        matches `tokens[:-1]`."""
+        """The longest prefix of `tokens` ending at a node that holds a published slot with
+        room for one more lock, and touches that node. Unpublished slots, slots whose lock
+        count is at `max_readers` (the caller could not lock them: a shorter prefix, or none,
+        matches instead) and prefixes ending inside an edge never match. The match may cover
+        all of `tokens`: a caller that must feed at least one token matches `tokens[:-1]`."""
         tokens = tokens_of("match", tokens, allow_empty=True)
         best, node, pos = None, self.root, 0
         while pos < len(tokens):
@@ -71,7 +72,7 @@ class RadixTree:
             if child is None or tokens[pos : pos + len(child.edge)] != child.edge:
                 break
             node, pos = child, pos + len(child.edge)
-            if node.published:
+            if node.published and (self.max_readers is None or node.locks < self.max_readers):
                 best = node
         if best is None:
             return Match(None, 0)

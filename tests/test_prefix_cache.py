@@ -298,3 +298,42 @@ def test_a_fence_gives_back_its_locks_and_a_flush_evicts_in_one_pool_call_each()
     (evict,) = calls
     assert evict[0] == "evict" and len(evict[1]) >= 3
     quiesce(sched)
+
+
+def _more_readers_than_the_bound(cache, overlap):
+    """A chain of cached prefixes [1, 2] and [1, 2, 3], then more candidates for [1, 2, 3]
+    than its slot may have readers (`MAX_READERS`): the rest match [1, 2], or nothing."""
+    from slotwarden.kernels.layer import TinyMambaConfig
+    from slotwarden.model.vocabulary import MAX_READERS
+
+    s = build(
+        TinyMambaConfig(layers=1),
+        slots=MAX_READERS + 8,
+        max_running=MAX_READERS + 8,
+        token_budget=4 * MAX_READERS,
+        prefix_cache=cache,
+        overlap=overlap,
+    )
+    out = {}
+    for prompt in ([1, 2], [1, 2, 3]):
+        s.submit(prompt, 1)
+        out.update(s.run())
+    rids = [s.submit([1, 2, 3, 4, 5], 1) for _ in range(MAX_READERS + 2)]
+    rids += s.submit_n([1, 2, 3, 4], 1, 3, temperature=1.0, seed=5)
+    out.update(s.run())
+    return s, {rid: list(r.output) for rid, r in out.items()}, rids
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_cached_slot_at_its_reader_bound_is_not_matched_a_shorter_prefix_is(overlap):
+    """Old code: every candidate matched [1, 2, 3], the 256th lock was refused (IllegalMove,
+    lock count at the bound) at every step, and nothing was served."""
+    from slotwarden.model.vocabulary import MAX_READERS
+
+    s, got, rids = _more_readers_than_the_bound(True, overlap)
+    _, want, _ = _more_readers_than_the_bound(False, overlap)
+    assert got == want and set(rids) <= set(got)
+    stats = s.prefix.stats()
+    assert stats.hits >= MAX_READERS + 2  # none of the candidates prefilled [1, 2] again
+    assert stats.tokens_saved >= MAX_READERS * 3 + 2 * 2
+    quiesce(s)

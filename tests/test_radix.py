@@ -393,3 +393,20 @@ BROKEN = {
 def test_the_machine_catches_a_broken_tree(broken):
     r = run_machine(broken.__name__, radix_machine_for(broken), Budget(200, 30), seed=0, shrink=False)
     assert not r.passed and BROKEN[broken] in r.error, r.error
+
+
+def test_a_node_at_its_lock_bound_does_not_match_a_shorter_prefix_does():
+    """Old code matched the full node, whose lock the caller could not take."""
+    tree = RadixTree(max_readers=2)
+    short, long = tree.insert([1, 2], 1).node, tree.insert([1, 2, 3], 2).node
+    tree.publish(short)
+    tree.publish(long)
+    tree.lock(long, 10)
+    assert tree.match([1, 2, 3, 4]).node == long
+    tree.lock(long, 11)
+    assert tree.match([1, 2, 3, 4]) == (short, 2)
+    tree.lock(short, 12)
+    tree.lock(short, 13)
+    assert tree.match([1, 2, 3, 4]).node is None
+    tree.unlock(long, 10)
+    assert tree.match([1, 2, 3, 4]).node == long

@@ -4,7 +4,8 @@ a plain reference: a dict from token tuple to (slot, published, lock holders, la
 Its moves are the scheduler's: insert (donate), admit (match a prompt, lock what it found),
 lock, unlock, publish one node or fence them all, drop an aborted write, evict.
 
-Checked at every call: `match` gives the longest published prefix (never an unpublished one);
+Checked at every call: `match` gives the longest published prefix with room for one more lock
+(never an unpublished one, nor one at the bound);
 `insert` donates to a new prefix and not to one already held; `evictable` proposes only
 published, unlocked nodes, slot-free below first, least recently used first, and as many as
 asked for or exist; every refusal (a slot held twice, a lock by a holder or past the bound, an
@@ -135,13 +136,16 @@ class RadixMachine(RuleBasedStateMachine):
 
     def matched(self, tokens):
         """Matches `tokens` against the reference; the key found, or None."""
-        held = [k for k, e in self.ref.items() if e.published and tokens[: len(k)] == k]
+        held = [
+            k for k, e in self.ref.items() if e.published and len(e.holders) < MAX_READERS and tokens[: len(k)] == k
+        ]
         got = self.tree.match(tokens)
         if not held:
-            assert got == (None, 0), f"match {tokens} found {got}; nothing published is a prefix"
+            assert got == (None, 0), f"match {tokens} found {got}; nothing published with room for a lock is a prefix"
             return None
         key = max(held, key=len)
-        assert got == (self.ref[key].node, len(key)), f"match {tokens} gave {got}, the longest published is {key}"
+        why = "the longest published with room for a lock"
+        assert got == (self.ref[key].node, len(key)), f"match {tokens} gave {got}, {why} is {key}"
         self.touch(key)
         return key
 
