@@ -40,13 +40,16 @@ REFUSALS = (BadRequest, SessionClosed, UnknownRequest, UnknownSession, SessionBu
 
 
 def guarded(call):
-    """A public call: refused once the scheduler is broken; a fault inside it is judged by the
-    contract (consistent, or broken from now on) before it propagates."""
+    """A public call: refused once the scheduler is broken, and from a thread other than its
+    pool's (`WrongThread`, before anything changes: the scheduler stays usable from its own
+    thread); a fault inside it is judged by the contract (consistent, or broken from now on)
+    before it propagates."""
 
     @functools.wraps(call)
     def run_guarded(sched: "Scheduler", *args, **kwargs):
         if sched._broken is not None:
             raise sched._broken
+        sched.pool.ledger._here()  # the pool's thread check: a refusal, never judged
         try:
             return call(sched, *args, **kwargs)
         except BaseException as exc:

@@ -101,3 +101,41 @@ def test_the_guard_is_single_threaded_too():
     t.join()
     assert seen == [True, True, True]
     assert engine.free_slots.tolist() == [2, 3, 4]  # the engine was never asked
+
+
+def _outputs(results) -> dict:
+    return {rid: list(r.output) for rid, r in results.items()}
+
+
+def test_a_scheduler_call_from_another_thread_is_refused_and_leaves_it_usable():
+    """Old code: the pool refused step() with WrongThread, then the fault handler audited the
+    pool from the same wrong thread, got WrongThread again and broke the scheduler for good."""
+    from slotwarden.kernels.layer import TinyMambaConfig
+    from slotwarden.runtime.build import build
+
+    def workload():
+        s = build(TinyMambaConfig(layers=1), slots=2, max_running=2, prefix_cache=True)
+        s.submit([1, 2, 3], 4)
+        s.submit_n([1, 2, 3, 4], 3, 2, temperature=1.0, seed=3)
+        return s
+
+    want = _outputs(workload().run())
+    s = workload()
+    got = {r.rid: r for r in s.step().finished}
+    errors = []
+
+    def other():
+        for call in (s.step, lambda: s.submit([5], 1), s.run, lambda: s.abort(0)):
+            try:
+                call()
+            except Exception as e:  # noqa: BLE001 - the test sorts them out
+                errors.append(e)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(errors) == 4 and all(isinstance(e, WrongThread) for e in errors), errors
+    assert s.broken is None
+    got.update(s.run())
+    assert _outputs(got) == want
+    s.check_audit()
