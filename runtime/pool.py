@@ -80,6 +80,12 @@ class StatePool:
     def available(self) -> int:
         return self.ledger.available()
 
+    def awaits_fence(self) -> bool:
+        """Whether some slot waits for a fence: released (free at the fence of a step that may
+        still use it) or cached and not yet published. Read from the ledger's per-step lists
+        of what waits, not a scan of the pool."""
+        return bool(self.ledger._waiting)
+
     def held_by(self, actor: Actor) -> torch.Tensor:
         return torch.from_numpy(self.ledger.held_by(actor))
 

@@ -345,8 +345,17 @@ class Scheduler(CachePolicy):
 
     @property
     def idle(self) -> bool:
+        """Nothing to run, nothing in flight, and no slot waiting for a fence: the pool is
+        quiescent (every slot free, parked with a session, or cached). A slot released with no
+        step in flight (an abort, a session's close, `flush_cache()`) keeps it False until the
+        next `step()`, which with nothing to run only fences; `run()` takes that step."""
         return (
-            not self.waiting and not self.running and self.inflight is None and not self.landed and not self.finishing
+            not self.waiting
+            and not self.running
+            and self.inflight is None
+            and not self.landed
+            and not self.finishing
+            and not self.pool.awaits_fence()
         )
 
     @property

@@ -325,3 +325,39 @@ def test_random_mixed_workloads_end_with_a_clean_audit(seed):
     sched.step()
     assert sched.pool.ledger.counts()[Group.FREE] == sched.pool.capacity
     assert sched.check_audit().clean
+
+
+def _abort_running(s):
+    r = s.submit([1, 2, 3], 5)
+    s.step()
+    s.abort(r)
+
+
+def _close_session(s):
+    sid = s.open_session()
+    s.submit([1, 2, 3], 2, session=sid)
+    s.run()
+    s.close_session(sid)
+
+
+def _flush(s):
+    s.submit([1, 2, 3], 2)
+    s.run()
+    assert s.flush_cache() == 1
+
+
+@pytest.mark.parametrize("release", [_abort_running, _close_session, _flush])
+@pytest.mark.parametrize("overlap", [False, True])
+def test_idle_means_quiescent_after_a_release_with_no_step_in_flight(release, overlap):
+    """Old code (overlap off): idle was True with the released slot unfenced, so run() never
+    stepped and the audit failed (RELEASED, left there by abort / close / evict)."""
+    from slotwarden.kernels.layer import TinyMambaConfig
+    from slotwarden.runtime.build import build
+
+    s = build(TinyMambaConfig(layers=1), slots=4, max_running=4, overlap=overlap, prefix_cache=True)
+    release(s)
+    if s.inflight is None and not s.waiting and not s.running:
+        assert not s.idle  # a slot waits for a fence
+    s.run()
+    assert s.idle
+    assert s.check_audit().counts[Group.FREE] == s.pool.capacity
