@@ -20,6 +20,12 @@ from __future__ import annotations
 
 import torch
 
+MIN_TEMPERATURE = 1e-30
+"""The smallest positive temperature `sample` takes: logits are float32 (|logit| < 3.5e38) and
+divided in float64, so `logits / T` stays finite for every T >= this bound (below it, a
+denormal T overflows them to infinity and the draw is garbage). Callers refuse smaller
+positive temperatures; at the bound the draw is already greedy for any logits a model makes."""
+
 MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 _M1 = 0xBF58476D1CE4E5B9

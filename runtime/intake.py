@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from slotwarden.kernels.sample import to_int64
+from slotwarden.kernels.sample import MIN_TEMPERATURE, to_int64
 
 from .scheduler_errors import BadRequest, UnknownRequest, UnknownSession
 
@@ -81,11 +81,20 @@ def sample_count(n) -> int:
 
 
 def temperature(value) -> float:
-    """A finite float (or int) >= 0; 0 means greedy."""
+    """A finite float (or int) that is 0 (greedy) or at least `MIN_TEMPERATURE` (a smaller
+    positive one would overflow the logits it divides)."""
     ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
-    if not ok or not math.isfinite(value) or value < 0:
+    try:
+        t = float(value) if ok else math.nan
+    except OverflowError:  # an int too large for a float
+        t = math.nan
+    if not math.isfinite(t) or t < 0:
         raise BadRequest(f"temperature must be a finite number >= 0 (0: greedy), not {value!r:.60}")
-    return float(value)
+    if 0 < t < MIN_TEMPERATURE:
+        raise BadRequest(
+            f"temperature {value!r:.60} is too small to divide by: 0 (greedy) or at least {MIN_TEMPERATURE}"
+        )
+    return t
 
 
 def sampling_seed(seed, default: int) -> int:

@@ -187,8 +187,9 @@ class Scheduler(CachePolicy):
         softmax(logits / temperature) with noise that is a pure function of `seed` and the
         token's position in the output (`kernels/sample.py`), so the tokens depend on nothing
         else: not the batch, the slot, retractions, nor the prefix cache. `seed` is any int
-        (None: the request's id). A temperature that is not a finite number >= 0, or a seed
-        that is not an int, is refused."""
+        (None: the request's id). A temperature that is not a finite number >= 0, a positive
+        one below `MIN_TEMPERATURE` (1e-30: too small to divide the logits by), or a seed that
+        is not an int, is refused."""
         prompt = intake.prompt_tokens(prompt, self.vocab)
         max_new_tokens = intake.new_token_budget(max_new_tokens)
         temperature = intake.temperature(temperature)

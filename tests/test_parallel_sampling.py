@@ -70,9 +70,14 @@ def test_sampling_params_are_refused_clearly():
         (dict(temperature="hot"), "temperature"),
         (dict(seed=1.5), "seed"),
         (dict(seed=True), "seed"),
+        (dict(temperature=10**400), "temperature must be a finite number"),  # old: OverflowError
+        (dict(temperature=1e-320, seed=1), "too small to divide by.*1e-30"),  # old: garbage tokens
+        (dict(temperature=1e-31), "too small to divide by"),
     ):
         with pytest.raises(BadRequest, match=word):
             sched.submit([1, 2], 2, **kwargs)
+        with pytest.raises(BadRequest, match=word):
+            sched.submit_n([1, 2], 2, 2, **kwargs)
     for n in (0, 1.0, 257):
         with pytest.raises(BadRequest, match="n must be"):
             sched.submit_n([1, 2], 2, n)
@@ -338,3 +343,13 @@ def test_under_pressure_the_prompt_state_siblings_wait_for_is_evicted_last(monke
 
     monkeypatch.setattr(prefix, "_wanted", lambda waiting: {})  # broken: plain LRU eviction
     assert not any(every_sibling_copies_under_pressure(*case) for case in cases)
+
+
+def test_the_smallest_temperature_taken_draws_the_greedy_tokens():
+    """At `MIN_TEMPERATURE` the logits divided by it stay finite: the draw is greedy."""
+    from slotwarden.kernels.sample import MIN_TEMPERATURE
+
+    sched = build(MODEL, slots=2)
+    cold, greedy = sched.submit([1, 2, 3], 6, temperature=MIN_TEMPERATURE, seed=1), sched.submit([1, 2, 3], 6)
+    out = sched.run()
+    assert out[cold].output == out[greedy].output
