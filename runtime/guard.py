@@ -75,8 +75,10 @@ class LedgerGuard:
         ids = self.allocator.alloc(n)
         if ids is None:
             return None
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 1:
+            self._refuse_shape(ids, n, owner)
         try:
-            if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.numel() != n:
+            if ids.numel() != n:
                 raise BadSlotId(f"the engine's alloc({n}) gave {ids!r}", slot_id=None, event=Event.ALLOC, actor=owner)
             self.ledger.apply(Event.ALLOC, ids, owner)
         except Exception:
@@ -84,6 +86,22 @@ class LedgerGuard:
             raise
         self.device = ids.device
         return ids
+
+    def _refuse_shape(self, ids, n: int, owner: Actor) -> None:
+        """The engine's alloc gave something that is not a 1-D tensor (a list, a 2-D tensor):
+        what it holds goes back to the engine flattened to a 1-D int64 tensor, where it can be,
+        and the alloc is refused (`BadSlotId`, the engine's own failure to take it back chained)."""
+        refused = BadSlotId(
+            f"the engine's alloc({n}) gave {type(ids).__name__} {ids!r:.80}, not a 1-D tensor of slot ids",
+            slot_id=None,
+            event=Event.ALLOC,
+            actor=owner,
+        )
+        try:
+            self.allocator.free(torch.as_tensor(ids, dtype=torch.int64).reshape(-1))
+        except Exception as exc:  # noqa: BLE001 - the refusal is the error to raise
+            raise refused from exc
+        raise refused
 
     def fire(self, event: Event, ids, actor: Actor, target: int = NOBODY) -> torch.Tensor:
         """`actor` moves `ids` by `event` (rollback, finish, retract, abort, admit, park, lend,

@@ -286,3 +286,50 @@ def test_a_session_lifecycle_through_the_guard_is_conserved():
     guard.fence()
     assert sorted(engine.free_slots.tolist()) == [1, 2, 3, 4]
     assert guard.ledger.audit(set(), set()).clean
+
+
+class ShapedWrong(TensorFreeList):
+    """An engine whose alloc hands its slots out as something other than a 1-D tensor."""
+
+    def __init__(self, size: int, shape):
+        super().__init__(size)
+        self.shape = shape
+
+    def alloc(self, n: int):
+        ids = super().alloc(n)
+        return None if ids is None else self.shape(ids)
+
+
+@pytest.mark.parametrize(
+    "shape", [lambda ids: ids.tolist(), lambda ids: ids.reshape(1, -1)], ids=["a list", "a 2-D tensor"]
+)
+def test_an_engine_alloc_of_the_wrong_shape_is_refused_typed_and_handed_back(shape):
+    """Old code: AttributeError ('numel') for a list, torch's RuntimeError for a 2-D tensor."""
+    engine = ShapedWrong(4, shape)
+    guard = LedgerGuard(engine, 4)
+    before = Untouched(engine, guard)
+    with pytest.raises(BadSlotId, match=r"alloc by request 2: the engine's alloc\(2\) gave .*not a 1-D tensor"):
+        guard.alloc(2, R2)
+    assert sorted(engine.free_slots.tolist()) == sorted(before.free.tolist())  # handed back
+    assert guard.ledger.snapshot()["counters"] == before.ledger["counters"]
+    assert guard.ledger.audit(set(), set()).clean
+
+
+def test_an_engine_alloc_that_cannot_be_handed_back_is_still_refused_typed():
+    engine = ShapedWrong(4, lambda ids: "slots")
+    guard = LedgerGuard(engine, 4)
+    with pytest.raises(BadSlotId, match="not a 1-D tensor") as caught:
+        guard.alloc(1, R2)
+    assert caught.value.__cause__ is not None  # the engine's own failure, chained
+
+
+@pytest.mark.parametrize("call", [lambda p: p.alloc(1, None), lambda p: p.fire(Event.FINISH, [1], None)])
+def test_a_fresh_pools_first_call_by_no_actor_is_refused_typed(call):
+    from slotwarden.model.errors import BadActor
+    from slotwarden.runtime.config import PoolConfig
+    from slotwarden.runtime.pool import StatePool
+
+    pool = StatePool(PoolConfig(num_slots=4, layers=1, conv_dims=(4,), heads=1, head_dim=2, state_size=2))
+    with pytest.raises(BadActor, match="bad actor None"):
+        call(pool)
+    assert pool.available() == 4
