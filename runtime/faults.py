@@ -11,7 +11,9 @@ cancellation) raised anywhere in a call, the scheduler is in one of three states
   lock, unlock, donation and eviction; an alloc whose zeroing may not have run is given back).
 - The forward pass raised (anything, once the model was called): the slots it may have
   written are untrustworthy, so its requests end at once with reason "step N failed: ...";
-  an `Exception` is raised as `StepFailed`, a `BaseException` as itself. Others continue exactly.
+  an `Exception` is raised as `StepFailed` (naming them; a parallel-sampling group's prompt
+  request ends with no Result, its siblings go on as plain requests), a `BaseException` as
+  itself. Others continue exactly.
 - Otherwise (the pool moved but the scheduler could not record it, or a fault while ending a
   failed step's requests): it is broken. The fault propagates once; then every call raises
   `SchedulerBroken` naming it. It never continues with tokens different from a fault-free run.

@@ -120,6 +120,22 @@ def _check_field(config, name: str, ok, want: str, optional: bool = False) -> No
 _COUNTED_AS = {"length": "finished", "abort": "aborts", "session closed": "dropped"}  # else "step N failed: ..."
 
 
+def _ended(batch: Batch) -> str:
+    """What a failed step ends, in words: the requests with a Result, and each parallel-sampling
+    group's prompt request (no Result, not counted: its siblings go on as plain requests)."""
+    live = [req for req, _ in batch.items if not req.done]
+    shown = [req.rid for req in live if not req.shared]
+    words = [f"ended requests {shown} (each with a Result, reason 'step N failed')"] if shown else []
+    for req in live:
+        if req.shared:
+            sibs = [sib.rid for sib in req.siblings if not sib.done]
+            words.append(
+                f"ended the prompt request {req.rid} of parallel-sampling siblings {sibs} (no Result, not counted: "
+                "the siblings go on as plain requests, each prefilling the prompt or matching what the cache holds)"
+            )
+    return "; ".join(words)
+
+
 def _by_source(items: list) -> list:
     """Decode items ordered by the step whose tensor holds their last token (usually one), so
     their inputs gather with one index per source tensor (a stable, reproducible order)."""
@@ -504,9 +520,10 @@ class Scheduler(CachePolicy):
             self.device.finish(step)  # nothing more of this step will run
             if not self._state_written:
                 raise
+            ended = _ended(batch)  # before `_fail` ends them (a prompt request forgets its siblings)
             self._fail(batch, step, exc)
             if isinstance(exc, Exception):
-                raise StepFailed(f"the forward pass of step {step} raised: {exc!r}") from exc
+                raise StepFailed(f"the forward pass of step {step} raised: {exc!r}; {ended}") from exc
             raise
         return InFlight(step, batch.kind, tokens, deque(rows))
 

@@ -46,7 +46,10 @@ class NoSessionState(SchedulerError, LookupError):
 
 class StepFailed(SchedulerError, RuntimeError):
     """The forward pass of a step raised after it may have written state: its requests were
-    ended first (reason "step N failed: ..."), everything else continues exactly."""
+    ended first (reason "step N failed: ..."), everything else continues exactly. The message
+    names what it ended. A parallel-sampling group's prompt request (`submit_n`) ends with no
+    Result and is not counted in `counters.failures`, like its finish; its siblings go on as
+    plain requests. So a step that held only such a request raises with no failed Result."""
 
 
 class AuditFailed(SchedulerError, RuntimeError):

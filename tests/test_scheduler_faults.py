@@ -463,3 +463,43 @@ def test_a_cache_move_the_scheduler_does_not_record_after_a_fault_breaks_it():
         drive_cached(sched, base.output)
         assert (sched.broken is not None) is broken, cls
     assert "holds a lock on slot" in str(sched.broken)
+
+
+def _group(cache: bool):
+    s = build(TinyMambaConfig(layers=1), slots=4, max_running=4, prefix_cache=cache)
+    return s, s.submit_n(list(range(1, 12)), 3, 3, temperature=1.0, seed=9)
+
+
+def test_a_failed_step_that_held_only_a_groups_prompt_request_says_so():
+    """Old code: StepFailed said only that the forward pass raised, though no Result reported a
+    failure and `counters.failures` stayed 0. Now it names what it ended."""
+    want, ids = _group(False)
+    want = {rid: r.output for rid, r in want.run().items()}
+    s, ids = _group(True)
+    real, calls = s.model.prefill, []
+
+    def fails_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("device lost")
+        return real(*args, **kwargs)
+
+    s.model.prefill = fails_once
+    with pytest.raises(StepFailed, match=r"ended the prompt request 3 of parallel-sampling siblings \[0, 1, 2\]"):
+        s.step()
+    assert s.collect() == () and s.counters.failures == 0 and s.broken is None
+    assert {rid: r.output for rid, r in s.run().items()} == want  # the siblings went on as plain requests
+
+
+def test_a_failed_step_names_the_requests_it_ended():
+    s = build(TinyMambaConfig(layers=1), slots=2)
+    rid = s.submit([1, 2, 3], 2)
+    s.model.prefill = broken_forward
+    with pytest.raises(StepFailed, match=rf"ended requests \[{rid}\]"):
+        s.step()
+    (result,) = s.collect()
+    assert result.reason.startswith("step 1 failed") and s.counters.failures == 1
+
+
+def broken_forward(*_args, **_kwargs):
+    raise RuntimeError("device lost")
