@@ -21,7 +21,8 @@ pool; `CachePolicy` (mixed into the `Scheduler`) turns its answers into pool eve
   queue (`cache_awaits`) until that donation is published, then each matches it like any cache
   hit, copies it and feeds only the last prompt token (under pressure the cache evicts a state
   that waiting siblings will copy only when nothing else can go and nothing runs). So the
-  prompt is prefilled once, and every slot move is one of the moves above: no slot has two
+  prompt is prefilled once when the pool has room (in a small pool, eviction or retraction can
+  make siblings prefill it again: the prompt request's prefill is then wasted), and every slot move is one of the moves above: no slot has two
   owners, and nothing is matched before its fence. A sibling aborted while waiting holds
   nothing; the prompt request aborted at any point is an ordinary abort (its siblings then
   prefill on their own).

@@ -242,6 +242,9 @@ class Scheduler(CachePolicy):
         (copy-on-write) and feeds only the last prompt token. With the cache off, each sibling
         prefills the whole prompt. The tokens are the same either way, bit for bit. Aborting
         the last live sibling while the prompt request still runs or waits aborts it too.
+        The prefill saved is not guaranteed: if the published prompt state is evicted before a
+        sibling copies it (a small pool under pressure) or a sibling is retracted, the sibling
+        prefills the prompt again and the prompt request's prefill was spent for nothing.
         Refusals as in `submit`, and `n` not an int in 1..256."""
         prompt = intake.prompt_tokens(prompt, self.vocab)
         max_new_tokens = intake.new_token_budget(max_new_tokens)

@@ -216,7 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         metavar="N",
         help="parallel samples per fresh plain prompt, at temperature 1 (default: 1); with --prefix-cache each "
-        "prompt is prefilled once and shared (report the prefill tokens saved)",
+        "prompt is prefilled once for the samples to copy (report the prefill tokens saved net: a small pool, "
+        "evictions and retractions can waste that prefill)",
     )
     p.set_defaults(func=_demo)
 

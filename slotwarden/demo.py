@@ -17,8 +17,10 @@ as a stateless chat client does; the summary adds the hit rate and the input tok
 cache is flushed before the final audit), and `--plot` draws the tokens saved over the steps.
 
 With `--n N` every fresh plain prompt is sent as N parallel samples (`Scheduler.submit_n`,
-temperature 1, seeded by the arrival); with the prefix cache on, each group's prompt is
-prefilled once and the summary reports the prefill tokens saved net of that prefill.
+temperature 1, seeded by the arrival); with the prefix cache on, each group's prompt request
+prefills the prompt once for its siblings to copy, and the summary reports the prefill tokens
+saved net of that prefill (none, or fewer than it cost, when evictions, retractions or too few
+slots make the siblings prefill the prompt again).
 
 A safety net around the scheduler: a run that launches nothing for many steps while requests
 wait stops as a failure (`Stalled`, naming who holds the slots and who waits) instead of
@@ -262,12 +264,15 @@ def format_summary(r: dict) -> str:
         )
     n = w.get("samples", 1)
     if n > 1:
-        shared = (
-            f"each prompt prefilled once by its group's prompt request ({c['prompt_tokens']} input tokens): "
-            f"{c['tokens_saved'] - c['prompt_tokens']} prefill tokens saved net"
-            if c is not None
-            else "each sample prefills its prompt (no prefix cache to share it)"
-        )
+        shared = "each sample prefills its prompt (no prefix cache to share it)"
+        if c is not None:
+            net = c["tokens_saved"] - c["prompt_tokens"]
+            shared = (
+                f"each group's prompt request prefills its prompt for the siblings to copy "
+                f"({c['prompt_tokens']} input tokens): {net} prefill tokens saved net"
+            )
+            if net <= 0:
+                shared += "; nothing saved: evictions, retractions or too few slots made the siblings prefill it again"
         lines.append(f"parallel sampling     {n} samples per fresh plain prompt; {shared}")
     lines.append(r["audit"])
     return "\n".join(lines)

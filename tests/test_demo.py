@@ -153,8 +153,16 @@ def test_parallel_samples_share_their_prompt_with_the_cache_and_not_without(caps
     assert on["prefill_tokens"] < off["prefill_tokens"]
     small = ["--sessions", "1", "--requests", "6", "--slots", "6", "--device", "cpu"]
     assert main(["demo", *small, "--prefix-cache", "--n", "3"]) == 0
-    assert (
-        "parallel sampling     3 samples per fresh plain prompt; each prompt prefilled once" in capsys.readouterr().out
-    )
+    out = capsys.readouterr().out
+    assert "parallel sampling     3 samples per fresh plain prompt; each group's prompt request prefills" in out
+    assert "nothing saved" not in out
     assert main(["demo", *TINY, "--n", "257"]) == 2
     assert "at most 256 samples" in capsys.readouterr().err
+
+
+def test_parallel_samples_in_a_pool_too_small_to_share_say_nothing_was_saved(capsys):
+    """Old code printed a negative saving under 'each prompt prefilled once', unqualified."""
+    tiny = ["--sessions", "0", "--requests", "2", "--slots", "1", "--device", "cpu"]
+    assert main(["demo", *tiny, "--prefix-cache", "--n", "4"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("parallel sampling"))
+    assert "tokens saved net; nothing saved: evictions, retractions or too few slots" in line, line
