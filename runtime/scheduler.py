@@ -426,7 +426,8 @@ class Scheduler(CachePolicy):
         """Step until idle; returns {rid: Result} of every request that ended meanwhile, in the
         order they ended: what the steps' reports carry in `finished`, and what was waiting in
         the outbox. The totals (rollbacks, retractions, aborts, ...) are in `counters`. Not idle
-        after `max_steps`: RuntimeError. If a step raises, what was gathered goes back to the
+        after `max_steps`: RuntimeError (naming the sessions that park slots between turns
+        while requests wait: only their close, or `session_timeout`, frees those slots). If a step raises, what was gathered goes back to the
         outbox (`collect()`, or the next `step()`/`run()`, hands it over)."""
         results: dict = {}
         try:
@@ -435,10 +436,24 @@ class Scheduler(CachePolicy):
                     results.update((r.rid, r) for r in self.collect())
                     return results
                 results.update((r.rid, r) for r in self.step().finished)
-            raise RuntimeError(f"not idle after {max_steps} steps")
+            raise RuntimeError(f"not idle after {max_steps} steps{self._why_not_idle()}")
         except BaseException:
             self.outbox[:0] = results.values()
             raise
+
+    def _why_not_idle(self) -> str:
+        """For `run()`'s error: requests waiting while sessions park slots between turns."""
+        parked = sorted((s.sid, s.slot) for s in self.sessions.values() if s.slot is not None and s.turn is None)
+        if not self.waiting or not parked:
+            return ""
+        sids, slots = [sid for sid, _ in parked], [slot for _, slot in parked]
+        timeout = self.config.session_timeout
+        return (
+            f": requests {[r.rid for r in self.waiting][:8]} wait while sessions {sids} park slots {slots} "
+            f"between turns ({len(slots)} of {self.pool.capacity}); closing them (close_session) frees their "
+            "slots, and so does SchedulerConfig(session_timeout=N), which closes a session idle for N steps"
+            + (f" (now {timeout})" if timeout is not None else " (now None: never)")
+        )
 
     # -- audit -------------------------------------------------------------------------------
     def check_audit(self):

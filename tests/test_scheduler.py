@@ -361,3 +361,20 @@ def test_idle_means_quiescent_after_a_release_with_no_step_in_flight(release, ov
     s.run()
     assert s.idle
     assert s.check_audit().counts[Group.FREE] == s.pool.capacity
+
+
+def test_run_names_the_sessions_whose_parked_slots_starve_a_request():
+    """Old code: only 'not idle after N steps'."""
+    from slotwarden.kernels.layer import TinyMambaConfig
+    from slotwarden.runtime.build import build
+
+    s = build(TinyMambaConfig(layers=1), slots=1, max_running=1)
+    sid = s.open_session()
+    s.submit([1, 2], 2, session=sid)
+    s.run()
+    rid = s.submit([3, 4], 2)
+    with pytest.raises(RuntimeError, match=rf"requests \[{rid}\] wait while sessions \[{sid}\] park slots \[1\]") as e:
+        s.run(max_steps=20)
+    assert "close_session" in str(e.value) and "session_timeout" in str(e.value)
+    s.close_session(sid)
+    assert s.run()[rid].reason == "length"  # closing it frees the slot
