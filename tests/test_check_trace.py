@@ -297,3 +297,15 @@ def test_the_format_example_in_the_docs_replays_clean(tmp_path, capsys):
     (tmp_path / "t.jsonl").write_text(example)
     rc, out, _ = run_cli(capsys, tmp_path / "t.jsonl")
     assert rc == 0 and out.rstrip().endswith("clean"), out
+
+
+def test_the_summary_counts_event_lines_and_the_docs_list_every_event():
+    """Old code: 'seed-bug.jsonl: 11 lines' while its findings cite line 12 (the header is a
+    line too), and docs/traces.md's event row lacked insert, lock, unlock, evict."""
+
+    root = Path(__file__).resolve().parent.parent
+    capacity, lines = check_trace.read(root / "examples" / "seed-bug.jsonl")
+    text = check_trace.render(check_trace.check(lines, capacity), "seed-bug.jsonl")
+    assert f"seed-bug.jsonl: {len(lines)} event lines," in text
+    row = next(x for x in (root / "docs" / "traces.md").read_text().splitlines() if x.startswith("| `event` |"))
+    assert all(f"`{e.name.lower()}`" in row for e in Event), row

@@ -15,6 +15,9 @@ def test_a_quick_pass_says_the_proofs_were_skipped():
     skipped = verify.skipped_by_quick()
     assert skipped[0] == f"the {len(proofs.PROOFS)} CrossHair proofs"
     assert any("exhaustive bounds" in s for s in skipped)
+    # the text counts what the summary's exhaustive row counts (old text: "runs 6 small ones", 7 run)
+    ran = sum(stage == "exhaustive" for stage, *_ in verify.jobs(verify.LEVELS["quick"], 1.0, 0, None))
+    assert any(f": {ran} exhaustive checks)" in s for s in skipped), (ran, skipped)
 
 
 def test_the_quick_run_kills_every_declaration_mutant(tmp_path, capsys):

@@ -530,7 +530,8 @@ def skipped_by_quick() -> list[str]:
     quick, default = LEVELS["quick"], LEVELS["default"]
     out = [f"the {len(model_proofs.PROOFS)} CrossHair proofs"]
     out.append(
-        f"{len(default['bounds']) - len(quick['bounds'])} of the exhaustive bounds (runs {len(quick['bounds'])} small ones)"
+        f"{len(default['bounds']) - len(quick['bounds'])} of the exhaustive bounds (runs {len(quick['bounds'])} small "
+        f"ones, plus their rule coverage: {len(quick['bounds']) + 1} exhaustive checks)"
     )
     for key in ("pool", "scheduler", "mutant"):
         q, d = quick[key], default[key]
