@@ -154,8 +154,9 @@ class FenceError(LifecycleError):
 
 
 class IllegalCopy(LifecycleError):
-    """A copy or fork of slot state that the ownership rules forbid (from a slot nobody holds,
-    into a slot the actor does not hold). Raised before any state is copied."""
+    """A copy or fork of slot state that the ownership rules forbid: from a slot the actor may
+    not read (one nobody holds, another request's or session's, a cached slot it has not
+    locked), or into a slot the actor does not hold. Raised before any state is copied."""
 
     def __init__(self, reason: str, *, slot_id: int, slot: Slot, actor: Actor):
         self.reason, self.slot_id, self.slot, self.actor = reason, slot_id, slot, actor

@@ -17,9 +17,10 @@ tree node), `lock`/`unlock` (a request reads a published slot), `evict` (a node 
 back) and `copy` from a cached slot the request has locked (copy-on-write). The ledger counts a
 slot's locks; the pool also keeps who holds each (`locks`), so an unlock by a request that holds
 no lock on the slot is refused (SGLang #27147) even when others hold some, and a copy from a
-cached slot is refused unless the copying request holds a lock on it. A LOCK or UNLOCK fired
-through the generic `fire`/`fire_each` takes the same checked path: nothing moves a lock count
-past the record.
+cached slot is refused unless the copying request holds a lock on it. Copy and fork read only
+a slot the actor holds or a cached slot it has locked, never another request's or session's
+state. A LOCK or UNLOCK fired through the generic `fire`/`fire_each` takes the same checked
+path: nothing moves a lock count past the record.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import torch
 
 from slotwarden.kernels.slots import copy_slots, to_device, zero_slots
 from slotwarden.model.errors import BadInput, BadSlotId, IllegalCopy, IllegalMove
-from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Group, State
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
 
 from . import inputs
 from .config import PoolConfig
@@ -315,9 +316,10 @@ class StatePool:
 
     # -- data --------------------------------------------------------------------------------
     def copy(self, src, dst, actor: Actor) -> None:
-        """Copy the state of slots `src` into slots `dst`, which `actor` must hold. A source is
-        a held slot, or a published cached slot on which `actor` holds a lock (copy-on-write
-        from the prefix cache); anything else is refused and nothing is copied."""
+        """Copy the state of slots `src` into slots `dst`; `actor` must hold both. A source is a
+        slot `actor` holds (owns, or borrows), or a published cached slot on which `actor` holds
+        a lock (copy-on-write from the prefix cache); another request's or session's slot is
+        refused (`IllegalCopy`: their state is not the actor's to read) and nothing is copied."""
         self.ledger._here()
         actor = inputs.actor(actor, "copy")
         src_ids = self.ledger._ids(src, "copy", actor)
@@ -326,7 +328,7 @@ class StatePool:
             raise BadSlotId(
                 f"copy of {src_ids.size} slots into {dst_ids.size}", slot_id=None, event="copy", actor=actor
             )
-        self._require_held(src_ids, actor, "copied from")
+        self._require_readable(src_ids, actor, "copied from")
         self._require_mine(dst_ids, actor, "copy into")
         if np.intersect1d(src_ids, dst_ids).size:
             overlap = int(np.intersect1d(src_ids, dst_ids)[0])
@@ -343,12 +345,14 @@ class StatePool:
 
     def fork(self, src: int, owner: Actor) -> torch.Tensor | None:
         """A new slot for request `owner` holding a copy of slot `src`'s state (copy-on-write
-        prefix sharing); None if no slot is free. The copy happens after every check and
-        before the ledger writes: if it raises, nothing is allocated."""
+        prefix sharing); None if no slot is free. `owner` must be able to read `src` as for
+        `copy` (a slot it holds, or a cached slot it has locked); a refusal allocates nothing.
+        The copy happens after every check and before the ledger writes: if it raises, nothing
+        is allocated."""
         self.ledger._here()
         owner = inputs.actor(owner, "fork")
         src_ids = np.array([inputs.slot(src, self.capacity, "fork", owner)], dtype=np.int64)
-        self._require_held(src_ids, owner, "forked")
+        self._require_readable(src_ids, owner, "forked")
 
         def copy_into(batch) -> None:
             copy_slots(self.tensors, self.on_device(src_ids), self.on_device(batch.ids))
@@ -365,22 +369,27 @@ class StatePool:
                 f"{what} a slot {actor} does not hold", slot=self.ledger.record(slot), actor=actor, slot_id=slot
             )
 
-    def _require_held(self, ids: np.ndarray, actor: Actor, what: str) -> None:
-        """Raise `IllegalCopy` unless every slot of `ids` is held by a request or a session,
-        or is a published cached slot on which `actor` holds a lock."""
-        states = self.ledger.cols.state[ids]
-        groups = self.ledger._group[states]
-        held = (groups == int(Group.BATCH_OWNED)) | (groups == int(Group.SESSION_OWNED))
-        if not held.all():
-            for i in np.flatnonzero(~held).tolist():
-                s = int(ids[i])
-                held[i] = states[i] == int(State.CACHED) and actor.id in self.locks.get(s, ())
-        if not held.all():
-            slot = int(ids[np.argmin(held)])
+    def _require_readable(self, ids: np.ndarray, actor: Actor, what: str) -> None:
+        """Raise `IllegalCopy` unless `actor` may read every slot of `ids`: a slot it holds (its
+        owner, or the request it is lent to: `SlotLedger.held_by`, the declaration's OWNER and
+        BORROWER relations), or a published cached slot on which request `actor` holds a lock.
+        Another request's or session's slot is not readable: its state is theirs."""
+        readable = np.isin(ids, self.ledger.held_by(actor))
+        if not readable.all() and actor.kind is ActorKind.REQUEST:
+            cached = ~readable & (self.ledger.cols.state[ids] == int(State.CACHED))
+            for i in np.flatnonzero(cached).tolist():  # the lock record is per slot (a set of requests)
+                readable[i] = actor.id in self.locks.get(int(ids[i]), ())
+        if not readable.all():
+            slot = int(ids[np.argmin(readable)])
             rec = self.ledger.record(slot)
-            why = (
-                f"{actor} holds no lock on cached slot {slot}: it cannot be {what}"
-                if rec.state is State.CACHED
-                else f"a slot that nobody holds cannot be {what}"
-            )
-            raise IllegalCopy(why, slot=rec, actor=actor, slot_id=slot)
+            raise IllegalCopy(self._why_unreadable(slot, rec, actor, what), slot=rec, actor=actor, slot_id=slot)
+
+    def _why_unreadable(self, slot: int, rec, actor: Actor, what: str) -> str:
+        """Why `actor` may not read `slot` (whose record is `rec`), in the declaration's words."""
+        spec = self.ledger.lifecycle.spec(rec.state)
+        if spec.shared:
+            return f"{actor} holds no lock on cached slot {slot}: it cannot be {what}"
+        if spec.owner is None or rec.owner == NOBODY:
+            return f"a slot that nobody holds cannot be {what}"
+        lent = f", lent to request {rec.borrower}" if spec.lent and rec.borrower != NOBODY else ""
+        return f"{actor} does not hold slot {slot} (held by {Actor(spec.owner, rec.owner)}{lent}): it cannot be {what}"

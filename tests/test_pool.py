@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from slotwarden.model.errors import BadInput, BadSlotId, IllegalCopy, IllegalMove, LifecycleError
-from slotwarden.model.vocabulary import Actor, Event, Group, Slot, State
+from slotwarden.model.vocabulary import Actor, ActorKind, Event, Group, Slot, State
 from slotwarden.runtime.config import PoolConfig
 from slotwarden.runtime.pool import StatePool
 
@@ -155,10 +155,12 @@ def test_copy_copies_state_between_slots_the_actor_holds():
     for b, t in zip(before, pool.tensors):
         assert torch.equal(t[:, 3], b[:, 1])
         assert torch.equal(t[:, 1], b[:, 1]) and torch.equal(t[:, 2], b[:, 2])
-    # into a borrowed slot, from any held slot (here a running request's)
-    pool.copy([2], [5], R7)
+    # from a borrowed slot into a slot of the borrower's own, and back into the borrowed slot
+    seven = pool.alloc(1, R7).tolist()
+    pool.copy([5], seven, R7)
+    pool.copy(seven, [5], R7)
     for b, t in zip(before, pool.tensors):
-        assert torch.equal(t[:, 5], b[:, 2])
+        assert torch.equal(t[:, 7], b[:, 5]) and torch.equal(t[:, 5], b[:, 5])
 
 
 @pytest.mark.parametrize(
@@ -180,7 +182,7 @@ def test_copy_copies_state_between_slots_the_actor_holds():
             r"illegal copy by request 1 with slot 4 \(state PARKED, owner 5\): copy into a slot request 1 does not hold",
         ),
         ([1], [7], R1, IllegalCopy, r"slot 7 \(state FREE, owner nobody\): copy into a slot"),
-        ([1], [2], R2, IllegalCopy, r"slot 2 \(state RUNNING, owner 1\): copy into a slot request 2 does not hold"),
+        ([4], [2], S5, IllegalCopy, r"slot 2 \(state RUNNING, owner 1\): copy into a slot session 5 does not hold"),
         ([1, 2], [3], R1, BadSlotId, r"copy of 2 slots into 1"),
         ([1, 2], [2, 3], R1, BadSlotId, r"bad slot id 2 for copy by request 1: copy source and destination overlap"),
         ([0], [1], R1, BadSlotId, r"bad slot id 0 for copy by request 1: slot 0 is the pad slot"),
@@ -200,13 +202,45 @@ def test_copy_refuses_and_changes_nothing(src, dst, actor, error, text):
 def test_fork_gives_a_new_slot_with_a_copy_of_the_state():
     pool = populated()
     before = [t.clone() for t in pool.tensors]
-    ids = pool.fork(4, R2)  # copy-on-write from a session's parked prefix
+    ids = pool.fork(5, R7)  # copy-on-write from the session prefix lent to request 7
     assert ids.tolist() == [7]
-    assert pool.ledger.record(7) == Slot(State.TAKEN, owner=2)
-    assert pool.ledger.record(4) == Slot(State.PARKED, owner=5)
+    assert pool.ledger.record(7) == Slot(State.TAKEN, owner=7)
+    assert pool.ledger.record(5) == Slot(State.LENT, owner=6, borrower=7)
+    assert pool.fork(2, R1).tolist() == [8]  # from a running slot of its own
     for b, t in zip(before, pool.tensors):
-        assert torch.equal(t[:, 7], b[:, 4]) and torch.equal(t[:, 4], b[:, 4])
-        assert torch.equal(t[:, 8], b[:, 8])
+        assert torch.equal(t[:, 7], b[:, 5]) and torch.equal(t[:, 5], b[:, 5])
+        assert torch.equal(t[:, 8], b[:, 2])
+
+
+# Whose state may be read: a slot the actor holds (owns, or borrows), never another's.
+FOREIGN = {
+    "another request's running slot": (2, R2, "request 2 does not hold slot 2 \\(held by request 1\\)"),
+    "another session's parked slot": (4, R1, "request 1 does not hold slot 4 \\(held by session 5\\)"),
+    "another session's parked slot, by a session": (4, S6, "session 6 does not hold slot 4 \\(held by session 5\\)"),
+    "a slot lent to another request": (
+        5,
+        R2,
+        "request 2 does not hold slot 5 \\(held by session 6, lent to request 7\\)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", FOREIGN)
+def test_copy_and_fork_refuse_to_read_another_actors_slot(name):
+    """Fails on a pool that reads any held slot: another request's or session's state is not
+    the actor's to read (a cross-request leak of recurrent state)."""
+    src, actor, text = FOREIGN[name]
+    pool = populated()
+    own = pool.alloc(1, actor).tolist() if actor.kind is ActorKind.REQUEST else [5]  # session 6's lent slot
+    frozen = Frozen(pool)
+    with pytest.raises(IllegalCopy, match=rf"slot {src} \(state .*\): {text}: it cannot be copied from") as err:
+        pool.copy([src], own, actor)
+    assert (err.value.slot_id, err.value.actor) == (src, actor)
+    assert frozen.unchanged()
+    if actor.kind is ActorKind.REQUEST:
+        with pytest.raises(IllegalCopy, match=rf"{text}: it cannot be forked"):
+            pool.fork(src, actor)
+        assert frozen.unchanged()  # nothing allocated
 
 
 def test_fork_refuses_a_slot_nobody_holds_and_returns_none_when_full():
@@ -219,11 +253,11 @@ def test_fork_refuses_a_slot_nobody_holds_and_returns_none_when_full():
         with pytest.raises(BadSlotId, match=rf"bad slot id {src}"):
             pool.fork(src, R2)
     with pytest.raises(IllegalMove, match="only a request may fire it"):
-        pool.fork(1, S5)
+        pool.fork(4, S5)  # its own parked slot: readable, but a session allocates nothing
     assert frozen.unchanged()
     pool.alloc(2, R2)
     frozen = Frozen(pool)
-    assert pool.fork(1, R2) is None
+    assert pool.fork(7, R2) is None
     assert frozen.unchanged()
 
 

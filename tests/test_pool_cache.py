@@ -72,6 +72,11 @@ def test_two_readers_copy_and_unlock_independently():
 
 REFUSED = {
     "copy from a cached slot the request has not locked": (lambda p: p.copy([1], [3], R3), IllegalCopy, "no lock"),
+    "copy from a cached slot by a session numbered as a lock holder": (
+        lambda p: p.copy([1], [3], Actor.session(2)),
+        IllegalCopy,
+        "session 2 holds no lock",
+    ),
     "copy into a slot the request does not hold": (lambda p: p.copy([1], [4], R2), IllegalCopy, "does not hold"),
     "unlock by a request with no lock, others holding one": (lambda p: p.unlock([1], R3), IllegalMove, "no lock"),
     "a second lock by the same request": (lambda p: p.lock([1], R2), IllegalMove, "already holds"),
@@ -114,7 +119,7 @@ class NoLockRecord(StatePool):
     def _check_locks(self, ids, request, event):
         pass
 
-    def _require_held(self, ids, actor, what):
+    def _require_readable(self, ids, actor, what):
         pass
 
 

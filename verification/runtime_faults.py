@@ -25,7 +25,7 @@ from slotwarden.kernels.slots import zero_slots
 from slotwarden.model.declaration import Source
 from slotwarden.model.errors import BadSlotId
 from slotwarden.model.lifecycle import LIFECYCLE
-from slotwarden.model.vocabulary import NOBODY, Event, State
+from slotwarden.model.vocabulary import NOBODY, Event, Group, State
 from slotwarden.runtime import admission, ledger as ledger_module, ledger_batch, ledger_slots
 from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.runtime.ledger import SlotLedger
@@ -160,6 +160,18 @@ def _copy_anywhere(require_mine):
     return lambda self, ids, actor, what: None
 
 
+def _read_any_held(require_readable):
+    """copy and fork read any slot some request or session holds, not only the actor's own."""
+
+    def lax(self, ids, actor, what):
+        groups = self.ledger._group[self.ledger.cols.state[ids]]
+        held = (groups == int(Group.BATCH_OWNED)) | (groups == int(Group.SESSION_OWNED))
+        if not held.all():
+            require_readable(self, ids[~held], actor, what)
+
+    return lax
+
+
 def _alloc_not_zeroed(alloc):
     """alloc hands out a slot holding whatever state it held before."""
 
@@ -282,6 +294,12 @@ FAULTS = (
         "copy_into_foreign_slot",
         "copy, fork and zero write into a slot someone else holds",
         ((StatePool, "_require_mine", _copy_anywhere),),
+        ("pool",),
+    ),
+    Fault(
+        "copy_reads_foreign_slot",
+        "copy and fork read a slot another request or session holds (its state is not theirs)",
+        ((StatePool, "_require_readable", _read_any_held),),
         ("pool",),
     ),
     Fault(

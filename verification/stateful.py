@@ -4,9 +4,10 @@ checked by importing them (test files only say `TestX = Machine.TestCase`).
 - `PoolMachine`: every lifecycle event against a pool under test, owners drawn from bundles,
   checked after every step against the pure model (`slotwarden.model.pool`) slot by slot, its
   free list (when the pool exposes one) and the safety predicates; for a pool that holds state,
-  copy, fork, zero and step writes too, against a shadow of every held slot's contents. The
-  pool under test is anything speaking `PoolUnderTest`; `StatePoolUnderTest` and
-  `GuardUnderTest` (an engine allocator behind `LedgerGuard`) ship.
+  copy, fork, zero and step writes too (each reading and writing only what its actor holds),
+  against a shadow of every held slot's contents. The pool under test is anything speaking
+  `PoolUnderTest`; `StatePoolUnderTest` and `GuardUnderTest` (an engine allocator behind
+  `LedgerGuard`) ship.
 - `SchedulerMachine`: requests, sessions, turns (one at a time or a burst from every session),
   aborts, closes and steps with random budgets and pool sizes (so candidates get rolled back
   and requests retracted), with and without overlap, each example making a random subset of
@@ -80,8 +81,9 @@ class PoolUnderTest(Protocol):
 class StatePoolUnderTest:
     reads_cached = names_lockers = hasattr(StatePool, "lock")
     """Whether the pool copies (and forks) from a published cached slot the copying request
-    holds a lock on (copy-on-write from the prefix cache; without it only held slots are read),
-    and keeps who holds each lock (so it refuses a second lock by the same request)."""
+    holds a lock on (copy-on-write from the prefix cache; without it an actor reads only the
+    slots it holds, never another request's or session's), and keeps who holds each lock (so
+    it refuses a second lock by the same request)."""
 
     def __init__(self, capacity: int):
         self.capacity = capacity
@@ -402,6 +404,13 @@ class PoolMachine(RuleBasedStateMachine):
             data.draw(st.sampled_from([ActorKind.REQUEST, ActorKind.SESSION])), data.draw(st.one_of(RIDS, SIDS))
         )
 
+    def _some_source(self, data, actor: Actor) -> int:
+        """Mostly a slot `actor` holds (a legal source), sometimes any slot (someone else's)."""
+        mine = [slot for slot in self._held() if self._holds(actor, slot)]
+        if mine and data.draw(st.integers(0, 2), label="own source?"):
+            return data.draw(st.sampled_from(mine), label="source")
+        return self._some_slot(data)
+
     def _some_slot(self, data) -> int:
         held = self._held()
         if held and data.draw(st.integers(0, 3), label="held?"):
@@ -433,8 +442,9 @@ class PoolMachine(RuleBasedStateMachine):
     @precondition(lambda self: getattr(self, "data", False))
     @rule(data=st.data())
     def copy(self, data):
-        src, dst = self._some_slot(data), self._some_slot(data)
+        dst = self._some_slot(data)
         actor = self._some_actor(data, dst)
+        src = self._some_source(data, actor)
         allowed = src != dst and self._readable(src, actor) and self._holds(actor, dst)
         self._data_move(
             allowed,
@@ -457,7 +467,11 @@ class PoolMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def fork(self, data):
         src = self._some_slot(data)
-        rid = data.draw(RIDS, label="request")
+        holder = self._holder(src) if self._is_held(src) else None
+        if holder is not None and holder.kind is ActorKind.REQUEST and data.draw(st.booleans(), label="own?"):
+            rid = holder.id
+        else:
+            rid = data.draw(RIDS, label="request")
         allowed = self._readable(src, Actor.request(rid))
 
         def effect(ids):
@@ -471,9 +485,10 @@ class PoolMachine(RuleBasedStateMachine):
         self._data_move(allowed, lambda: self.impl.fork(src, Actor.request(rid)), effect)
 
     def _readable(self, slot: int, actor: Actor) -> bool:
-        """Whether `actor` may read `slot`: a slot a request or a session holds, or (for a pool
-        that reads the cache) a published cached slot on which that request holds a lock."""
-        if self._is_held(slot):
+        """Whether `actor` may read `slot`: a slot it holds (the declaration's OWNER or BORROWER
+        relation), or (for a pool that reads the cache) a published cached slot on which that
+        request holds a lock. Another request's or session's slot is never readable."""
+        if self._holds(actor, slot):
             return True
         return (
             getattr(self.impl, "reads_cached", False)
