@@ -284,6 +284,7 @@ THOROUGH_BOUNDS = DEFAULT_BOUNDS + (
     Bounds(slots=5, requests=5, sessions=2, overlap=True),  # s100 = r0, r1; s101 = r2, r3; r4 plain
     Bounds(slots=4, requests=6, sessions=2, overlap=True, turns=1),  # s100 = r0; s101 = r1; r2..r5 plain
     Bounds(slots=5, requests=6, sessions=2, overlap=True, turns=1),  # s100 = r0; s101 = r1; r2..r5 plain
+    Bounds(slots=5, requests=6, sessions=2, overlap=True),  # s100 = r0, r1; s101 = r2, r3; r4, r5 plain
 )
 """`verify --thorough`: the default bounds and larger ones (four and five slots, two sessions of
 one or two turns and up to four plain requests, overlap off and on; the prefix cache beside a

@@ -52,6 +52,7 @@ THOROUGH_COUNTS = {  # bounds only `verify --thorough` checks, pinned from a ful
     "slots=5 requests=5 sessions=2 overlap=on": (470887, 3773389),
     "slots=4 requests=6 sessions=2 overlap=on turns=1": (143249, 1406532),
     "slots=5 requests=6 sessions=2 overlap=on turns=1": (438256, 4527653),
+    "slots=5 requests=6 sessions=2 overlap=on": (1648278, 15455451),
 }
 
 
