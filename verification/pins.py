@@ -55,6 +55,8 @@ THOROUGH_COUNTS = {  # bounds only `verify --thorough` checks, pinned from a ful
     "slots=5 requests=6 sessions=2 overlap=on": (1648278, 15455451),
     "slots=4 requests=7 sessions=2 overlap=on": (1010273, 10187907),
     "slots=4 requests=5 sessions=1 overlap=on nodes=2": (187017, 1345320),
+    "slots=4 requests=6 sessions=1 overlap=on nodes=2": (311501, 2475198),
+    "slots=5 requests=5 sessions=1 overlap=on nodes=2": (588681, 4308284),
 }
 
 
