@@ -37,6 +37,18 @@ QUICK = dict(
 )
 
 
+def _row(sched, cache: bool, wall: float, steps: int, prefill: int) -> dict:
+    """A run's numbers (with the cache's counters when it is on); then the cache is flushed and
+    fenced and the pool audited, so a run that leaked a slot raises instead of reporting."""
+    row = {"cache": cache, "wall_s": wall, "steps": steps, "prefill_tokens": prefill}
+    if cache:
+        row.update(sched.prefix.stats()._asdict(), hit_rate=sched.prefix.stats().hit_rate)
+        sched.flush_cache()
+        sched.step()
+    sched.check_audit()
+    return row
+
+
 def run_workload(device, *, cache: bool, conversations: int, turns: int, slots: int, new_tokens, extra, first, seed=0):
     """One run; returns its numbers and every turn's output (conversation, turn) -> tokens."""
     rng = random.Random(seed)
@@ -72,18 +84,8 @@ def run_workload(device, *, cache: bool, conversations: int, turns: int, slots: 
                 live[c] = sched.requests[sched.submit(list(req.prompt) + list(req.output) + words, new)]
     sync()
     wall = time.perf_counter() - start
-    row = {
-        "cache": cache,
-        "wall_s": wall,
-        "steps": steps,
-        "prefill_tokens": prefill,
-        "generated": sum(map(len, outputs.values())),
-    }
-    if cache:
-        row.update(sched.prefix.stats()._asdict(), hit_rate=sched.prefix.stats().hit_rate)
-        sched.flush_cache()
-        sched.step()
-    sched.check_audit()
+    row = _row(sched, cache, wall, steps, prefill)
+    row["generated"] = sum(map(len, outputs.values()))
     return row, outputs
 
 
@@ -109,13 +111,8 @@ def run_samples(device, *, cache: bool, prompts: int, n: int, slots: int, new_to
     sync()
     wall = time.perf_counter() - start
     outputs = {(p, i): results[rid] for p, ids in enumerate(groups) for i, rid in enumerate(ids)}
-    row = {"cache": cache, "wall_s": wall, "steps": steps, "prefill_tokens": prefill}
+    row = _row(sched, cache, wall, steps, prefill)
     row["generated"] = sum(map(len, outputs.values()))
-    if cache:
-        row.update(sched.prefix.stats()._asdict(), hit_rate=sched.prefix.stats().hit_rate)
-        sched.flush_cache()
-        sched.step()
-    sched.check_audit()
     return row, outputs
 
 
