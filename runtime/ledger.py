@@ -10,15 +10,20 @@ all-or-nothing: the whole batch is checked against the table and the owner rule
 names the slot, its state, owner, the event and the actor. Every argument passes the one
 validation layer (`runtime.inputs`) first.
 
-Two paths over one storage: a batch of up to `small` (2) slots (the common case: one request's
-slot) is checked and written a slot at a time through memoryviews of the same columns, the
-compiled table read as lists; a larger one by the vectorised kernel, which moves a uniform batch
-(one state, one relation to its actor: the usual case) with one key and one scatter per column,
-checks without numpy reductions (byte comparisons of the gathered columns, the duplicate stamp),
-and refuses by a byte search of the next states. A batch the per-slot path would refuse goes
-whole to the vectorised path, which raises: both paths give the same results and the same
-errors. A fence reads the slots released per step, not the whole pool; the ones it finds all
-RELEASED with one passed fence it moves with the one key that finding gives.
+Three paths over one storage: a batch of up to `small` (2) slots (the common case: one
+request's slot) is checked and written a slot at a time through memoryviews of the same
+columns, the compiled table read as lists; a larger one by the compiled move (`mover`, the C
+kernel of `kernels.compiled`: the whole batch checked, real slots named once and every move
+legal by the table, then written, with no numpy call; a batch in a few runs of consecutive
+slots through contiguous memory), or, where the extension is not built (or `mover` is set to
+None), by the vectorised numpy kernel, which moves a uniform batch (one state, one relation to
+its actor: the usual case) with one key and one scatter per column, checks without numpy
+reductions (byte comparisons of the gathered columns, the duplicate stamp), and refuses by a
+byte search of the next states. A batch the per-slot path or the compiled move would refuse
+goes whole to the numpy path, which raises: every path gives the same results and the same
+errors (and should the numpy path allow what the kernel refused, the ledger raises that they
+disagree, writing nothing). A fence reads the slots released per step, not the whole pool; the
+ones it finds all RELEASED with one passed fence it moves with the one key that finding gives.
 
 Contracts:
 - all or nothing: a call that raises, a typed error for bad input or anything raised by a
@@ -28,9 +33,10 @@ Contracts:
   raises `WrongThread` before touching anything (one integer comparison a call). `adopt()`
   hands the ledger over to the calling thread.
 
-Memory: 35 bytes a slot (state 1, owner 8, borrower 8, fence 4, last event 1, lock count 1,
-free ring 4, duplicate stamp 4, the id sequence the duplicate and run checks read 4; state and
-last event are the two bytes of one 16-bit word, so one scatter writes both), plus the flight recorder's bounded list of recent batches.
+Memory: 31 bytes a slot (state 1, owner 8, borrower 8, fence 4, last event 1, lock count 1,
+free ring 4, duplicate stamp 4; state and last event are the two bytes of one 16-bit word, so one
+write sets both), plus the flight recorder's bounded list of recent batches. The id sequences the
+numpy path's duplicate and run checks compare with are made per call (`np.arange`), not kept.
 
 The class is put together from one file per concept: this one holds the public operations
 (alloc, apply, apply_each, launch, fence, the queries); `ledger_slots` the per-slot path,
@@ -60,6 +66,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from slotwarden.kernels import compiled
 from slotwarden.kernels.transition import (
     Batch,
     Columns,
@@ -145,7 +152,6 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         )
         self._ring, self._stamp = v["ring"], v["stamp"]
         self._slots, self._ring_slots = slot_views(self.cols), memoryview(self._ring)  # the per-slot path's views
-        self._seq = np.arange(n, dtype=np.int32)
         self.has_free_list = free_list
         self._head, self._count = 0, (capacity if free_list else 0)
         self.tables = compile_events(lifecycle)
@@ -183,6 +189,10 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         # Actor, never None, or a first call by `None` would pass as "the actor checked last"
         self._actor: Actor = Actor(ActorKind.SCHEDULER, 0)
         self._binding = threading.Lock()  # only taken by a thread that is not the owner
+        # the compiled move over these columns and tables (`kernels.compiled`): the vectorised
+        # path's batches, checked and written in one pass of C; None without the extension, or
+        # with check="off" (the tests set it to None to run the numpy path)
+        self.mover = compiled.mover(self.cols, self._stamp, self.tables) if check == "strict" else None
 
     # -- threads -----------------------------------------------------------------------------
     def adopt(self) -> None:
@@ -313,13 +323,21 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
             ids = self._alloc_slots(n, actor, before_write)
             if ids is not None:
                 return ids
+        if self.mover is not None:  # the compiled lane: checked and written in one pass of C
+            if type(actor) is not Actors and actor[0] is not self._alloc_kind:
+                self._check_actor(self._peek(1), _ALLOC, actor, NOBODY)  # raises
+            ids = self._peek(n)
+            self._move(ids, _ALLOC, actor, actor_id, NOBODY, before_write, dup=False)  # the ring's: distinct
+            self._head = (self._head + n) % self.capacity
+            self._count -= n
+            return ids
         h, at = self._head, None
         if h + n <= self.capacity:
             ring = self._ring[h : h + n]
             ids = ring.astype(np.int64)
             if n >= self.run_min:
                 first = ring.item(0)
-                if 1 <= first and ring.tobytes() == self._seq[first : first + n].tobytes():
+                if 1 <= first and ring.tobytes() == np.arange(first, first + n, dtype=np.int32).tobytes():
                     at = slice(first, first + n)  # one run of slots (a memcmp): the run lane (see `_run`)
         else:
             ids = self._peek(n)
@@ -361,7 +379,11 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         if target is not NOBODY and (type(target) is not int or not NOBODY <= target <= _ID_MAX):
             target = inputs.target(target, event, actor)
         raw, at = None, None  # the bytes of a large batch, once read (the recorder keeps them); its run
-        if type(ids) is np.ndarray and ids.dtype is _INT64 and ids.ndim == 1 and ids.strides == _UNIT:
+        plain = type(ids) is np.ndarray and ids.dtype is _INT64 and ids.ndim == 1 and ids.strides == _UNIT
+        compiled = plain and self.mover is not None and ids.size > self.small
+        if compiled:
+            pass  # the compiled lane (`_apply`): the kernel checks the ids as it moves them
+        elif plain:
             # a plain int64 array (what `alloc` returns): one id for the per-slot path is checked
             # inline (a real slot?), a large batch equal to the last one known real and distinct
             # (see `_ids`) needs no check, nor does one run of real slots (`_run`: distinct by
@@ -379,6 +401,8 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
                 if at is None:
                     ids = self._ids(ids, event, actor)  # the very array, if it passes: `raw` stays its bytes
         else:
+            ids = self._ids(ids, event, actor)
+        if compiled and (event is _ALLOC or event is _FENCE):  # refused below? then bad ids first, as on every path
             ids = self._ids(ids, event, actor)
         if event is _ALLOC and self.has_free_list:
             raise BadSlotId(
@@ -415,6 +439,9 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
             actors = Actors(kind, tuple(who.tolist()))
             ids = self._ids(arr, event, actors)
         if ids.size <= self.small and self._apply_slots(ids, event, actors, NOBODY, before_write):
+            return ids
+        if self.mover is not None:  # the compiled lane
+            self._move(ids, event, actors, who, NOBODY, before_write)
             return ids
         table = self.tables[event]
         batch = look_up(self.cols, table, ids, who)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from slotwarden.kernels.compiled import ASK_WITH_STATES, MIXED, refusal
 from slotwarden.kernels.transition import (
     Batch,
     _writes_of,
@@ -22,7 +23,9 @@ from slotwarden.kernels.transition import (
 )
 from slotwarden.model.table import ILLEGAL
 from slotwarden.model.vocabulary import NOBODY, Actor, Event
-from .ledger_codes import _ALLOC, _EPOCH, _FENCE, _FENCE_POS, _FREE, _FREE_BYTE, _RELEASED, _RELEASED_BYTE
+from .ledger_checks import _first_illegal as _first_illegal_position
+from .recorder import Actors
+from .ledger_codes import _INT64, _ALLOC, _EPOCH, _FENCE, _FENCE_POS, _FREE, _FREE_BYTE, _RELEASED, _RELEASED_BYTE
 
 
 _NONE = np.zeros(0, dtype=np.int64)  # no slot due: one empty array for every fence (nothing can be written into it)
@@ -42,7 +45,7 @@ class BatchPath:
         end = first + n
         if ids.item(n - 1) != end - 1 or first < 1 or end > self.capacity + 1:
             return None
-        if ids.tobytes() != self._seq[first:end].astype(np.int64).tobytes():  # every id in its place
+        if ids.tobytes() != np.arange(first, end, dtype=np.int64).tobytes():  # every id in its place
             return None
         return slice(first, end)
 
@@ -104,6 +107,9 @@ class BatchPath:
             return due[self.cols.state[due] == _FREE]
         if due.size <= self.small:
             return self._fence_released_slots(due, actor, before_write)
+        if self.mover is not None:  # the compiled lane
+            self._move(due, _FENCE, actor, actor[1], NOBODY, before_write)
+            return due if after == _FREE else due[:0]
         batch = Batch(due, key, _RELEASED, after)
         if before_write is not None:
             before_write(expand(batch))
@@ -144,7 +150,12 @@ class BatchPath:
         if strict:
             kind, needs_target = self._actor_ok[event]
             if actor[0] is not kind or (needs_target and target < 0):
-                self._check_actor(ids, event, actor, target)  # raises
+                self._check_actor(self._ids(ids, event, actor), event, actor, target)  # raises
+        if self.mover is not None:  # the compiled lane: checked and written in one pass of C
+            if ids.dtype is not _INT64 or not ids.flags.c_contiguous:
+                ids = np.ascontiguousarray(ids, dtype=np.int64)
+            self._move(ids, event, actor, actor[1], target, before_write)
+            return ids
         batch = look_up(self.cols, table, ids, actor[1], at)
         if strict and (type(batch.after) is not int or batch.after == ILLEGAL):
             self._check_batch(batch, event, actor, target)
@@ -160,15 +171,74 @@ class BatchPath:
         (`raw`: the ids' bytes, if read already; `at`: their slice, if they are one run)."""
         ids, after = batch.ids, batch.after
         write(self.cols, table, batch, event, actor_id, target, self.launched, at)
+        if type(after) is int and after in self._waits:  # uniform, into a state that waits for a fence
+            # a key that sets the fence to the step in flight: every slot waits for that one
+            epoch = any(pos == _FENCE_POS and src == _EPOCH for pos, src, _ in _writes_of(table)[batch.key])
+            self._note_released(ids, self.launched if epoch else None, at=at)
+        else:
+            self._settle(ids, after, event, at)
+        # `ids` may be a view of the caller's tensor (and is returned to it): record a copy (bytes)
+        raw = ids.tobytes() if raw is None else raw
+        self.recorder.record(event, actor, target, self.launched, raw, batch.before, after)
+
+    def _move(
+        self, ids: np.ndarray, event: Event, actor, actor_id, target: int, before_write, dup: bool = True
+    ) -> None:
+        """The compiled lane: check `ids` (C-contiguous int64) whole and write them, by `actor`
+        (one actor, `actor_id` its id; or `Actors`, `actor_id` their ids), in the kernel
+        (`kernels.compiled`); then the free ring, the releases' fences and the recorder. With a
+        `before_write` hook the kernel checks first and writes after the hook. A batch it
+        refuses changes nothing and goes to `_refuse`, which raises the vectorised path's error.
+        `dup=False`: the ids are known distinct (the free ring's), no duplicate check."""
+        n = ids.size
+        mover, epoch = self.mover, self.launched
+        if before_write is None:  # the slots' states are needed only if they differ
+            got = mover.move(event, ids, actor_id, target, epoch, None, None, None, True, dup)
+            if got == ASK_WITH_STATES:
+                before, after = np.empty(n, dtype=np.uint8), np.empty(n, dtype=np.uint8)
+                got = mover.move(event, ids, actor_id, target, epoch, before, after, None, True, dup)
+        else:
+            before, after = np.empty(n, dtype=np.uint8), np.empty(n, dtype=np.uint8)
+            keys = np.empty(n, dtype=np.int64)
+            got = mover.move(event, ids, actor_id, target, epoch, before, after, keys, False, dup)
+            if got >= 0:
+                before_write(Batch(ids, keys, before, after))
+                got = mover.move(event, ids, actor_id, target, epoch, before, after, keys, True, dup)
+        if got < 0:
+            self._refuse(ids, event, actor, actor_id, target, got)
+        if got == MIXED:
+            moved = after
+        else:  # one state before and one after for every slot
+            moved, before = got & 0xFF, got >> 8
+        self._settle(ids, moved, event)
+        self.recorder.record(event, actor, target, epoch, ids.tobytes(), before, moved)
+
+    def _refuse(self, ids: np.ndarray, event: Event, actor, actor_id, target: int, code: int) -> None:
+        """Raise the vectorised path's typed error for a batch the kernel refused (`code`): the
+        same checks, nothing written. Should the vectorised path find nothing wrong, the two
+        disagree: that raises too, and still nothing is written."""
+        ids = self._ids(ids, event, actor)  # not a slot, or named twice: BadSlotId
+        batch = look_up(self.cols, self.tables[event], ids, actor_id)
+        p = _first_illegal_position(batch.after)
+        if p is not None:
+            self._check_batch(batch, event, actor[p] if type(actor) is Actors else actor, target, first=p)
+        position, why = refusal(code)
+        raise RuntimeError(
+            f"the compiled move refused {event.name} of slot {int(ids[position])} (why {why}) but the vectorised "
+            "path allows it: the two disagree; nothing was written"
+        )
+
+    def _settle(self, ids: np.ndarray, after, event: Event, at: slice | None = None) -> None:
+        """After a batch is written: the freed slots go to the free ring, the released ones
+        are filed under the step their fence waits for (`after`: one state for all, or one
+        per slot; `at`: their slice, if one run)."""
         frees = self.has_free_list and event is not _ALLOC
         if type(after) is int:  # uniform: every slot moved to `after`
             if after == _FREE:
                 if frees:
                     self._push(ids, at)
             elif after in self._waits:
-                # a key that sets the fence to the step in flight: every slot waits for that one
-                epoch = any(pos == _FENCE_POS and src == _EPOCH for pos, src, _ in _writes_of(table)[batch.key])
-                self._note_released(ids, self.launched if epoch else None, at=at)
+                self._note_released(ids, at=at)
         elif not isinstance(after, np.ndarray):  # one numpy code for all
             after = int(after)
             if frees and after == _FREE:
@@ -182,9 +252,6 @@ class BatchPath:
             waiting = self._waits_mask[after]
             if np.count_nonzero(waiting):
                 self._note_released(ids[waiting])
-        # `ids` may be a view of the caller's tensor (and is returned to it): record a copy (bytes)
-        raw = ids.tobytes() if raw is None else raw
-        self.recorder.record(event, actor, target, self.launched, raw, batch.before, after)
 
     def _peek(self, n: int) -> np.ndarray:
         h = self._head
@@ -196,7 +263,7 @@ class BatchPath:
         """Put `ids` at the tail of the free ring (`at`: their slice, if one run: copied as the
         run it is, int32 to int32)."""
         if at is not None:
-            ids = self._seq[at]
+            ids = np.arange(at.start, at.stop, dtype=np.int32)
         n, count, cap = ids.size, self._count, self.capacity
         if count + n > cap:  # cannot happen while the lifecycle holds
             raise RuntimeError(f"free list overflow: {count} + {n} > {cap}")

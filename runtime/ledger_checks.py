@@ -100,7 +100,7 @@ class Checks:
             # each id's position (an id named twice keeps only its last), the pad slot's mark
             # says whether slot 0 was named, and an id above the capacity makes the scatter
             # raise IndexError.
-            seq, stamp = self._seq[:n], self._stamp
+            seq, stamp = np.arange(n, dtype=np.int32), self._stamp
             stamp[0] = -1
             try:
                 stamp[arr] = seq
@@ -124,8 +124,9 @@ class Checks:
             twice = s[1:][s[1:] == s[:-1]]
             bad = int(twice[0])
             raise BadSlotId("named twice in one batch", slot_id=bad, event=event, actor=_naming(actor, arr, bad))
-        self._stamp[arr] = self._seq[:n]
-        dup = self._stamp[arr] != self._seq[:n]
+        seq = np.arange(n, dtype=np.int32)
+        self._stamp[arr] = seq
+        dup = self._stamp[arr] != seq
         bad = int(arr[np.argmax(dup)])
         raise BadSlotId("named twice in one batch", slot_id=bad, event=event, actor=_naming(actor, arr, bad))
 

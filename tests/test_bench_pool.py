@@ -37,7 +37,7 @@ def test_run_writes_a_parseable_report(tmp_path, capsys):
     meta = result["meta"]
     assert meta["device"] == "cpu" and meta["torch"] == torch.__version__
     assert meta["state"]["num_slots"] == 65 and meta["state"]["bytes_per_slot"] > 0
-    assert 33 < result["ledger_bytes_per_slot"] < 37  # the columns (31 B) and the id sequence (4 B)
+    assert 30 < result["ledger_bytes_per_slot"] < 32  # the columns (31 B), nothing else of a slot's length
     assert len(result["targets"]) == len(bench_pool.TARGETS) + 2  # the ratios, the zeroing ratio, the ledger's size
     assert all(t["met"] in (True, False, None) for t in result["targets"])
 
@@ -121,10 +121,10 @@ def test_a_target_reads_its_ratio_and_can_fail():
 
 def test_ledger_size_counts_every_per_slot_array(monkeypatch):
     """The size target reads every array of a slot's length the ledger keeps, not only its
-    columns: an extra per-slot array (as the id sequence once went uncounted) shows in it."""
+    columns: an extra per-slot array (as an id sequence once went uncounted) shows in it."""
     base = bench_pool.ledger_bytes_per_slot(1024)
     columns_only = sum(t.numel() * t.element_size() for t in bench_pool.SlotLedger(1024).tensors.values()) / 1024
-    assert base > columns_only  # the id sequence is counted (the old measure read the columns only)
+    assert base == columns_only  # the ledger keeps no per-slot array beside its columns
 
     class Bigger(bench_pool.SlotLedger):
         def __init__(self, capacity, **kw):

@@ -98,20 +98,36 @@ def state(ledger: SlotLedger):
     return columns, snap["counters"], ledger.free_list().tolist(), recorded
 
 
+def variants(small: int = 0, run_min: int = 2) -> list[SlotLedger]:
+    """One ledger per path (`small`: where each switches to its batch path; `run_min`: where
+    the numpy run lane starts): the compiled move with its run loops, the compiled move a slot
+    at a time, the numpy path with its run lane, the numpy path with gathers only."""
+    ledgers = [SlotLedger(CAP) for _ in range(4)]
+    for ledger in ledgers:
+        ledger.small = small
+    ledgers[1].mover.runs = 0  # never a run at a time
+    ledgers[2].mover = ledgers[3].mover = None  # numpy
+    ledgers[2].run_min, ledgers[3].run_min = run_min, CAP + 1  # the run lane for every run, or never
+    return ledgers
+
+
 def first_difference(program, breaks=None) -> str | None:
-    """Where a per-slot ledger, a vectorised one (run lane on) and a gathering one (run lane
-    off) first disagree on `program` (None: never). `breaks(slots, vectors)`, if given, breaks
-    one of the first two first (to show that this can fail)."""
-    slots, vectors, gathers = SlotLedger(CAP), SlotLedger(CAP), SlotLedger(CAP)
-    slots.small, vectors.small, gathers.small = CAP + 1, 0, 0
-    vectors.run_min, gathers.run_min = 2, CAP + 1  # the run lane for every run, or never
+    """Where a per-slot ledger and one of each batch path (`variants`: compiled, compiled a slot
+    at a time, numpy with the run lane, numpy with gathers) first disagree on `program` (None:
+    never). `breaks(slots, vectors)`, if given, breaks the per-slot or the numpy-run one first
+    (to show that this can fail)."""
+    slots = SlotLedger(CAP)
+    slots.small = CAP + 1
+    ledgers = [slots, *variants()]
     if breaks is not None:
-        breaks(slots, vectors)
+        breaks(slots, ledgers[3])
+    names = ("per-slot", "compiled", "compiled a slot at a time", "numpy run lane", "numpy gathers")
     for i, op in enumerate(program):
-        a, b, c = call(slots, op), call(vectors, op), call(gathers, op)
-        if not a == b == c:
-            return f"op {i} {op}: per-slot {a}, vectorised {b}, gathering {c}"
-        if not state(slots) == state(vectors) == state(gathers):
+        got = [call(ledger, op) for ledger in ledgers]
+        if any(g != got[0] for g in got):
+            return f"op {i} {op}: " + ", ".join(f"{n} {g}" for n, g in zip(names, got))
+        states = [state(ledger) for ledger in ledgers]
+        if any(st_ != states[0] for st_ in states):
             return f"op {i} {op}: the ledgers differ after it"
     return None
 
@@ -340,14 +356,14 @@ def test_the_switch_over_point_agrees_with_both_paths(program):
     """A ledger switching at `SMALL` (and to the run lane from `SMALL + 1`) against one that
     only moves a slot at a time and one that only vectorises (the run lane for every run): the
     same outcome, columns, free list and recorder after every call."""
-    ledgers = [SlotLedger(CAP) for _ in range(3)]
-    ledgers[0].small, ledgers[1].small, ledgers[2].small = SMALL, CAP + 1, 0
-    ledgers[0].run_min, ledgers[2].run_min = SMALL + 1, 2
+    ledgers = [SlotLedger(CAP) for _ in range(2)] + variants(SMALL, SMALL + 1)
+    ledgers[0].small, ledgers[1].small = SMALL, CAP + 1
+    ledgers[1].mover = None
     for i, op in enumerate(program):
         outcomes = [call_sized(led, op) for led in ledgers]
-        assert outcomes[0] == outcomes[1] == outcomes[2], f"op {i} {op}: {outcomes}"
+        assert all(o == outcomes[0] for o in outcomes), f"op {i} {op}: {outcomes}"
         states = [state(led) for led in ledgers]
-        assert states[0] == states[1] == states[2], f"op {i} {op}: the ledgers differ after it"
+        assert all(s == states[0] for s in states), f"op {i} {op}: the ledgers differ after it"
 
 
 def test_a_prefix_cache_round_agrees_on_both_paths_and_the_switch_over():
@@ -374,14 +390,14 @@ def test_a_prefix_cache_round_agrees_on_both_paths_and_the_switch_over():
         ("launch",),
         ("fence",),
     ]
-    ledgers = [SlotLedger(CAP) for _ in range(3)]
-    ledgers[0].small, ledgers[1].small, ledgers[2].small = SMALL, CAP + 1, 0
+    ledgers = [SlotLedger(CAP) for _ in range(2)] + variants(SMALL, SMALL + 1)
+    ledgers[0].small, ledgers[1].small = SMALL, CAP + 1
     outcomes = []
     for i, op in enumerate(program):
         got = [call(led, op) for led in ledgers]
-        assert got[0] == got[1] == got[2], f"op {i} {op}: {got}"
+        assert all(g == got[0] for g in got), f"op {i} {op}: {got}"
         states = [state(led) for led in ledgers]
-        assert states[0] == states[1] == states[2], f"op {i} {op}: the ledgers differ after it"
+        assert all(s == states[0] for s in states), f"op {i} {op}: the ledgers differ after it"
         outcomes.append(got[0][0])
     assert outcomes.count("raised") == 2 and ledgers[0].available() == CAP
 
@@ -518,4 +534,71 @@ def test_a_broken_run_lane_is_caught(monkeypatch, broken):
         found = first_difference(program, breaks)
     except Exception as err:  # a broken lane may also trip over its own short slice
         found = repr(err)
+    assert found is not None
+
+
+# -- the compiled move: a broken one is caught by the same comparison ---------------------------
+class _Wrapped:
+    """A `Mover` whose calls pass through `change(args)` first (a broken variant of the kernel)."""
+
+    def __init__(self, mover, change):
+        self.mover, self.change = mover, change
+
+    def move(self, *args):
+        return self.mover.move(*self.change(list(args)))
+
+
+def _no_duplicate_check(args):
+    args[9] = False
+    return args
+
+
+def _skips_the_last_slot(args):
+    ids = args[1]
+    if ids.size > 1:
+        args[1] = ids[:-1].copy()
+        args[5:7] = [None if a is None else a[:-1] for a in args[5:7]]
+        args[7] = None if args[7] is None else args[7][:-1]
+        if type(args[2]) is not int:
+            args[2] = args[2][:-1].copy()
+    return args
+
+
+@pytest.mark.parametrize("broken", ["no duplicate check", "skips the last slot", "owner bit never read"])
+def test_a_broken_compiled_move_is_caught(monkeypatch, broken):
+    """The comparison covers the compiled move: one that never checks for a slot named twice,
+    one that leaves out the last slot of a batch, and one built from probes that never read
+    the owner bit (any request may finish, park or roll back another's slot)."""
+    from slotwarden.kernels import compiled
+
+    program = run_program() + [
+        ("alloc", 3, Actor.request(1)),
+        ("apply", Event.ROLLBACK, Actor.request(2), [1, 2, 3], NOBODY),  # another's slots: refused
+        ("apply", Event.ROLLBACK, Actor.request(1), [1, 2, 2], NOBODY),  # a duplicate: refused
+    ]
+    assert first_difference(program) is None
+    if broken == "owner bit never read":
+        real = compiled.packed
+
+        def packed(tables):
+            rows, probes = real(tables)
+            return rows, probes & ~np.uint8(compiled.OWN)
+
+        monkeypatch.setattr(compiled, "packed", packed)
+        try:
+            found = first_difference(program)
+        except RuntimeError as err:  # the ledger's own cross-check: the numpy path allows what it refused
+            found = repr(err)
+        assert "disagree" in found or "differ" in found, found
+    else:
+        change = _no_duplicate_check if broken == "no duplicate check" else _skips_the_last_slot
+        real_variants = variants
+
+        def broken_variants(*args):
+            ledgers = real_variants(*args)
+            ledgers[0].mover = _Wrapped(ledgers[0].mover, change)
+            return ledgers
+
+        monkeypatch.setattr(__import__(__name__), "variants", broken_variants)
+        found = first_difference(program)
     assert found is not None

@@ -17,6 +17,7 @@ from slotwarden.model.properties import conserved, exclusive, holdings
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
 from slotwarden.runtime.config import PoolConfig
 from slotwarden.runtime.pool import StatePool
+from slotwarden.verification import paths
 
 CAP = 5
 CFG = PoolConfig(num_slots=CAP, layers=1, conv_dims=(2,), conv_kernel=2, heads=1, head_dim=1, state_size=2)
@@ -227,8 +228,9 @@ def op_for(draw, model: M.Pool):
 @given(st.data())
 def test_runtime_agrees_with_the_model_or_changes_nothing(data):
     pool, model, launched = StatePool(CFG), M.new_pool(CAP, locks=True), 0
+    paths.use(pool.ledger, data.draw(st.sampled_from(paths.PATHS[1:]), label="batch path"))
     pool.ledger.small = data.draw(st.integers(0, CAP + 1), label="small")  # per-slot path up to this size
-    pool.ledger.run_min = data.draw(st.integers(2, CAP + 1), label="run_min")  # the run lane from this size
+    pool.ledger.run_min = data.draw(st.integers(2, CAP + 1), label="run_min")  # the numpy run lane from this size
     for _ in range(data.draw(st.integers(5, 60), label="length")):
         model, launched = check_op(pool, model, launched, data.draw(op_for(model), label="op"))
 
@@ -250,6 +252,7 @@ def test_an_actor_id_of_nobody_is_judged_as_the_model_judges_it(data):
     test_ledger), so `exclusive` and `conserved` (which count owners) are not checked here
     for the model's sake."""
     pool, model, launched = StatePool(CFG), M.new_pool(CAP, locks=True), 0
+    paths.use(pool.ledger, data.draw(st.sampled_from(paths.PATHS[1:]), label="batch path"))
     pool.ledger.small = data.draw(st.integers(0, CAP + 1), label="small")
     pool.ledger.run_min = data.draw(st.integers(2, CAP + 1), label="run_min")
     for _ in range(data.draw(st.integers(5, 40), label="length")):

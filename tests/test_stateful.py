@@ -87,7 +87,7 @@ class Pick:
 def _cache_round(machine):
     """Donate slot 1, publish it at the fence, two readers lock it, one unlocks, evict refused
     while locked, the last unlock, then the eviction and its fence."""
-    machine.setup(capacity=3, small=0)
+    machine.setup(capacity=3, path="compiled")
     machine.donate(rid=1, node=2001)
     machine.fence(back=0)
     assert machine.model.slots[0].state.name == "CACHED"

@@ -149,24 +149,31 @@ class RuntimeVerdict(NamedTuple):
     model: Slot | None  # None: illegal
     runtime: Slot | None  # None: refused (strict) or marked ILLEGAL by the table (off)
     problem: str  # "" when the runtime did what the model says
-    path: str = "slot"  # the ledger's per-slot path ("slot") or its vectorised kernel ("vector")
+    path: str = "slot"  # the ledger's path: per-slot ("slot"), its compiled move ("compiled"), numpy ("vector")
 
     @property
     def agrees(self) -> bool:
         return not self.problem
 
 
-PATHS = {"slot": None, "vector": 0}
-"""The ledger's two code paths, by the switch-over batch size that sends a one-slot batch down
-each: its default (the per-slot path) and 0 (the vectorised kernel, `look_up`/`write`)."""
+_PATHS_DISAGREE = object()  # a model verdict no move has: the runtime's own paths disagreed
+
+PATHS = {"slot": (None, True), "compiled": (0, True), "vector": (0, False)}
+"""The ledger's three code paths, by the switch-over batch size that sends a one-slot batch down
+each and whether the compiled move is kept: its default (the per-slot path), 0 with the
+compiled move (`kernels.compiled`, where it is built), 0 without it (the numpy kernel,
+`look_up`/`write`)."""
 
 
 def _runtime_ledger(case: Case, check: str, free_list: bool, make, path: str = "slot"):
     """A one-slot ledger whose slot 1 holds `case.slot`, `EPOCH` steps launched and finished
     (a release waits for step `EPOCH`; a fence of any step up to it is allowed)."""
     ledger = make(1, check=check, free_list=free_list)
-    if PATHS[path] is not None:
-        ledger.small = PATHS[path]
+    small, keep_compiled = PATHS[path]
+    if small is not None:
+        ledger.small = small
+    if not keep_compiled:
+        ledger.mover = None
     for _ in range(EPOCH):
         ledger.launch()
     ledger.fence()
@@ -206,10 +213,16 @@ def by_runtime(case: Case, check: str, free_list: bool, make=None, path: str = "
             ledger.apply(case.event, [1], case.actor, case.target)
     except LifecycleError as exc:
         refused = f"{type(exc).__name__}: {exc.reason if hasattr(exc, 'reason') else exc}".splitlines()[0]
+    except RuntimeError as exc:  # the ledger's paths disagree with each other (a refusal, and a finding)
+        refused = f"RuntimeError: {exc}"
+        model = _PATHS_DISAGREE
     code = int(ledger.cols.state[1])
     runtime = None if refused or code == ILLEGAL else ledger.record(1)
     problems = []
-    if (model is None) != (runtime is None):
+    if model is _PATHS_DISAGREE:
+        problems.append(f"runtime paths disagree ({refused})")
+        model = None
+    elif (model is None) != (runtime is None):
         problems.append(
             f"model {'refuses' if model is None else 'allows'}, runtime {'refuses (' + refused + ')' if refused else 'allows'}"
         )
@@ -243,7 +256,7 @@ def runtime_cases(lifecycle: Lifecycle = LIFECYCLE) -> Iterator[tuple[Case, str,
 
 
 def judge_runtime(make=None, lifecycle: Lifecycle = LIFECYCLE) -> list[RuntimeVerdict]:
-    """The runtime's verdict on every case (see `by_runtime`), down both of the ledger's paths."""
+    """The runtime's verdict on every case (see `by_runtime`), down each of the ledger's paths."""
     return [
         by_runtime(case, check, free_list, make, path)
         for case, check, free_list in runtime_cases(lifecycle)

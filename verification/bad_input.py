@@ -33,6 +33,7 @@ from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.runtime.pool import StatePool
 from slotwarden.runtime.scheduler_errors import BadRequest, SessionClosed, UnknownRequest, UnknownSession
 from slotwarden.runtime.shapes import pool_config
+from slotwarden.verification import paths
 
 from .stateful import MODEL, TensorFreeList
 
@@ -129,13 +130,16 @@ def _same(a, b) -> bool:
 class BadInputMachine(RuleBasedStateMachine):
     """Junk and legal moves at a pool, its ledger and a guard; the error contract after each."""
 
-    @initialize(capacity=st.integers(1, 4), small=st.integers(0, 5))
-    def setup(self, capacity, small):
+    @initialize(capacity=st.integers(1, 4), small=st.integers(0, 5), batch=st.sampled_from(paths.PATHS[1:]))
+    def setup(self, capacity, small, batch):
         self.pool = StatePool(pool_config(MODEL, capacity))
         self.engine = TensorFreeList(capacity)
         self.guard = LedgerGuard(self.engine, capacity)
-        # the ledgers' switch-over batch size, on both sides of every batch size drawn here
-        self.pool.ledger.small = self.guard.ledger.small = small
+        # the ledgers' batch path, and their switch-over batch size, on both sides of every
+        # batch size drawn here
+        for ledger in (self.pool.ledger, self.guard.ledger):
+            paths.use(ledger, batch)
+            ledger.small = small
 
     # -- the contract ----------------------------------------------------------------------------
     def snapshot(self):

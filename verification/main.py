@@ -142,7 +142,7 @@ def _runtime_agreement(_) -> Row:
     start = time.perf_counter()
     verdicts = judge_runtime()
     bad = [v for v in verdicts if not v.agrees]
-    text = f"{len(verdicts) - len(bad)}/{len(verdicts)} moves on real ledger columns agree with step() (check strict and off)"
+    text = f"{len(verdicts) - len(bad)}/{len(verdicts)} moves on real ledger columns agree with step() (check strict and off; per-slot, compiled and numpy paths)"
     detail = {"moves": len(verdicts), "disagreements": [f"{v.case} [{v.check}]: {v.problem}" for v in bad[:20]]}
     return Row("declaration", "runtime look_up/write = step()", not bad, time.perf_counter() - start, text, detail)
 

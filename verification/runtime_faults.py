@@ -2,7 +2,10 @@
 
 Each fault is applied in process for the duration of a `with fault.applied():` block (a
 monkeypatch of one function of the ledger, the pool, the scheduler or the kernels, restored
-in `finally`); production code has no fault branches. `hunt` runs the stages that should catch
+in `finally`); production code has no fault branches. A fault of the ledger is seeded into each
+of its paths alike: the per-slot path, the numpy kernel and the compiled move (whose C code is
+reached through what it is handed: its table, built while the fault is applied, or its
+arguments). `hunt` runs the stages that should catch
 a fault, then the others, and reports the first that did: the runtime-agreement check, the
 pool machine (records, free list and state contents against the model), the guard machine
 (an engine allocator behind `LedgerGuard`, its free list against the model's), the continuity
@@ -19,7 +22,7 @@ from typing import Callable, Iterator, NamedTuple
 import numpy as np
 import torch
 
-from slotwarden.kernels import transition
+from slotwarden.kernels import compiled, transition
 from slotwarden.kernels.layer import TinyMamba
 from slotwarden.kernels.slots import zero_slots
 from slotwarden.model.declaration import Source
@@ -71,6 +74,44 @@ def _skip_owner_check_slots(look_up_slots):
         return keys, before, [table.next_state[k] for k in keys]
 
     return skipping
+
+
+def _kernel_table(change):
+    """A patch of `compiled.packed`: the compiled move's table, changed by `change(rows)` (rows
+    [event, (next, owner, borrower, fence, lock count), key]) for the ledgers made meanwhile."""
+
+    def wrapper(packed):
+        def changed(tables):
+            rows, probes = packed(tables)
+            rows = rows.copy()
+            change(rows)
+            return rows, probes
+
+        return changed
+
+    return wrapper
+
+
+def _owner_taken_as_set(rows):
+    """FINISH in the compiled move's table: a key without the owner bit moves as the one with it."""
+    keys = np.arange(transition.KEYS)
+    rows[int(Event.FINISH)][:, keys] = rows[int(Event.FINISH)][:, keys | transition.OWN]
+
+
+def _borrower_kept(rows):
+    """The compiled move's table never rewrites the borrower, but for LEND."""
+    for event in Event:
+        if event is not Event.LEND:
+            rows[int(event), 2] = int(Source.KEEP)
+
+
+def _no_duplicate_check_compiled(move):
+    """The compiled move is told the ids are distinct: it checks no duplicate."""
+
+    def unchecked(self, ids, event, actor, actor_id, target, before_write, dup=True):
+        return move(self, ids, event, actor, actor_id, target, before_write, dup=False)
+
+    return unchecked
 
 
 def _lent_rollback_entry(compile_events):
@@ -281,6 +322,7 @@ FAULTS = (
             (ledger_module, "look_up", _skip_owner_check),
             (ledger_batch, "look_up", _skip_owner_check),
             (ledger_slots, "look_up_slots", _skip_owner_check_slots),
+            (compiled, "packed", _kernel_table(_owner_taken_as_set)),
         ),
         ("agreement",),
     ),
@@ -305,7 +347,7 @@ FAULTS = (
     Fault(
         "no_duplicate_check",
         "the duplicate-id check within a batch is removed",
-        ((SlotLedger, "_ids", _no_duplicate_check),),
+        ((SlotLedger, "_ids", _no_duplicate_check), (SlotLedger, "_move", _no_duplicate_check_compiled)),
         ("pool",),
     ),
     Fault(
@@ -351,6 +393,7 @@ FAULTS = (
             (ledger_module, "write", _keeps_borrower),
             (ledger_batch, "write", _keeps_borrower),
             (ledger_slots, "write_slots", _keeps_borrower_slots),
+            (compiled, "packed", _kernel_table(_borrower_kept)),
         ),
         ("agreement",),
     ),

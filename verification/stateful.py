@@ -49,6 +49,7 @@ from slotwarden.runtime.pool import StatePool
 from slotwarden.runtime.request import Phase, SessionStatus
 from slotwarden.runtime.scheduler import Scheduler
 from slotwarden.runtime.shapes import pool_config
+from slotwarden.verification import paths
 
 MODEL = TinyMamba(TinyMambaConfig(layers=1, d_model=8, heads=1, head_dim=4, dstate=4, dtype=torch.float64))
 
@@ -186,15 +187,16 @@ class PoolMachine(RuleBasedStateMachine):
     lent = Bundle("lent")  # (slot, session, request)
     lent_running = Bundle("lent_running")
 
-    # `small`: the ledger's switch-over batch size: 0, every batch vectorised, or 6, every batch
-    # the machine makes a slot at a time (the mixed sizes around the switch-over point are drawn
-    # by tests/test_pool_hypothesis.py, the bad-input machine and tests/test_ledger_paths.py)
-    @initialize(capacity=st.integers(1, 5), small=st.sampled_from([0, 6]))
-    def setup(self, capacity, small):
+    # `path`: the ledger's path for every batch the machine makes (`paths.PATHS`: a slot at a
+    # time, the compiled move in runs or slot by slot, numpy); the mixed sizes around the
+    # switch-over point are drawn by tests/test_pool_hypothesis.py, the bad-input machine and
+    # tests/test_ledger_paths.py
+    @initialize(capacity=st.integers(1, 5), path=st.sampled_from(paths.PATHS))
+    def setup(self, capacity, path):
         self.impl = self.under_test(capacity)
         for owner in (getattr(self.impl, "pool", None), getattr(self.impl, "guard", None)):
             if hasattr(owner, "ledger"):
-                owner.ledger.small = small  # batches up to `small` slots take the per-slot path
+                paths.use(owner.ledger, path)
         self.model = model_pool.new_pool(capacity, locks=True)  # who holds each lock: locks_match
         self.launched = 0
         self.data = hasattr(self.impl, "copy")  # the pool holds state: check data movement too
