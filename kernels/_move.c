@@ -268,11 +268,17 @@ static long run_key(Mover *m, const Runs *runs, Py_ssize_t n, long b0, int64_t m
     Py_ssize_t own = 0, bor = 0, due = 0, idle = 0, full = 0;
     for (int r = 0; r < runs->count; r++) {
         const int64_t lo = runs->lo[r], hi = runs->hi[r];
-        int differ = 0;
-        if (step == 2) /* the state is every other byte (the low one of a 16-bit word) */
-            for (int64_t s = lo; s < hi; s++) differ |= state[2 * s] ^ (uint8_t)b0;
-        else
+        unsigned differ = 0;
+        if (m->word) { /* the state is one byte of each 16-bit word: compare the words, masked */
+            const uint16_t *restrict word = (const uint16_t *)m->state;
+            uint16_t mask, want;
+            const uint8_t ones[2] = {0xFF, 0}, wanted[2] = {(uint8_t)b0, 0};
+            memcpy(&mask, ones, 2);
+            memcpy(&want, wanted, 2);
+            for (int64_t s = lo; s < hi; s++) differ |= (unsigned)((word[s] & mask) ^ want);
+        } else {
             for (int64_t s = lo; s < hi; s++) differ |= state[s * step] ^ (uint8_t)b0;
+        }
         if (differ) return -1;
         if (probe & K_OWN && me != K_NOBODY)
             for (int64_t s = lo; s < hi; s++) own += owner[s] == me;
@@ -535,6 +541,9 @@ static PyMethodDef mover_methods[] = {
 static PyMemberDef mover_members[] = {
     {"runs", T_INT, offsetof(Mover, runs), 0,
      "the most runs of consecutive slots a batch may make to be moved a run at a time (0 to 16; 0: never)"},
+    {"mark", T_INT, offsetof(Mover, mark), 0,
+     "the duplicate mark the last check used (marks count down from -2; at INT32_MIN + 1 the next check "
+     "clears the scratch column and starts again)"},
     {NULL, 0, 0, 0, NULL},
 };
 

@@ -328,8 +328,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
                 self._check_actor(self._peek(1), _ALLOC, actor, NOBODY)  # raises
             ids = self._peek(n)
             self._move(ids, _ALLOC, actor, actor_id, NOBODY, before_write, dup=False)  # the ring's: distinct
-            self._head = (self._head + n) % self.capacity
-            self._count -= n
+            self._advance(n)
             return ids
         h, at = self._head, None
         if h + n <= self.capacity:
@@ -360,9 +359,23 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         self._known = known = ids.tobytes()
         self._known_run = at
         self.recorder.record(_ALLOC, actor, NOBODY, self.launched, known, _FREE, self._alloc_next)
-        self._head = (self._head + n) % self.capacity
-        self._count -= n
+        self._advance(n)
         return ids
+
+    def _advance(self, n: int) -> None:
+        """The free ring's head moves past `n` slots just handed out. When they wrapped round
+        its end, the ring is turned (its order kept) so that the head is at its start again:
+        the next allocs are contiguous slices, not two pieces joined (one copy of the ring per
+        pass round it)."""
+        h, cap = self._head + n, self.capacity
+        self._count -= n
+        if h < cap:
+            self._head = h
+        elif h == cap:
+            self._head = 0
+        else:  # wrapped: turn the ring
+            self._ring[:] = np.roll(self._ring, cap - h)
+            self._head = 0
 
     def apply(
         self, event: Event, ids, actor: Actor, target: int = NOBODY, before_write: Callable[[Batch], None] | None = None

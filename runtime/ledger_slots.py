@@ -55,9 +55,7 @@ class SlotPath:
         who = list(actor.ids) if each else [actor[1]] * n
         write_slots(self._slots, self._alloc_list, lst, [self._alloc_key] * n, after, _ALLOC, who, NOBODY, launched)
         self.recorder.record(_ALLOC, actor, NOBODY, launched, lst, _FREE, after)  # fresh lists, never changed
-        h += n
-        self._head = h if h < self.capacity else h - self.capacity
-        self._count -= n
+        self._advance(n)
         return ids
 
     def _apply_slots(self, ids: np.ndarray, event: Event, actor: Actor | Actors, target: int, before_write) -> bool:
