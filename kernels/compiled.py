@@ -10,9 +10,12 @@ about the lifecycle is restated in C.
 
 `AVAILABLE` says whether the extension was built (`pip install` builds it where a C compiler
 is found; without one the ledger keeps to its numpy path, with the same results and errors).
+`SLOTWARDEN_NUMPY_ONLY=1` in the environment leaves it out even where it is built.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -25,6 +28,8 @@ from .transition import BITS, BOR, DUE, FULL, IDLE, KEYS, OWN, Columns, EventTab
 try:
     from ._move import Mover
 except ImportError:  # built without a C compiler: the numpy path does the work
+    Mover = None
+if os.environ.get("SLOTWARDEN_NUMPY_ONLY") == "1":  # the compiled move left out, to run the numpy path
     Mover = None
 
 AVAILABLE = Mover is not None

@@ -9,6 +9,9 @@ Contenders, measured on one device in one run, interleaved per batch size n:
   ROLLBACK (a candidate that takes its slots and gives them back: the direct counterpart of
   alloc+free).
 - ``lifecycle``: the strict ledger's full request round trip: alloc, ADMIT, FINISH, launch, fence.
+- ``scattered``: ``strict`` on a ledger whose free ring was shuffled once (seeded): its allocs hand
+  out scattered ids, never runs of consecutive slots, so the batch paths take them a slot at a
+  time (the ring in order, as in ``strict``, hands out runs).
 - ``guarded``: `GuardedAllocator` (SGLang's allocator API on the strict ledger) around a second
   SGLang allocator: alloc, free, as an engine that swaps it in would call them (needs sglang).
 
@@ -37,6 +40,7 @@ import torch
 
 from slotwarden import bench_common
 from slotwarden.bench_common import device_of, host_clock, loadavg, loaded_note, machine, sync_for, write_json  # noqa: F401
+from slotwarden.kernels import compiled
 from slotwarden.kernels.slots import zero_slots
 from slotwarden.model.vocabulary import Actor, Event
 from slotwarden.runtime.config import PoolConfig
@@ -73,13 +77,14 @@ TARGETS = (
     ("lifecycle", 64, 4.0),
 )
 
-CONTENDERS = ("sglang", "pylist", "strict", "off", "lifecycle", "guarded")
+CONTENDERS = ("sglang", "pylist", "strict", "off", "lifecycle", "scattered", "guarded")
 LABELS = {
     "sglang": "SGLang MambaSlotAllocator",
     "pylist": "Python list by request id",
     "strict": "SlotLedger check=strict",
     "off": "SlotLedger check=off",
     "lifecycle": "strict, full lifecycle",
+    "scattered": "strict, scattered ids",
     "guarded": "GuardedAllocator(SGLang)",
 }
 DOING = {
@@ -88,6 +93,7 @@ DOING = {
     "strict": "alloc(n, request); apply(ROLLBACK, ids, request)",
     "off": "alloc(n, request); apply(ROLLBACK, ids, request)",
     "lifecycle": "alloc; ADMIT; FINISH; launch(); fence()",
+    "scattered": "as strict, the free ring shuffled once",
     "guarded": "with acting(request): alloc(n); free(ids)",
 }
 
@@ -186,9 +192,26 @@ def bookkeeping_steps(capacity: int, device: torch.device, sglang_cls) -> dict[s
         lc.fence()
 
     steps["lifecycle"] = lifecycle
+    shuffled = scattered_ledger(capacity)
+
+    def scattered(n):
+        a = Actor.request(rid())
+        shuffled.apply(Event.ROLLBACK, shuffled.alloc(n, a), a)
+
+    steps["scattered"] = scattered
     if sglang_cls is not None:
         steps["guarded"] = _guarded(sglang_cls(capacity, str(device)), rid)
     return steps
+
+
+def scattered_ledger(capacity: int, seed: int = 0) -> SlotLedger:
+    """A strict ledger whose free ring is in a shuffled order (every slot taken, then given back
+    in a seeded random order): its allocs hand out scattered ids, in that order, round after round."""
+    ledger = SlotLedger(capacity)
+    a = Actor.request(0)
+    ids = ledger.alloc(capacity, a)
+    ledger.apply(Event.ROLLBACK, np.random.default_rng(seed).permutation(ids), a)
+    return ledger
 
 
 def _guarded(engine, rid, zero=None) -> Callable[[int], None]:
@@ -249,6 +272,14 @@ def zeroing_steps(pool: StatePool, sglang_cls) -> dict[str, Callable[[int], None
         lp_pool.fence()
 
     steps["lifecycle"] = lifecycle
+    sc_pool = copy.copy(pool)
+    sc_pool.ledger = scattered_ledger(capacity)
+
+    def scattered(n):
+        a = Actor.request(rid())
+        sc_pool.rollback(sc_pool.alloc(n, a), a)
+
+    steps["scattered"] = scattered
     if sglang_cls is not None:
         steps["guarded"] = _guarded(sglang_cls(capacity, str(device)), rid, lambda ids: zero_slots(tensors, ids))
     return steps
@@ -436,6 +467,7 @@ def measure(
             "sglang": sglang_version() if sglang_cls is not None else None,
             "sglang_loaded": sglang_cls is not None,
             "statistic": "min",  # of the repeats; *_median_us and *_runs_us give the rest
+            "compiled_move": compiled.AVAILABLE,  # the ledger's C kernel built (else its numpy path ran)
             "bookkeeping_clock": clock.__name__,  # thread_time: CPU seconds (on a CPU); zeroing: perf_counter
             "min_repeats": repeats,
             "max_repeats": MAX_REPEATS,
@@ -538,6 +570,12 @@ def format_report(result: dict) -> str:
     lines = [
         f"slotwarden bench pool  device={m['device']} ({m['device_name']}, {m['cpu_count']} CPUs)  torch {m['torch']}  python {m['python']}",
         sg,
+        "ledger batches: "
+        + (
+            "the compiled move (kernels/_move.c)"
+            if m.get("compiled_move")
+            else "the numpy path (the compiled move is not built here)"
+        ),
         f"bookkeeping: pool of {m['bookkeeping_capacity']} slots; zeroing: {s['layers']} layer(s) x {s['num_slots']} slots of a "
         f"Qwen3-Next-like gated-delta layer (conv {s['conv_dims']} x (kernel {s['conv_kernel']} - 1) {s['conv_dtype']}, "
         f"SSM {s['heads']}x{s['head_dim']}x{s['state_size']} {s['ssm_dtype']}) = {s['bytes_per_slot'] / 2**20:.2f} MiB/slot, "
