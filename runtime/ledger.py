@@ -415,13 +415,15 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
                     ids = self._ids(ids, event, actor)  # the very array, if it passes: `raw` stays its bytes
         else:
             ids = self._ids(ids, event, actor)
-        if compiled and (event is _ALLOC or event is _FENCE):  # refused below? then bad ids first, as on every path
+        alloc_by_id = event is _ALLOC and self.has_free_list
+        early = event is _FENCE and actor.kind is _SCHEDULER and actor.id > self.finished_steps()
+        if compiled and (alloc_by_id or early):  # refused below: then bad ids first, as on every path
             ids = self._ids(ids, event, actor)
-        if event is _ALLOC and self.has_free_list:
+        if alloc_by_id:
             raise BadSlotId(
                 "alloc takes a count here: the pool chooses the slots", slot_id=None, event=event, actor=actor
             )
-        if event is _FENCE and actor.kind is _SCHEDULER and actor.id > self.finished_steps():
+        if early:
             # a fence for a step still on the device would free slots it may use (overlap bug)
             raise FenceError(
                 f"fence of step {actor.id} on slots {ids.tolist()[:8]}, but the device has finished only "
