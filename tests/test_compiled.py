@@ -149,3 +149,18 @@ def test_a_typed_error_comes_from_the_numpy_path():
     with pytest.raises(IllegalMove) as err:
         ledger.apply(Event.ADMIT, ids, q)
     assert err.value.slot_id == 1 and err.value.actor == q and err.value.event is Event.ADMIT
+
+
+@needs_kernel
+@pytest.mark.parametrize("first", [10**12, -(10**12), 0, 65])
+def test_a_scattered_batch_led_by_no_slot_is_refused_before_any_read(first):
+    """A batch of more runs than the kernel takes as runs, whose first id names no slot (far
+    out of range, too): refused as not a slot, at position 0, nothing read or written there."""
+    ledger = SlotLedger(64)
+    r = Actor.request(1)
+    ids = ledger.alloc(40, r)
+    batch = np.concatenate(([first], ids[::2], ids[1::2])).astype(np.int64)  # 41 runs
+    got, _, _ = _move(ledger, Event.ADMIT, batch, 1)
+    assert compiled.refusal(got) == (0, compiled.NOT_A_SLOT)
+    with pytest.raises(BadSlotId):
+        ledger.apply(Event.ADMIT, batch, r)
