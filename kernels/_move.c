@@ -422,8 +422,9 @@ states_done:
             goto done_keys;
         }
         /* 2a. a batch in a few runs, by one actor, every slot in one state and relation: one key */
-        long b0 = -1; /* read only once its runs showed ids[0] is a real slot */
-        if (runs.count <= RUNS_MAX && runs.count <= m->runs && !actors && (b0 = state[ids[0] * sstep]) < nstates) {
+        const int by_runs = runs.count <= RUNS_MAX && runs.count <= m->runs && !actors;
+        const long b0 = by_runs ? state[ids[0] * sstep] : -1; /* read once its runs showed ids[0] is a slot */
+        if (by_runs && b0 < nstates) {
             long key = run_key(m, &runs, n, b0, one_actor, probe[b0]);
             long a = key < 0 ? K_ILLEGAL : next[key];
             if (a != K_ILLEGAL) {

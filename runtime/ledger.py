@@ -326,9 +326,14 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         if self.mover is not None:  # the compiled lane: checked and written in one pass of C
             if type(actor) is not Actors and actor[0] is not self._alloc_kind:
                 self._check_actor(self._peek(1), _ALLOC, actor, NOBODY)  # raises
-            ids = self._peek(n)
+            h = self._head
+            ids = self._ring[h : h + n].astype(np.int64) if h + n <= self.capacity else self._peek(n)
             self._move(ids, _ALLOC, actor, actor_id, NOBODY, before_write, dup=False)  # the ring's: distinct
-            self._advance(n)
+            if h + n < self.capacity:  # `_advance` inline: no wrap
+                self._head = h + n
+                self._count -= n
+            else:
+                self._advance(n)
             return ids
         h, at = self._head, None
         if h + n <= self.capacity:
@@ -392,21 +397,21 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         if target is not NOBODY and (type(target) is not int or not NOBODY <= target <= _ID_MAX):
             target = inputs.target(target, event, actor)
         raw, at = None, None  # the bytes of a large batch, once read (the recorder keeps them); its run
-        plain = type(ids) is np.ndarray and ids.dtype is _INT64 and ids.ndim == 1 and ids.strides == _UNIT
-        compiled = plain and self.mover is not None and ids.size > self.small
-        if compiled:
-            pass  # the compiled lane (`_apply`): the kernel checks the ids as it moves them
-        elif plain:
+        checked = True  # whether the ids were checked here (the compiled move checks its own)
+        if type(ids) is np.ndarray and ids.dtype is _INT64 and ids.ndim == 1 and ids.strides == _UNIT:
             # a plain int64 array (what `alloc` returns): one id for the per-slot path is checked
-            # inline (a real slot?), a large batch equal to the last one known real and distinct
-            # (see `_ids`) needs no check, nor does one run of real slots (`_run`: distinct by
-            # construction); anything else, `_ids` checks (and says what is wrong)
+            # inline (a real slot?), a larger batch by the compiled move as it moves them; without
+            # it, a large batch equal to the last one known real and distinct (see `_ids`) needs
+            # no check, nor does one run of real slots (`_run`: distinct by construction);
+            # anything else, `_ids` checks (and says what is wrong)
             n = ids.size
             if n == 1 and self.small:
                 if not 1 <= ids.tolist()[0] <= self.capacity:
                     ids = self._ids(ids, event, actor)
             elif n <= self.small:
                 ids = self._ids(ids, event, actor)
+            elif self.mover is not None:
+                checked = False  # the compiled lane (`_apply`)
             elif n * 8 == len(self._known) and (raw := ids.tobytes()) == self._known:
                 at = self._known_run
             else:
@@ -415,9 +420,17 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
                     ids = self._ids(ids, event, actor)  # the very array, if it passes: `raw` stays its bytes
         else:
             ids = self._ids(ids, event, actor)
+        if event is _ALLOC or event is _FENCE:
+            ids = self._refused_here(ids, event, actor, checked)
+        return self._apply(ids, event, actor, target, before_write, raw, at)
+
+    def _refused_here(self, ids: np.ndarray, event: Event, actor: Actor, checked: bool) -> np.ndarray:
+        """What `apply` refuses itself, for an ALLOC or a FENCE: an alloc naming ids where the
+        pool chooses them, a fence of a step still on the device. Bad ids are refused first, as
+        on every path (`checked`: they were checked already). Returns the ids."""
         alloc_by_id = event is _ALLOC and self.has_free_list
         early = event is _FENCE and actor.kind is _SCHEDULER and actor.id > self.finished_steps()
-        if compiled and (alloc_by_id or early):  # refused below: then bad ids first, as on every path
+        if not checked and (alloc_by_id or early):
             ids = self._ids(ids, event, actor)
         if alloc_by_id:
             raise BadSlotId(
@@ -429,7 +442,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
                 f"fence of step {actor.id} on slots {ids.tolist()[:8]}, but the device has finished only "
                 f"step {self.finished_steps()} ({self.launched} launched)"
             )
-        return self._apply(ids, event, actor, target, before_write, raw, at)
+        return ids
 
     def apply_each(
         self, event: Event, ids, actor_ids, before_write: Callable[[Batch], None] | None = None

@@ -190,10 +190,28 @@ class BatchPath:
         `before_write` hook the kernel checks first and writes after the hook. A batch it
         refuses changes nothing and goes to `_refuse`, which raises the vectorised path's error.
         `dup=False`: the ids are known distinct (the free ring's), no duplicate check."""
-        n = ids.size
-        mover, epoch = self.mover, self.launched
+        epoch = self.launched
         if before_write is None:  # the slots' states are needed only if they differ
-            got = mover.move(event, ids, actor_id, target, epoch, None, None, None, True, dup)
+            got = self.mover.move(event, ids, actor_id, target, epoch, None, None, None, True, dup)
+            if 0 <= got < MIXED:  # the common case: one state before, one after (`_settle` inline)
+                after = got & 0xFF
+                if after == _FREE:
+                    if event is not _ALLOC and self.has_free_list:
+                        n, count, cap = ids.size, self._count, self.capacity
+                        tail = self._head + count
+                        if tail >= cap:
+                            tail -= cap
+                        if tail + n <= cap and count + n <= cap:  # `_push` inline: the ring does not wrap
+                            self._ring[tail : tail + n] = ids
+                            self._count = count + n
+                        else:
+                            self._push(ids)
+                elif after in self._waits:
+                    self._note_released(ids)
+                self.recorder.record(event, actor, target, epoch, ids.tobytes(), got >> 8, after)
+                return
+        n, mover = ids.size, self.mover
+        if before_write is None:
             if got == ASK_WITH_STATES:
                 before, after = np.empty(n, dtype=np.uint8), np.empty(n, dtype=np.uint8)
                 got = mover.move(event, ids, actor_id, target, epoch, before, after, None, True, dup)
