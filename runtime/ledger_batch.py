@@ -1,13 +1,16 @@
-"""The ledger's vectorised path: a batch checked whole by the numpy kernel
-(`kernels.transition`), one gather per column it reads and one scatter per column it writes,
-then the free ring, the releases filed under their fence's step, and the flight recorder.
+"""The ledger's batch paths, for batches above the per-slot size: the compiled move's lane
+(`_move`: the C kernel of `kernels.compiled` checks and writes the batch, then the free ring,
+the releases filed under their fence's step and the flight recorder), and, where it is not
+built, the numpy kernel (`kernels.transition`: one gather per column it reads and one scatter
+per column it writes). A batch the compiled move refuses goes to the numpy checks, which raise
+(`_refuse`).
 
-The run lane: a batch whose ids are exactly one run of consecutive slots, in increasing order
-(what the free ring hands out, and what comes back together), is read and written through
-slices of the columns (views: no gather, no scatter), checked against the table like any other
-batch, and needs no duplicate check (a run names each slot once); the free ring takes it back
-as a run. The lane takes batches of at least `run_min` slots (`ledger_codes.RUN_MIN`); any
-larger `run_min` turns it off (the tests compare the two)."""
+The numpy path's run lane: a batch whose ids are exactly one run of consecutive slots, in
+increasing order (what the free ring hands out, and what comes back together), is read and
+written through slices of the columns (views: no gather, no scatter), checked against the table
+like any other batch, and needs no duplicate check (a run names each slot once); the free ring
+takes it back as a run. The lane takes batches of at least `run_min` slots
+(`ledger_codes.RUN_MIN`); any larger `run_min` turns it off (the tests compare the two)."""
 
 from __future__ import annotations
 
@@ -25,14 +28,25 @@ from slotwarden.model.table import ILLEGAL
 from slotwarden.model.vocabulary import NOBODY, Actor, Event
 from .ledger_checks import _first_illegal as _first_illegal_position
 from .recorder import Actors
-from .ledger_codes import _INT64, _ALLOC, _EPOCH, _FENCE, _FENCE_POS, _FREE, _FREE_BYTE, _RELEASED, _RELEASED_BYTE
+from .ledger_codes import (
+    _INT64,
+    _UNIT,
+    _ALLOC,
+    _EPOCH,
+    _FENCE,
+    _FENCE_POS,
+    _FREE,
+    _FREE_BYTE,
+    _RELEASED,
+    _RELEASED_BYTE,
+)
 
 
 _NONE = np.zeros(0, dtype=np.int64)  # no slot due: one empty array for every fence (nothing can be written into it)
 
 
 class BatchPath:
-    """`SlotLedger`'s vectorised path (a mixin over its columns, free ring and recorder)."""
+    """`SlotLedger`'s batch paths (a mixin over its columns, free ring and recorder)."""
 
     def _run(self, ids: np.ndarray) -> slice | None:
         """The slice `ids` names if they are exactly the run first, first + 1, ..., first + n - 1
@@ -141,21 +155,22 @@ class BatchPath:
         raw: bytes | None = None,
         at: slice | None = None,
     ) -> np.ndarray:
-        """Check and write one actor's batch of real, distinct ids (`raw`: their bytes, if read;
-        `at`: their slice, if they are one run)."""
+        """Check and write one actor's batch (`raw`: their bytes, if read; `at`: their slice, if
+        they are one run). The ids are real and distinct (checked by the caller), or, for the
+        compiled lane, checked by the compiled move itself."""
         if ids.size <= self.small and self._apply_slots(ids, event, actor, target, before_write):
             return ids
-        table = self.tables[event]
         strict = self.check == "strict"
         if strict:
             kind, needs_target = self._actor_ok[event]
             if actor[0] is not kind or (needs_target and target < 0):
                 self._check_actor(self._ids(ids, event, actor), event, actor, target)  # raises
         if self.mover is not None:  # the compiled lane: checked and written in one pass of C
-            if ids.dtype is not _INT64 or not ids.flags.c_contiguous:
+            if ids.dtype is not _INT64 or ids.strides != _UNIT:  # 1-D: contiguous int64 or a copy
                 ids = np.ascontiguousarray(ids, dtype=np.int64)
             self._move(ids, event, actor, actor[1], target, before_write)
             return ids
+        table = self.tables[event]
         batch = look_up(self.cols, table, ids, actor[1], at)
         if strict and (type(batch.after) is not int or batch.after == ILLEGAL):
             self._check_batch(batch, event, actor, target)

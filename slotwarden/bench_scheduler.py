@@ -30,6 +30,11 @@ load from other processes hits both alike); the table shows the median of the re
   bookkeeping without the zeroing / step, checks on), the zeroing share, and the checking share
   measured inside the ledger, (ledger on - ledger off) / step on. That one does not hang on the
   difference of two noisy whole-step times, so the target is judged on it.
+
+A ledger with checks off keeps to its numpy path (the compiled move, `kernels.compiled`, always
+checks), so where the compiled move is built the two sides differ in path as well as in checks:
+a negative checking share then says that the checked compiled move costs less than the unchecked
+numpy path, not that checking has a negative cost.
 """
 
 from __future__ import annotations
