@@ -80,6 +80,7 @@ static void mover_release(Mover *m) {
     all[8] = &m->probes;
     for (int i = 0; i < m->held; i++) PyBuffer_Release(all[i]);
     m->held = 0;
+    m->events = m->capacity = 0; /* unbound: `move` refuses every event until bound again */
 }
 
 static void mover_dealloc(Mover *m) {
@@ -340,6 +341,42 @@ static void run_write(Mover *m, const Runs *runs, const uint8_t *f, uint8_t a, u
     }
 }
 
+/* Whether `view` is a buffer of int64 (a signed 8-byte integer format). */
+static int is_int64(const Py_buffer *view) {
+    const char *f = view->format ? view->format : "B";
+    if (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!') f++;
+    return view->itemsize == 8 && (strcmp(f, "q") == 0 || strcmp(f, "l") == 0);
+}
+
+/* Whether `len` bytes at `p` overlap any of the columns the kernel writes. */
+static int overlaps_columns(const Mover *m, const void *p, Py_ssize_t len) {
+    const char *a = p, *b = (const char *)p + len;
+    for (int i = 0; i < 7; i++) {
+        const char *lo = m->cols[i].buf, *hi = lo + m->cols[i].len;
+        if (m->cols[i].strides && m->cols[i].ndim == 1 && m->cols[i].strides[0] > m->cols[i].itemsize)
+            hi = lo + m->cols[i].shape[0] * m->cols[i].strides[0]; /* a strided column spans its steps */
+        if (a < hi && lo < b) return 1;
+    }
+    return 0;
+}
+
+/* `*data` (n int64 values) copied to memory of the kernel's own when they lie in a column the
+ * move writes (a view of the ledger's own owner column as ids, say): the loops must not read ids
+ * or actor ids that their own writes change. Returns the copy to free (NULL: none), or sets
+ * `*failed`. */
+static int64_t *own_copy(const Mover *m, const int64_t **data, Py_ssize_t n, int *failed) {
+    if (!overlaps_columns(m, *data, n * 8)) return NULL;
+    int64_t *copy = PyMem_Malloc(n * 8);
+    if (copy == NULL) {
+        PyErr_NoMemory();
+        *failed = 1;
+        return NULL;
+    }
+    memcpy(copy, *data, n * 8);
+    *data = copy;
+    return copy;
+}
+
 static PyObject *mover_move(Mover *m, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 10) {
         PyErr_SetString(PyExc_TypeError, "move(event, ids, actor, target, epoch, before, after, keys, write, dup)");
@@ -353,13 +390,17 @@ static PyObject *mover_move(Mover *m, PyObject *const *args, Py_ssize_t nargs) {
         PyErr_Format(PyExc_ValueError, "event %ld: not one of the %zd compiled", event, m->events);
         return NULL;
     }
+    if (epoch < INT32_MIN || epoch > INT32_MAX) { /* the fence column holds int32 steps */
+        PyErr_Format(PyExc_OverflowError, "step %lld does not fit the fence column (int32)", (long long)epoch);
+        return NULL;
+    }
     Py_buffer ids_view, actor_view, before_view, after_view, keys_view;
     int have_actors = 0, have_keys = 0;
     int64_t one_actor = 0;
     if (PyObject_GetBuffer(args[1], &ids_view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
     PyObject *result = NULL;
     Py_ssize_t n = ids_view.len / 8;
-    if (ids_view.itemsize != 8 || n < 1) {
+    if (!is_int64(&ids_view) || n < 1) {
         PyErr_SetString(PyExc_ValueError, "ids: a C-contiguous int64 array of at least one id");
         goto done_ids;
     }
@@ -369,7 +410,7 @@ static PyObject *mover_move(Mover *m, PyObject *const *args, Py_ssize_t nargs) {
     } else {
         if (PyObject_GetBuffer(args[2], &actor_view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done_ids;
         have_actors = 1;
-        if (actor_view.itemsize != 8 || actor_view.len != n * 8) {
+        if (!is_int64(&actor_view) || actor_view.len != n * 8) {
             PyErr_SetString(PyExc_ValueError, "actor: an id, or an int64 array of one id per slot");
             goto done_actor;
         }
@@ -399,8 +440,16 @@ states_done:
         /* everything the loops read, in locals: the compiler keeps them in registers (a byte
          * written through a uint8_t pointer may alias anything, so fields of `m` would be
          * read again after every write) */
-        const int64_t *restrict ids = ids_view.buf;
-        const int64_t *restrict actors = have_actors ? actor_view.buf : NULL;
+        const int64_t *ids_at = ids_view.buf, *actors_at = have_actors ? actor_view.buf : NULL;
+        int failed = 0;
+        int64_t *ids_copy = own_copy(m, &ids_at, n, &failed);
+        int64_t *actors_copy = actors_at && !failed ? own_copy(m, &actors_at, n, &failed) : NULL;
+        if (failed) {
+            PyMem_Free(ids_copy);
+            goto done_keys;
+        }
+        const int64_t *restrict ids = ids_at;
+        const int64_t *restrict actors = actors_at;
         uint8_t *restrict before = have_states ? before_view.buf : NULL;
         uint8_t *restrict after = have_states ? after_view.buf : NULL;
         int64_t *restrict keys = have_keys ? keys_view.buf : NULL;
@@ -419,7 +468,7 @@ states_done:
         Py_ssize_t bad = runs_of(ids, n, (uint64_t)m->capacity, &runs);
         if (bad >= 0) {
             result = PyLong_FromLong(-1 - 4 * bad);
-            goto done_keys;
+            goto done_copies;
         }
         /* 2a. a batch in a few runs, by one actor, every slot in one state and relation: one key */
         const int by_runs = runs.count <= RUNS_MAX && runs.count <= m->runs && !actors;
@@ -436,7 +485,7 @@ states_done:
                     for (i = 0; i < n; i++) keys[i] = key;
                 if (write) run_write(m, &runs, from + key * FIELDS, (uint8_t)a, (uint8_t)event, one_actor, target, epoch);
                 result = PyLong_FromLong(a | b0 << 8);
-                goto done_keys;
+                goto done_copies;
             }
         }
         /* 2b. any other batch: a slot at a time (a real slot, named once: a mark of this call's
@@ -447,7 +496,6 @@ states_done:
             if (m->mark <= INT32_MIN + 1) { /* the marks are used up: clear the column, start again */
                 for (Py_ssize_t s = 0; s <= m->capacity; s++) stamp[s] = -1;
                 m->mark = -1;
-    m->runs = RUNS_MAX;
             }
             mark = --m->mark; /* below -1: marks the other path never writes */
         }
@@ -496,11 +544,11 @@ states_done:
         }
         if (refused >= 0) {
             result = PyLong_FromLong(-1 - refused);
-            goto done_keys;
+            goto done_copies;
         }
         if (!uniform && !before) { /* the caller must see each slot's states: it asks again with arrays */
             result = PyLong_FromLong(ASK_WITH_STATES);
-            goto done_keys;
+            goto done_copies;
         }
         /* 3. the writes: every field the key's sources rewrite, the state and the last event */
         if (write) {
@@ -519,6 +567,9 @@ states_done:
             }
         }
         result = PyLong_FromLong(uniform ? first | b_first << 8 : MIXED);
+    done_copies:
+        PyMem_Free(ids_copy);
+        PyMem_Free(actors_copy);
     }
 done_keys:
     if (have_keys) PyBuffer_Release(&keys_view);
@@ -542,10 +593,33 @@ static PyMethodDef mover_methods[] = {
 static PyMemberDef mover_members[] = {
     {"runs", T_INT, offsetof(Mover, runs), 0,
      "the most runs of consecutive slots a batch may make to be moved a run at a time (0 to 16; 0: never)"},
-    {"mark", T_INT, offsetof(Mover, mark), 0,
-     "the duplicate mark the last check used (marks count down from -2; at INT32_MIN + 1 the next check "
-     "clears the scratch column and starts again)"},
     {NULL, 0, 0, 0, NULL},
+};
+
+static PyObject *mark_get(Mover *m, void *Py_UNUSED(closure)) { return PyLong_FromLong(m->mark); }
+
+/* Marks only move on (down): a mark set back up could meet a mark an earlier check left. */
+static int mark_set(Mover *m, PyObject *value, void *Py_UNUSED(closure)) {
+    long v = value ? PyLong_AsLong(value) : 0;
+    if (value == NULL || (v == -1 && PyErr_Occurred())) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "mark: an int");
+        return -1;
+    }
+    if (v > m->mark || v < (long)INT32_MIN + 1) {
+        PyErr_Format(PyExc_ValueError, "mark: from %d down to %ld (INT32_MIN + 1), not %ld", m->mark,
+                     (long)INT32_MIN + 1, v);
+        return -1;
+    }
+    m->mark = (int32_t)v;
+    return 0;
+}
+
+static PyGetSetDef mover_getset[] = {
+    {"mark", (getter)mark_get, (setter)mark_set,
+     "the duplicate mark the last check used (marks count down from -2; at INT32_MIN + 1 the next check clears "
+     "the scratch column and starts again); it may be set further down only",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject MoverType = {
@@ -558,6 +632,7 @@ static PyTypeObject MoverType = {
     .tp_dealloc = (destructor)mover_dealloc,
     .tp_methods = mover_methods,
     .tp_members = mover_members,
+    .tp_getset = mover_getset,
 };
 
 static struct PyModuleDef module = {

@@ -471,6 +471,10 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         if self.mover is not None:  # the compiled lane
             self._move(ids, event, actors, who, NOBODY, before_write)
             return ids
+        if ids.base is not None and self._shares_memory(ids):  # a view of a column: its moves would change it
+            ids = ids.copy()
+        if who.base is not None and self._shares_memory(who):
+            who = who.copy()
         table = self.tables[event]
         batch = look_up(self.cols, table, ids, who)
         if self.check == "strict":

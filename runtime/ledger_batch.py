@@ -170,6 +170,8 @@ class BatchPath:
                 ids = np.ascontiguousarray(ids, dtype=np.int64)
             self._move(ids, event, actor, actor[1], target, before_write)
             return ids
+        if ids.base is not None and self._shares_memory(ids):  # a view of a column: its moves would change it
+            ids, raw, at = ids.copy(), None, None
         table = self.tables[event]
         batch = look_up(self.cols, table, ids, actor[1], at)
         if strict and (type(batch.after) is not int or batch.after == ILLEGAL):
@@ -205,6 +207,10 @@ class BatchPath:
         `before_write` hook the kernel checks first and writes after the hook. A batch it
         refuses changes nothing and goes to `_refuse`, which raises the vectorised path's error.
         `dup=False`: the ids are known distinct (the free ring's), no duplicate check."""
+        if ids.base is not None and self._shares_memory(ids):  # a view of a column: its moves would change it
+            ids = ids.copy()
+        if type(actor_id) is np.ndarray and actor_id.base is not None and self._shares_memory(actor_id):
+            actor_id = actor_id.copy()
         epoch = self.launched
         if before_write is None:  # the slots' states are needed only if they differ
             got = self.mover.move(event, ids, actor_id, target, epoch, None, None, None, True, dup)
@@ -245,6 +251,11 @@ class BatchPath:
             moved, before = got & 0xFF, got >> 8
         self._settle(ids, moved, event)
         self.recorder.record(event, actor, target, epoch, ids.tobytes(), before, moved)
+
+    def _shares_memory(self, array: np.ndarray) -> bool:
+        """Whether `array` lies in memory of this ledger's own (a view of one of its columns, its
+        free ring or its scratch column, handed in as ids or actor ids)."""
+        return any(np.may_share_memory(array, t.numpy()) for t in self.tensors.values())
 
     def _refuse(self, ids: np.ndarray, event: Event, actor, actor_id, target: int, code: int) -> None:
         """Raise the vectorised path's typed error for a batch the kernel refused (`code`): the

@@ -164,3 +164,79 @@ def test_a_scattered_batch_led_by_no_slot_is_refused_before_any_read(first):
     assert compiled.refusal(got) == (0, compiled.NOT_A_SLOT)
     with pytest.raises(BadSlotId):
         ledger.apply(Event.ADMIT, batch, r)
+
+
+# -- found by review: ids that are a view of a column, a rebinding that fails, junk arguments ---
+@needs_kernel
+def test_the_kernel_copies_ids_that_lie_in_its_own_columns():
+    """Ids that are a view of the owner column the move rewrites: the kernel reads them from a
+    copy of its own, so no later id turns into NOBODY (-1) mid-batch and no write lands before
+    the columns (a canary cell sits just before each)."""
+    n = 65
+    state, last, fence, readers = (np.zeros(n + 1, t) for t in (np.uint8, np.uint8, np.int32, np.uint8))
+    owner, borrower, stamp = np.full(n + 1, -1, np.int64), np.full(n + 1, -1, np.int64), np.full(n + 1, -1, np.int32)
+    for a in (state, last, fence, readers):
+        a[0] = 0x5A
+    owner[0] = 12345
+    canaries = [(a, int(a[0])) for a in (state, last, fence, readers, owner)]
+    from slotwarden.kernels.transition import compile_events
+
+    rows, probes = compiled.packed(compile_events())
+    columns = (state[1:], last[1:], owner[1:], borrower[1:], fence[1:], readers[1:], stamp[1:])
+    mover = compiled.Mover(columns, rows, probes, compiled.LAYOUT, compiled.SOURCES)
+    owner[2:34] = np.arange(32, 0, -1)  # slot s is owned by request 33 - s
+    state[2:34] = int(State.TAKEN)
+    ids = owner[2:34]  # a view of the owner column: slots 32 .. 1
+    got = mover.move(int(Event.ROLLBACK), ids, (33 - ids).copy(), -1, 0, None, None, None, True, True)
+    assert got == int(State.FREE) | int(State.TAKEN) << 8
+    assert state[2:34].tolist() == [int(State.FREE)] * 32 and (owner[2:34] == -1).all()
+    assert [int(a[0]) for a, _ in canaries] == [int(v) for _, v in canaries]
+
+
+@pytest.mark.parametrize("path", ["compiled", "numpy"])
+@pytest.mark.parametrize("broken", [False, True])
+def test_ids_that_view_a_column_of_the_ledger_are_taken_as_a_copy(monkeypatch, path, broken):
+    """apply_each with ids that are a view of the ledger's own owner column: the ledger moves a
+    copy, so the free ring gets the slots, not what their owner fields became (NOBODY). Broken
+    variant: a ledger that never sees the sharing corrupts its free ring (the audit says so)."""
+    from slotwarden.runtime.ledger_batch import BatchPath
+
+    if path == "compiled" and not compiled.AVAILABLE:
+        pytest.skip("the compiled move is not built here")
+    if broken:
+        monkeypatch.setattr(BatchPath, "_shares_memory", lambda self, array: False)
+    ledger = SlotLedger(64)
+    if path == "numpy":
+        ledger.mover = None
+    ledger.alloc_each(np.arange(32, 0, -1))  # slot s for request 33 - s ...
+    ids = ledger.cols.owner[1:33]  # ... so the owner column, as ids, names slots 32 .. 1
+    ledger.apply_each(Event.ROLLBACK, ids, (33 - ids).copy())
+    problems = ledger.audit().problems
+    assert bool(problems) == broken, problems
+
+
+@needs_kernel
+def test_a_mover_whose_rebinding_failed_refuses_every_move():
+    ledger = SlotLedger(4)
+    mover = ledger.mover
+    with pytest.raises(ValueError):
+        mover.__init__((), *compiled.packed(ledger.tables), compiled.LAYOUT, compiled.SOURCES)
+    with pytest.raises(ValueError, match="not one of the 0"):
+        mover.move(0, np.array([1], dtype=np.int64), 1, -1, 0, None, None, None, True, True)
+
+
+@needs_kernel
+def test_junk_arguments_to_the_kernel_are_refused():
+    ledger = SlotLedger(8)
+    ids = ledger.alloc(4, Actor.request(1))
+    mover = ledger.mover
+    with pytest.raises(OverflowError, match="fence column"):  # a step past int32: the numpy path refuses it too
+        mover.move(int(Event.FINISH), ids, 1, -1, 2**32 + 5, None, None, None, True, True)
+    with pytest.raises(ValueError, match="int64"):  # float ids are not read as int64 bit patterns
+        mover.move(int(Event.ADMIT), ids.astype(np.float64), 1, -1, 0, None, None, None, True, True)
+    with pytest.raises(ValueError, match="mark"):  # a mark may only move on, down
+        mover.mark = 0
+    mover.runs = 0
+    mover.mark = np.iinfo(np.int32).min + 1
+    ledger.apply(Event.ADMIT, np.array([4, 1, 3, 2]), Actor.request(1))  # the marks start again ...
+    assert mover.runs == 0  # ... and leave the run setting as it was
