@@ -31,4 +31,4 @@ bench: $(STAMP)
 	$(BIN)/slotwarden bench pool --device cpu --json benchmarks/pool-cpu.json
 
 clean:
-	rm -rf $(VENV) build *.egg-info .hypothesis
+	rm -rf $(VENV) build *.egg-info .hypothesis kernels/*.so
