@@ -326,14 +326,9 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         if self.mover is not None:  # the compiled lane: checked and written in one pass of C
             if type(actor) is not Actors and actor[0] is not self._alloc_kind:
                 self._check_actor(self._peek(1), _ALLOC, actor, NOBODY)  # raises
-            h = self._head
-            ids = self._ring[h : h + n].astype(np.int64) if h + n <= self.capacity else self._peek(n)
+            ids = self._peek(n)
             self._move(ids, _ALLOC, actor, actor_id, NOBODY, before_write, dup=False)  # the ring's: distinct
-            if h + n < self.capacity:  # `_advance` inline: no wrap
-                self._head = h + n
-                self._count -= n
-            else:
-                self._advance(n)
+            self._advance(n)
             return ids
         h, at = self._head, None
         if h + n <= self.capacity:
@@ -471,10 +466,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         if self.mover is not None:  # the compiled lane
             self._move(ids, event, actors, who, NOBODY, before_write)
             return ids
-        if ids.base is not None and self._shares_memory(ids):  # a view of a column: its moves would change it
-            ids = ids.copy()
-        if who.base is not None and self._shares_memory(who):
-            who = who.copy()
+        ids, who = self._detached(ids), self._detached(who)  # views of a column: their moves would change them
         table = self.tables[event]
         batch = look_up(self.cols, table, ids, who)
         if self.check == "strict":

@@ -170,8 +170,9 @@ class BatchPath:
                 ids = np.ascontiguousarray(ids, dtype=np.int64)
             self._move(ids, event, actor, actor[1], target, before_write)
             return ids
-        if ids.base is not None and self._shares_memory(ids):  # a view of a column: its moves would change it
-            ids, raw, at = ids.copy(), None, None
+        detached = self._detached(ids)  # a view of a column: its moves would change it
+        if detached is not ids:
+            ids, raw, at = detached, None, None
         table = self.tables[event]
         batch = look_up(self.cols, table, ids, actor[1], at)
         if strict and (type(batch.after) is not int or batch.after == ILLEGAL):
@@ -207,32 +208,12 @@ class BatchPath:
         `before_write` hook the kernel checks first and writes after the hook. A batch it
         refuses changes nothing and goes to `_refuse`, which raises the vectorised path's error.
         `dup=False`: the ids are known distinct (the free ring's), no duplicate check."""
-        if ids.base is not None and self._shares_memory(ids):  # a view of a column: its moves would change it
-            ids = ids.copy()
-        if type(actor_id) is np.ndarray and actor_id.base is not None and self._shares_memory(actor_id):
-            actor_id = actor_id.copy()
-        epoch = self.launched
+        ids = self._detached(ids)
+        if type(actor_id) is np.ndarray:
+            actor_id = self._detached(actor_id)
+        n, mover, epoch = ids.size, self.mover, self.launched
         if before_write is None:  # the slots' states are needed only if they differ
-            got = self.mover.move(event, ids, actor_id, target, epoch, None, None, None, True, dup)
-            if 0 <= got < MIXED:  # the common case: one state before, one after (`_settle` inline)
-                after = got & 0xFF
-                if after == _FREE:
-                    if event is not _ALLOC and self.has_free_list:
-                        n, count, cap = ids.size, self._count, self.capacity
-                        tail = self._head + count
-                        if tail >= cap:
-                            tail -= cap
-                        if tail + n <= cap and count + n <= cap:  # `_push` inline: the ring does not wrap
-                            self._ring[tail : tail + n] = ids
-                            self._count = count + n
-                        else:
-                            self._push(ids)
-                elif after in self._waits:
-                    self._note_released(ids)
-                self.recorder.record(event, actor, target, epoch, ids.tobytes(), got >> 8, after)
-                return
-        n, mover = ids.size, self.mover
-        if before_write is None:
+            got = mover.move(event, ids, actor_id, target, epoch, None, None, None, True, dup)
             if got == ASK_WITH_STATES:
                 before, after = np.empty(n, dtype=np.uint8), np.empty(n, dtype=np.uint8)
                 got = mover.move(event, ids, actor_id, target, epoch, before, after, None, True, dup)
@@ -256,6 +237,12 @@ class BatchPath:
         """Whether `array` lies in memory of this ledger's own (a view of one of its columns, its
         free ring or its scratch column, handed in as ids or actor ids)."""
         return any(np.may_share_memory(array, t.numpy()) for t in self.tensors.values())
+
+    def _detached(self, array: np.ndarray) -> np.ndarray:
+        """`array`, or a copy of it when it is a view of this ledger's own memory (moving the
+        slots it names would change it while it is read). An array that owns its memory (what
+        `alloc` returns) costs one attribute read."""
+        return array.copy() if array.base is not None and self._shares_memory(array) else array
 
     def _refuse(self, ids: np.ndarray, event: Event, actor, actor_id, target: int, code: int) -> None:
         """Raise the vectorised path's typed error for a batch the kernel refused (`code`): the

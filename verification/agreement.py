@@ -20,6 +20,7 @@ from slotwarden.model.step import step
 from slotwarden.model.table import ILLEGAL, Table, compile_table
 from slotwarden.model.vocabulary import MAX_READERS, NOBODY, Actor, ActorKind, Event, Relation, Slot, State
 from slotwarden.runtime.ledger import SlotLedger
+from slotwarden.verification import paths
 
 OWNER_ID, BORROWER_ID, STRANGER_ID, TARGET_ID, FENCE_AT, EPOCH = 1, 2, 9, 3, 5, 7
 
@@ -158,22 +159,17 @@ class RuntimeVerdict(NamedTuple):
 
 _PATHS_DISAGREE = object()  # a model verdict no move has: the runtime's own paths disagreed
 
-PATHS = {"slot": (None, True), "compiled": (0, True), "vector": (0, False)}
-"""The ledger's three code paths, by the switch-over batch size that sends a one-slot batch down
-each and whether the compiled move is kept: its default (the per-slot path), 0 with the
-compiled move (`kernels.compiled`, where it is built), 0 without it (the numpy kernel,
-`look_up`/`write`)."""
+PATHS = {"slot": "per-slot", "compiled": "compiled", "vector": "numpy"}
+"""The ledger's three code paths (`paths.PATHS`), by the names the verdicts use: the per-slot
+path, the compiled move (`kernels.compiled`, where it is built), and the numpy kernel
+(`look_up`/`write`)."""
 
 
 def _runtime_ledger(case: Case, check: str, free_list: bool, make, path: str = "slot"):
     """A one-slot ledger whose slot 1 holds `case.slot`, `EPOCH` steps launched and finished
     (a release waits for step `EPOCH`; a fence of any step up to it is allowed)."""
     ledger = make(1, check=check, free_list=free_list)
-    small, keep_compiled = PATHS[path]
-    if small is not None:
-        ledger.small = small
-    if not keep_compiled:
-        ledger.mover = None
+    paths.use(ledger, PATHS[path])
     for _ in range(EPOCH):
         ledger.launch()
     ledger.fence()
