@@ -20,6 +20,7 @@ from slotwarden.kernels import compiled
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
 from slotwarden.runtime.ledger import SlotLedger
+from slotwarden.verification import paths
 
 CAP = 8
 actors = st.builds(Actor, st.sampled_from(list(ActorKind)), st.integers(0, 3))
@@ -104,11 +105,9 @@ def variants(small: int = 0, run_min: int = 2) -> list[SlotLedger]:
     the numpy run lane starts): the compiled move with its run loops, the compiled move a slot
     at a time, the numpy path with its run lane, the numpy path with gathers only."""
     ledgers = [SlotLedger(CAP) for _ in range(4)]
-    for ledger in ledgers:
+    for ledger, path in zip(ledgers, ("compiled", "compiled slot by slot", "numpy", "numpy")):
+        paths.use(ledger, path)
         ledger.small = small
-    if ledgers[1].mover is not None:  # built here
-        ledgers[1].mover.runs = 0  # never a run at a time
-    ledgers[2].mover = ledgers[3].mover = None  # numpy
     ledgers[2].run_min, ledgers[3].run_min = run_min, CAP + 1  # the run lane for every run, or never
     return ledgers
 

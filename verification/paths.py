@@ -12,13 +12,12 @@ from slotwarden.runtime.ledger import SlotLedger
 PATHS = ("per-slot", "compiled", "compiled slot by slot", "numpy")
 
 
-def use(ledger: SlotLedger, path: str, slot_at_most: int = 1 << 30) -> None:
-    """Send every batch of `ledger` down `path` (one of `PATHS`; "per-slot" for batches of up to
-    `slot_at_most` slots)."""
+def use(ledger: SlotLedger, path: str) -> None:
+    """Send every batch of `ledger` down `path` (one of `PATHS`)."""
     if path not in PATHS:
         raise ValueError(f"not a path of the ledger: {path!r} (one of {PATHS})")
     if path == "per-slot":
-        ledger.small = slot_at_most
+        ledger.small = 1 << 30  # any batch a machine makes
         return
     ledger.small = 0
     if path == "numpy":
