@@ -7,10 +7,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: verify test docs bench clean
 
-$(STAMP): pyproject.toml setup.py kernels/_move.c
+$(STAMP): pyproject.toml setup.py runtime/ledger/_move.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
-	# also builds the ledger's compiled move (kernels/_move.c) with the machine's C compiler
+	# also builds the ledger's compiled move (runtime/ledger/_move.c) with the machine's C compiler
 	$(BIN)/pip install --quiet -e '.[render,plot,dev]'
 	# SGLang's real slot allocator, for the tests and benchmarks that run beside it: --no-deps,
 	# only its allocator's module file is ever loaded

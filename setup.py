@@ -12,8 +12,8 @@ FLAGS = ["-O3"] + (["-march=x86-64-v2"] if platform.machine() in ("x86_64", "AMD
 setup(
     ext_modules=[
         Extension(
-            "slotwarden.kernels._move",
-            ["kernels/_move.c"],
+            "slotwarden.runtime.ledger._move",
+            ["runtime/ledger/_move.c"],
             extra_compile_args=FLAGS,
             optional=True,
         )

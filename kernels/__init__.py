@@ -6,8 +6,8 @@ if __name__ != "slotwarden.kernels":  # imported as a bare folder (`import kerne
         "use `import slotwarden.kernels` (install the project with `pip install -e .`)"
     )
 
-from .conv import conv_update
-from .layer import TinyMamba, TinyMambaConfig
-from .ssm import selective_state_update
+from slotwarden.kernels.conv import conv_update
+from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
+from slotwarden.kernels.ssm import selective_state_update
 
 __all__ = ["TinyMamba", "TinyMambaConfig", "conv_update", "selective_state_update"]

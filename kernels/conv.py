@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .invariant import silu, tree_sum
+from slotwarden.kernels.invariant import silu, tree_sum
 
 
 def conv_update(

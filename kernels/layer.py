@@ -15,10 +15,10 @@ from dataclasses import dataclass, fields
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from .conv import conv_update
-from .invariant import linear
-from .slots import to_device
-from .ssm import selective_state_update
+from slotwarden.kernels.conv import conv_update
+from slotwarden.kernels.invariant import linear
+from slotwarden.kernels.slots import to_device
+from slotwarden.kernels.ssm import selective_state_update
 
 
 @dataclass(frozen=True)

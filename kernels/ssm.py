@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .invariant import softplus, tree_sum
+from slotwarden.kernels.invariant import softplus, tree_sum
 
 
 def selective_state_update(

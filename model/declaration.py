@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Iterable, NamedTuple
 
-from .errors import DeclarationError
-from .vocabulary import MAX_READERS, NOBODY, Actor, ActorKind, Event, Group, Relation, Slot, State
+from slotwarden.model.errors import DeclarationError
+from slotwarden.model.vocabulary import MAX_READERS, NOBODY, Actor, ActorKind, Event, Group, Relation, Slot, State
 
 
 class Source(IntEnum):

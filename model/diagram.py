@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import NamedTuple
 
-from . import palette
-from .declaration import Lifecycle, StateSpec
-from .lifecycle import LIFECYCLE
-from .machine import SlotMachine
-from .vocabulary import Event, State
+from slotwarden.model import palette
+from slotwarden.model.declaration import Lifecycle, StateSpec
+from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.machine import SlotMachine
+from slotwarden.model.vocabulary import Event, State
 
 FORMATS = ("mermaid", "dot", "svg", "png")
 

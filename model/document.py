@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .declaration import Effect, Lifecycle, Source
-from .diagram import Refused, mermaid, mermaid_flow, refused
-from .lifecycle import LIFECYCLE
-from .machine import condition_label
-from .registry import CHECKER, PROPERTIES
-from .vocabulary import Event, State
+from slotwarden.model.declaration import Effect, Lifecycle, Source
+from slotwarden.model.diagram import Refused, mermaid, mermaid_flow, refused
+from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.machine import condition_label
+from slotwarden.model.registry import CHECKER, PROPERTIES
+from slotwarden.model.vocabulary import Event, State
 
 REGENERATE = "slotwarden docs"
 SEED_BUG_SVG = "seed-bug.svg"
@@ -51,7 +51,7 @@ def safety_properties() -> tuple[PropertyDoc, ...]:
     Continuity (7) is a property of the scheduler's state flow, checked end to end by the
     scheduler tests.
     """
-    from .proofs import PROOFS
+    from slotwarden.model.proofs import PROOFS
 
     found = []
     for p in PROPERTIES.values():
@@ -68,7 +68,7 @@ def safety_properties() -> tuple[PropertyDoc, ...]:
         PropertyDoc(
             "continuity",
             "7. a session's state after turns t1..tn equals one request over the concatenated input",
-            ("`tests/test_scheduler.py::test_session_state_continuity` (the scheduler end to end)",),
+            ("`tests/runtime/scheduler/test_scheduler.py::test_session_state_continuity` (the scheduler end to end)",),
         )
     )
     return tuple(found)

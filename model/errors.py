@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .vocabulary import NOBODY, Actor, Event, Slot
+from slotwarden.model.vocabulary import NOBODY, Actor, Event, Slot
 
 
 class DeclarationError(ValueError):

@@ -11,11 +11,11 @@ the actor has no such move, so a free by its borrower always raises.
 
 from __future__ import annotations
 
-from .declaration import Lifecycle, Rule, relation_of
-from .errors import IllegalMove
-from .lifecycle import LIFECYCLE
-from .step import refusal
-from .vocabulary import NOBODY, Actor, ActorKind, Group, Relation, Slot, State
+from slotwarden.model.declaration import Lifecycle, Rule, relation_of
+from slotwarden.model.errors import IllegalMove
+from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.step import refusal
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Group, Relation, Slot, State
 
 TOWARD_FREE = (Group.FREE, Group.RELEASED)
 """The groups a free may end in: free now, or free at the fence of the step in flight."""

@@ -16,7 +16,7 @@ A cached slot is read, never written, by requests.
 
 from __future__ import annotations
 
-from .declaration import (
+from slotwarden.model.declaration import (
     CLEAR,
     DONATE,
     HAND_OVER,
@@ -33,7 +33,7 @@ from .declaration import (
     StateSpec,
     declare,
 )
-from .vocabulary import ActorKind, Event, Group, Relation, State
+from slotwarden.model.vocabulary import ActorKind, Event, Group, Relation, State
 
 S, E, R, K = State, Event, Relation, ActorKind
 

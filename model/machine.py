@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from transitions import Machine, MachineError
 
-from .declaration import Lifecycle, Rule
-from .errors import IllegalMove
-from .lifecycle import LIFECYCLE
-from .step import apply_effect, legal_rule
-from .declaration import relation_of
-from .vocabulary import FREE_SLOT, NOBODY, Actor, ActorKind, Event, Relation, Slot, State
+from slotwarden.model.declaration import Lifecycle, Rule
+from slotwarden.model.errors import IllegalMove
+from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.step import apply_effect, legal_rule
+from slotwarden.model.declaration import relation_of
+from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, Actor, ActorKind, Event, Relation, Slot, State
 
 _WHO = {
     Relation.NONE: "any {kind}",

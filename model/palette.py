@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from .vocabulary import Group
+from slotwarden.model.vocabulary import Group
 
 GROUP_COLOURS = {
     Group.FREE: "#d9d9d9",

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-from .declaration import Lifecycle
-from .errors import BadSlotId, IllegalMove
-from .lifecycle import LIFECYCLE
-from .step import step
-from .vocabulary import FREE_SLOT, NOBODY, Actor, Event, State
+from slotwarden.model.declaration import Lifecycle
+from slotwarden.model.errors import BadSlotId, IllegalMove
+from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.step import step
+from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, Actor, Event, State
 
 
 class Pool(NamedTuple):

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .declaration import Lifecycle
-from .errors import LifecycleError
-from .lifecycle import LIFECYCLE
-from .properties import (  # noqa: F401  the contracts in the docstrings call them
+from slotwarden.model.declaration import Lifecycle
+from slotwarden.model.errors import LifecycleError
+from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.properties import (  # noqa: F401  the contracts in the docstrings call them
     authority,
     borrow_safe,
     cache_read_only,
@@ -44,9 +44,9 @@ from .properties import (  # noqa: F401  the contracts in the docstrings call th
     release_waits,
     session_kept,
 )
-from .pool import Pool, apply
-from .step import step
-from .vocabulary import FREE_SLOT, MAX_READERS, NOBODY, Actor, ActorKind, Event, Slot, State  # noqa: F401  (contracts)
+from slotwarden.model.pool import Pool, apply
+from slotwarden.model.step import step
+from slotwarden.model.vocabulary import FREE_SLOT, MAX_READERS, NOBODY, Actor, ActorKind, Event, Slot, State  # noqa: F401  (contracts)
 
 SUBJECT: list[Lifecycle] = [LIFECYCLE]
 """The lifecycle under proof (a one-element list so tests can swap it)."""

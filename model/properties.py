@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from .declaration import Lifecycle, relation_of
-from .lifecycle import LIFECYCLE
-from .vocabulary import MAX_READERS, NOBODY, Actor, ActorKind, Event, Group, Relation, Slot, State
+from slotwarden.model.declaration import Lifecycle, relation_of
+from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.vocabulary import MAX_READERS, NOBODY, Actor, ActorKind, Event, Group, Relation, Slot, State
 
 
 def group(slot: Slot, lifecycle: Lifecycle = LIFECYCLE) -> Group:
@@ -297,7 +297,7 @@ def quiescent(slots: tuple) -> bool:
 def __getattr__(name: str):
     """`SLOT_PROPERTIES`, the old name of the properties' words: now read from the registry."""
     if name == "SLOT_PROPERTIES":
-        from .registry import texts
+        from slotwarden.model.registry import texts
 
         return texts()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

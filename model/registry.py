@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Callable
 
-from .declaration import Lifecycle
-from .lifecycle import LIFECYCLE
-from .properties import (
+from slotwarden.model.declaration import Lifecycle
+from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.properties import (
     authority,
     borrow_safe,
     cache_read_only,
@@ -44,7 +44,7 @@ from .properties import (
     release_waits,
     session_kept,
 )
-from .vocabulary import Actor, Event, Slot
+from slotwarden.model.vocabulary import Actor, Event, Slot
 
 
 class Kind(Enum):

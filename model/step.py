@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .declaration import Effect, Lifecycle, Rule, Source, relation_of
-from .errors import IllegalMove
-from .lifecycle import LIFECYCLE
-from .vocabulary import NOBODY, Actor, Event, Relation, Slot
+from slotwarden.model.declaration import Effect, Lifecycle, Rule, Source, relation_of
+from slotwarden.model.errors import IllegalMove
+from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.vocabulary import NOBODY, Actor, Event, Relation, Slot
 
 
 def step(

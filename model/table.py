@@ -12,9 +12,9 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
-from .declaration import Lifecycle
-from .lifecycle import LIFECYCLE
-from .vocabulary import Event, Relation, State
+from slotwarden.model.declaration import Lifecycle
+from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.vocabulary import Event, Relation, State
 
 ILLEGAL = 255
 """The next-state code of a move the declaration does not allow (fits a uint8)."""

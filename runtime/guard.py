@@ -25,9 +25,9 @@ from slotwarden.model.errors import BadInput, BadSlotId
 from slotwarden.model.step import legal_rule
 from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, Actor, Event, State
 
-from . import inputs
-from .ledger import Audit, SlotLedger
-from .trace import attach as attach_trace
+from slotwarden.runtime import inputs
+from slotwarden.runtime.ledger.ledger import Audit, SlotLedger
+from slotwarden.runtime.trace import attach as attach_trace
 
 
 _FREE = int(State.FREE)

@@ -37,7 +37,7 @@ from slotwarden.model.free import free_rule, free_rule_for
 from slotwarden.model.table import NO_KIND
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, State
 
-from .guard import LedgerGuard
+from slotwarden.runtime.guard import LedgerGuard
 
 ACTING: ContextVar[Actor | None] = ContextVar("slotwarden_acting", default=None)
 """Who makes the allocator calls of the current context (None: nobody said)."""

@@ -32,10 +32,10 @@ from slotwarden.kernels.slots import copy_slots, to_device, zero_slots
 from slotwarden.model.errors import BadInput, BadSlotId, IllegalCopy, IllegalMove
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
 
-from . import inputs
-from .config import PoolConfig
-from .ledger import SlotLedger
-from .trace import attach as attach_trace
+from slotwarden.runtime import inputs
+from slotwarden.runtime.config import PoolConfig
+from slotwarden.runtime.ledger.ledger import SlotLedger
+from slotwarden.runtime.trace import attach as attach_trace
 
 _READS = (Event.LOCK, Event.UNLOCK)  # moves the pool's lock record must see
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event
 
-from .recorder import Actors, FlightRecorder, ids_of
+from slotwarden.runtime.ledger.recorder import Actors, FlightRecorder, ids_of
 
 FORMAT = 1
 """The version of the format, written in the optional header line."""

@@ -29,10 +29,10 @@ _HOME = {
     "PoolConfig": "slotwarden.runtime.config",
     "LedgerGuard": "slotwarden.runtime.guard",
     "GuardedAllocator": "slotwarden.runtime.guarded_allocator",
-    "Scheduler": "slotwarden.runtime.scheduler",
-    "SchedulerConfig": "slotwarden.runtime.scheduler",
-    "build": "slotwarden.runtime.build",
-    "PoolMismatch": "slotwarden.runtime.shapes",
+    "Scheduler": "slotwarden.runtime.scheduler.scheduler",
+    "SchedulerConfig": "slotwarden.runtime.scheduler.scheduler",
+    "build": "slotwarden.runtime.scheduler.build",
+    "PoolMismatch": "slotwarden.runtime.scheduler.shapes",
 }
 
 __all__ = sorted(_HOME)

@@ -1,5 +1,5 @@
 """`python -m slotwarden`: the same as the `slotwarden` command."""
 
-from slotwarden.cli import main
+from slotwarden.cli.commands import main
 
 raise SystemExit(main())

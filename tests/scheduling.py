@@ -3,10 +3,10 @@
 import torch
 
 from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
-from slotwarden.runtime.build import build
+from slotwarden.runtime.scheduler.build import build
 from slotwarden.runtime.pool import StatePool
-from slotwarden.runtime.scheduler import Scheduler
-from slotwarden.runtime.shapes import pool_config
+from slotwarden.runtime.scheduler.scheduler import Scheduler
+from slotwarden.runtime.scheduler.shapes import pool_config
 
 MODEL = TinyMamba(TinyMambaConfig(dtype=torch.float64))
 

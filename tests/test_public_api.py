@@ -11,13 +11,13 @@ import torch
 import slotwarden
 from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
 from slotwarden.model.vocabulary import State
-from slotwarden.runtime import scheduler as scheduler_module
-from slotwarden.runtime.build import build
+from slotwarden.runtime.scheduler import scheduler as scheduler_module
+from slotwarden.runtime.scheduler.build import build
 from slotwarden.runtime.config import PoolConfig
 from slotwarden.runtime.pool import StatePool
-from slotwarden.runtime.scheduler import Scheduler, StepFailed
-from slotwarden.runtime.scheduler_errors import NoSessionState, SessionBusy, SessionClosed, UnknownSession
-from slotwarden.runtime.shapes import PoolMismatch, pool_config
+from slotwarden.runtime.scheduler.scheduler import Scheduler, StepFailed
+from slotwarden.runtime.scheduler.errors import NoSessionState, SessionBusy, SessionClosed, UnknownSession
+from slotwarden.runtime.scheduler.shapes import PoolMismatch, pool_config
 
 from scheduling import MODEL, fresh_state
 

@@ -19,8 +19,8 @@ from slotwarden.model.machine import SlotMachine
 from slotwarden.model.step import step
 from slotwarden.model.table import ILLEGAL, Table, compile_table
 from slotwarden.model.vocabulary import MAX_READERS, NOBODY, Actor, ActorKind, Event, Relation, Slot, State
-from slotwarden.runtime.ledger import SlotLedger
-from slotwarden.verification import paths
+from slotwarden.runtime.ledger.ledger import SlotLedger
+from slotwarden.verification.machines import paths
 
 OWNER_ID, BORROWER_ID, STRANGER_ID, TARGET_ID, FENCE_AT, EPOCH = 1, 2, 9, 3, 5, 7
 

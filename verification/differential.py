@@ -44,13 +44,23 @@ from typing import NamedTuple
 from slotwarden.model.pool import new_pool
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Group, State
-from slotwarden.runtime.build import build
-from slotwarden.runtime.request import Phase
-from slotwarden.runtime.scheduler import Scheduler
+from slotwarden.runtime.scheduler.build import build
+from slotwarden.runtime.scheduler.request import Phase
+from slotwarden.runtime.scheduler.scheduler import Scheduler
 
-from .abstract_actions import perform
-from .abstract_policy import Policy
-from .abstract_world import DONE, OPEN, PENDING, SESSION_BASE, WAITING, Request, Session, World, node_of
+from slotwarden.verification.abstract.actions import perform
+from slotwarden.verification.abstract.policy import Policy
+from slotwarden.verification.abstract.world import (
+    DONE,
+    OPEN,
+    PENDING,
+    SESSION_BASE,
+    WAITING,
+    Request,
+    Session,
+    World,
+    node_of,
+)
 
 CACHE_ONLY = tuple(
     e
@@ -68,7 +78,7 @@ FOLLOWED_WITH_CACHE = tuple(e for e in Event if e is not Event.FENCE)
 
 def runtime_has_cache() -> bool:
     """Whether the runtime's scheduler has a prefix cache to compare (`prefix_cache`)."""
-    from slotwarden.runtime.scheduler import SchedulerConfig
+    from slotwarden.runtime.scheduler.scheduler import SchedulerConfig
 
     return "prefix_cache" in getattr(SchedulerConfig, "__dataclass_fields__", {})
 
@@ -385,7 +395,7 @@ def run_workload(
 ) -> _Pair:
     """Run `ops` on the runtime and the model side by side; raise `Divergence` at the first
     disagreement (its message names the operation)."""
-    from .stateful import MODEL
+    from slotwarden.verification.machines.stateful import MODEL
 
     pair = _Pair(ops, cfg, scheduler_cls, Policy() if policy is None else policy, model or MODEL)
     made, opened = 0, 0

@@ -1,0 +1,653 @@
+/* The ledger's compiled move: one lifecycle event on a batch of slots, checked whole, then
+ * written, in C over the ledger's columns.
+ *
+ * It restates nothing about the lifecycle: a `Mover` is built from the ledger's own columns
+ * and from the tables `kernels.transition` compiled from the model (per event the next state
+ * and the four field sources of every key, per state the relation bits the event reads), and
+ * from the key's bit layout and the source codes, handed in by `kernels.compiled`. A slot's
+ * key is computed as `look_up` computes it; its fields are written as `write` writes them.
+ *
+ * Contract of `Mover.move(event, ids, actor, target, epoch, before, after, keys, write, dup)`:
+ *   ids     a C-contiguous int64 buffer of n >= 1 slot ids;
+ *   actor   one actor id (int) or a C-contiguous int64 buffer of n, one per slot;
+ *   before, after   uint8 buffers of n, filled with each slot's state before and after; or both
+ *           None, when the caller needs them only if the slots differ: a batch whose slots were
+ *           in different states, or move to different ones, is then refused with
+ *           ASK_WITH_STATES (131072), nothing written, for the caller to ask again with buffers;
+ *   keys    None or an int64 buffer of n, filled with each slot's key;
+ *   write   whether to write when every check passes (False: check only);
+ *   dup     whether to refuse a slot named twice (False: the caller knows they are distinct).
+ * Returns, when every check passes, `after + 256 * before` when every slot was in one state and
+ * moved to one state, or MIXED (65536) otherwise; else -(1 + 4 * p + why) for the first refused
+ * position p, why 0: not a slot of the pool, 1: named twice, 2: a move the table refuses, 3: a
+ * state code the table does not know (a corrupt record). A refused batch changes nothing (the
+ * ledger then asks its vectorised path, which raises the model's typed error). Every id is
+ * checked against the capacity whatever `dup` says: no access lands outside the columns.
+ *
+ * A batch that is a few runs of consecutive slots (what a free ring in order hands out, and
+ * what comes back together), moved by one actor, is checked and written a run at a time through
+ * contiguous memory (loops the compiler vectorises); any other batch a slot at a time.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { SOURCES = 7, FIELDS = 4, MAX_EVENTS = 32, MIXED = 1 << 16, ASK_WITH_STATES = 1 << 17 };
+
+/* A batch's ids cut into runs of consecutive slots: at most RUNS_MAX runs are taken as runs
+ * (each moved through contiguous memory), more take the slot-at-a-time loop. */
+enum { RUNS_MAX = 16 };
+
+/* The key's bit layout and the record's limits, as `kernels.transition` and the model define them:
+ * compile-time constants here (the loops are short), checked against the layout handed in when a
+ * `Mover` is built, which refuses any other. */
+#define K_BITS 32
+#define K_OWN 16
+#define K_BOR 8
+#define K_DUE 4
+#define K_IDLE 2
+#define K_FULL 1
+#define K_MAX_READERS 255
+#define K_NOBODY (-1)
+#define K_ILLEGAL 255
+
+typedef struct {
+    PyObject_HEAD
+    Py_buffer cols[7]; /* state, last_event, owner, borrower, fence, readers, stamp */
+    Py_buffer tables;  /* uint8 [events][5][keys]: next state, owner, borrower, fence, readers sources */
+    Py_buffer probes;  /* uint8 [events][states]: the relation bits each event reads of a state */
+    int held;          /* how many of the buffers above are held */
+    uint8_t *state, *last, *readers;
+    int64_t *owner, *borrower;
+    int32_t *fence, *stamp;
+    Py_ssize_t capacity, events, states, keys;
+    long bits, own, bor, due, idle, full, max_readers, illegal;
+    int64_t nobody;
+    Py_ssize_t state_step, last_step; /* the state and last event may be the two bytes of one 16-bit word */
+    int src[SOURCES]; /* KEEP, ACTOR, TARGET, EPOCH, CLEAR, INC, DEC as the model numbers them */
+    uint8_t *from;    /* per event, key and field: its source in the kernel's numbering (below) */
+    int32_t mark;     /* the duplicate mark the last call used (see `move`) */
+    int runs;         /* the most runs a batch may make to be moved a run at a time (the tests set 0) */
+    int word;         /* whether state and last event are the two bytes of one 16-bit word, state first */
+} Mover;
+
+static void mover_release(Mover *m) {
+    Py_buffer *all[9];
+    for (int i = 0; i < 7; i++) all[i] = &m->cols[i];
+    all[7] = &m->tables;
+    all[8] = &m->probes;
+    for (int i = 0; i < m->held; i++) PyBuffer_Release(all[i]);
+    m->held = 0;
+    m->events = m->capacity = 0; /* unbound: `move` refuses every event until bound again */
+}
+
+static void mover_dealloc(Mover *m) {
+    mover_release(m);
+    PyMem_Free(m->from);
+    Py_TYPE(m)->tp_free((PyObject *)m);
+}
+
+/* Hold `obj`'s buffer: C-contiguous, or (`strided`) one-dimensional with any stride. */
+static int take(Mover *m, Py_buffer *view, PyObject *obj, Py_ssize_t itemsize, int writable, int strided,
+                const char *what) {
+    int flags = (strided ? PyBUF_STRIDES : PyBUF_C_CONTIGUOUS) | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) return -1;
+    m->held++;
+    if (view->itemsize != itemsize || view->ndim < 1 || (strided && view->ndim != 1)) {
+        PyErr_Format(PyExc_ValueError, "%s: an array of %zd-byte items", what, itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+/* Mover(columns, tables, probes, layout, sources)
+ *   columns: (state u8, last_event u8, owner i64, borrower i64, fence i32, readers u8, stamp i32), capacity + 1
+ *            each; state and last_event may be strided (the two bytes of one 16-bit word), the rest contiguous
+ *   tables:  uint8 array [events, 5, keys];  probes: uint8 array [events, states]
+ *   layout:  (BITS, OWN, BOR, DUE, IDLE, FULL, MAX_READERS, NOBODY, ILLEGAL)
+ *   sources: (KEEP, ACTOR, TARGET, EPOCH, CLEAR, INC, DEC) */
+static int mover_init(Mover *m, PyObject *args, PyObject *Py_UNUSED(kw)) {
+    PyObject *columns, *tables, *probes;
+    static const Py_ssize_t sizes[7] = {1, 1, 8, 8, 4, 1, 4};
+    static const char *names[7] = {"state", "last_event", "owner", "borrower", "fence", "readers", "stamp"};
+    mover_release(m);
+    if (!PyArg_ParseTuple(args, "O!OO(lllllllLl)(iiiiiii)", &PyTuple_Type, &columns, &tables, &probes, &m->bits,
+                          &m->own, &m->bor, &m->due, &m->idle, &m->full, &m->max_readers, &m->nobody, &m->illegal,
+                          &m->src[0], &m->src[1], &m->src[2], &m->src[3], &m->src[4], &m->src[5], &m->src[6]))
+        return -1;
+    if (PyTuple_GET_SIZE(columns) != 7) {
+        PyErr_SetString(PyExc_ValueError, "columns: the seven columns");
+        return -1;
+    }
+    for (int i = 0; i < 7; i++)
+        if (take(m, &m->cols[i], PyTuple_GET_ITEM(columns, i), sizes[i], 1, i < 2, names[i]) < 0) return -1;
+    Py_ssize_t n = m->cols[0].shape[0];
+    for (int i = 1; i < 7; i++)
+        if (m->cols[i].shape[0] != n) {
+            PyErr_Format(PyExc_ValueError, "column %s: %zd rows, not %zd", names[i], m->cols[i].shape[0], n);
+            return -1;
+        }
+    if (take(m, &m->tables, tables, 1, 0, 0, "tables") < 0 || take(m, &m->probes, probes, 1, 0, 0, "probes") < 0)
+        return -1;
+    if (m->tables.ndim != 3 || m->tables.shape[1] != 5 || m->probes.ndim != 2 ||
+        m->probes.shape[0] != m->tables.shape[0] || m->tables.shape[0] > MAX_EVENTS ||
+        m->probes.shape[1] * m->bits != m->tables.shape[2]) {
+        PyErr_SetString(PyExc_ValueError, "tables [events, 5, states * bits] and probes [events, states]");
+        return -1;
+    }
+    if (m->bits != K_BITS || m->own != K_OWN || m->bor != K_BOR || m->due != K_DUE || m->idle != K_IDLE ||
+        m->full != K_FULL || m->max_readers != K_MAX_READERS || m->nobody != K_NOBODY || m->illegal != K_ILLEGAL) {
+        PyErr_SetString(PyExc_ValueError, "layout: not the key layout this kernel was built for (runtime/ledger/_move.c)");
+        return -1;
+    }
+    m->state = m->cols[0].buf;
+    m->last = m->cols[1].buf;
+    m->state_step = m->cols[0].strides[0];
+    m->last_step = m->cols[1].strides[0];
+    m->mark = -1;
+    m->runs = RUNS_MAX;
+    m->word = m->state_step == 2 && m->last_step == 2 && m->last == m->state + 1 && ((uintptr_t)m->state & 1) == 0;
+
+    m->owner = m->cols[2].buf;
+    m->borrower = m->cols[3].buf;
+    m->fence = m->cols[4].buf;
+    m->readers = m->cols[5].buf;
+    m->stamp = m->cols[6].buf;
+    m->capacity = n - 1;
+    m->events = m->tables.shape[0];
+    m->states = m->probes.shape[1];
+    m->keys = m->tables.shape[2];
+    /* the sources, renumbered once: the moves switch on constants */
+    PyMem_Free(m->from);
+    m->from = PyMem_Malloc(m->events * m->keys * FIELDS);
+    if (m->from == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    const uint8_t *rows = m->tables.buf;
+    for (Py_ssize_t e = 0; e < m->events; e++)
+        for (Py_ssize_t k = 0; k < m->keys; k++)
+            for (int f = 0; f < FIELDS; f++) {
+                int code = rows[(e * 5 + 1 + f) * m->keys + k], mine = -1;
+                for (int c = 0; c < SOURCES; c++)
+                    if (m->src[c] == code) mine = c;
+                if (mine < 0) {
+                    PyErr_Format(PyExc_ValueError, "source code %d of event %zd, key %zd: not one of the sources", code, e, k);
+                    return -1;
+                }
+                m->from[(e * m->keys + k) * FIELDS + f] = (uint8_t)mine;
+            }
+    return 0;
+}
+
+enum { KEEP, ACTOR, TARGET, EPOCH, CLEAR, INC, DEC }; /* the kernel's own numbering of `sources` */
+
+/* One field's next value by its source (the kernel's numbering). */
+static inline int64_t value_of(int code, int64_t old, int64_t me, int64_t target, int64_t epoch, int64_t clear) {
+    switch (code) {
+    case ACTOR: return me;
+    case TARGET: return target;
+    case EPOCH: return epoch;
+    case CLEAR: return clear;
+    case INC: return old + 1;
+    case DEC: return old - 1;
+    default: return old;
+    }
+}
+
+
+/* The key of slot s in state b, moved by actor me, as `transition.look_up` computes it: only the
+ * relation bits in `probe` are read. */
+#define KEY_OF(s, b, me, probe)                                                                                      \
+    ({                                                                                                             \
+        long key_ = (long)(b) * K_BITS;                                                                            \
+        long p_ = (probe);                                                                                         \
+        if (p_) {                                                                                                  \
+            if ((p_ & K_OWN) && (me) != K_NOBODY && owner[s] == (me)) key_ += K_OWN;                               \
+            if ((p_ & K_BOR) && (me) != K_NOBODY && borrower[s] == (me)) key_ += K_BOR;                            \
+            if ((p_ & K_DUE) && (int64_t)fence[s] <= (me)) key_ += K_DUE;                                          \
+            if (p_ & (K_IDLE | K_FULL)) {                                                                          \
+                long c_ = readers[s];                                                                              \
+                if (c_ == 0) key_ += K_IDLE;                                                                       \
+                if (c_ >= K_MAX_READERS) key_ += K_FULL;                                                           \
+            }                                                                                                      \
+        }                                                                                                          \
+        key_;                                                                                                      \
+    })
+
+
+typedef struct {
+    int64_t lo[RUNS_MAX], hi[RUNS_MAX]; /* run r is slots lo[r] .. hi[r] - 1 */
+    int count;                          /* RUNS_MAX + 1: more runs than that */
+} Runs;
+
+/* The runs of `ids` (n >= 1). With at most RUNS_MAX runs, each checked against the capacity
+ * (-1 if all are real, else the first position naming no slot) and against the others (two
+ * runs that overlap name a slot twice: then `runs->count` is RUNS_MAX + 1, as it is for more
+ * runs, and the slot-at-a-time loop checks the ids one by one). */
+static Py_ssize_t runs_of(const int64_t *restrict ids, Py_ssize_t n, uint64_t cap, Runs *runs) {
+    Py_ssize_t breaks = 0;
+    for (Py_ssize_t i = 1; i < n; i++) breaks += ids[i] != ids[i - 1] + 1; /* vectorised */
+    runs->count = RUNS_MAX + 1;
+    if (breaks >= RUNS_MAX) return -1;
+    int r = 0;
+    runs->lo[0] = ids[0];
+    for (Py_ssize_t at = 1; breaks && at < n; at += 16) { /* where the breaks are: 16 ids at a time */
+        const Py_ssize_t end = at + 16 < n ? at + 16 : n;
+        int64_t differ = 0;
+        for (Py_ssize_t i = at; i < end; i++) differ |= ids[i] ^ (ids[i - 1] + 1);
+        if (!differ) continue;
+        for (Py_ssize_t i = at; i < end; i++)
+            if (ids[i] != ids[i - 1] + 1) {
+                runs->hi[r++] = ids[i - 1] + 1;
+                runs->lo[r] = ids[i];
+                breaks--;
+            }
+    }
+    runs->hi[r++] = ids[n - 1] + 1;
+    for (int a = 0; a < r; a++)
+        if ((uint64_t)(runs->lo[a] - 1) >= cap || (uint64_t)(runs->hi[a] - 2) >= cap) {
+            for (Py_ssize_t i = 0; i < n; i++)
+                if ((uint64_t)(ids[i] - 1) >= cap) return i;
+        }
+    for (int a = 0; a < r; a++) /* distinct runs: no slot named twice */
+        for (int b = a + 1; b < r; b++)
+            if (runs->lo[a] < runs->hi[b] && runs->lo[b] < runs->hi[a]) return -1;
+    runs->count = r;
+    return -1;
+}
+
+/* The one key of a batch in runs moved by one actor `me`, every slot in state b0, or -1 when
+ * the slots differ in state or relation (the slot-at-a-time loop then looks each one up). */
+static long run_key(Mover *m, const Runs *runs, Py_ssize_t n, long b0, int64_t me, long probe) {
+    const uint8_t *restrict state = m->state, *restrict readers = m->readers;
+    const int64_t *restrict owner = m->owner, *restrict borrower = m->borrower;
+    const int32_t *restrict fence = m->fence;
+    const Py_ssize_t step = m->state_step;
+    Py_ssize_t own = 0, bor = 0, due = 0, idle = 0, full = 0;
+    for (int r = 0; r < runs->count; r++) {
+        const int64_t lo = runs->lo[r], hi = runs->hi[r];
+        unsigned differ = 0;
+        if (m->word) { /* the state is one byte of each 16-bit word: compare the words, masked */
+            const uint16_t *restrict word = (const uint16_t *)m->state;
+            uint16_t mask, want;
+            const uint8_t ones[2] = {0xFF, 0}, wanted[2] = {(uint8_t)b0, 0};
+            memcpy(&mask, ones, 2);
+            memcpy(&want, wanted, 2);
+            for (int64_t s = lo; s < hi; s++) differ |= (unsigned)((word[s] & mask) ^ want);
+        } else {
+            for (int64_t s = lo; s < hi; s++) differ |= state[s * step] ^ (uint8_t)b0;
+        }
+        if (differ) return -1;
+        if (probe & K_OWN && me != K_NOBODY)
+            for (int64_t s = lo; s < hi; s++) own += owner[s] == me;
+        if (probe & K_BOR && me != K_NOBODY)
+            for (int64_t s = lo; s < hi; s++) bor += borrower[s] == me;
+        if (probe & K_DUE)
+            for (int64_t s = lo; s < hi; s++) due += (int64_t)fence[s] <= me;
+        if (probe & (K_IDLE | K_FULL))
+            for (int64_t s = lo; s < hi; s++) {
+                idle += readers[s] == 0;
+                full += readers[s] >= K_MAX_READERS;
+            }
+    }
+    if ((own && own != n) || (bor && bor != n) || (due && due != n) || (idle && idle != n) || (full && full != n))
+        return -1;
+    return b0 * K_BITS + (own ? K_OWN : 0) + (bor ? K_BOR : 0) + (due ? K_DUE : 0) + (idle ? K_IDLE : 0) +
+           (full ? K_FULL : 0);
+}
+
+/* Write a batch in runs, every slot by one key: each field its one source, a run at a time. */
+static void run_write(Mover *m, const Runs *runs, const uint8_t *f, uint8_t a, uint8_t e, int64_t me, int64_t target,
+                      int64_t epoch) {
+    for (int k = 0; k < FIELDS; k++) {
+        int code = f[k];
+        if (code == KEEP) continue;
+        const int64_t v = value_of(code, 0, me, target, epoch, k < 2 ? K_NOBODY : 0);
+        const int step = code == INC ? 1 : code == DEC ? -1 : 0;
+        for (int r = 0; r < runs->count; r++) {
+            const int64_t lo = runs->lo[r], hi = runs->hi[r];
+            switch (k) {
+            case 0:
+                for (int64_t s = lo; s < hi; s++) m->owner[s] = step ? m->owner[s] + step : v;
+                break;
+            case 1:
+                for (int64_t s = lo; s < hi; s++) m->borrower[s] = step ? m->borrower[s] + step : v;
+                break;
+            case 2:
+                for (int64_t s = lo; s < hi; s++) m->fence[s] = (int32_t)(step ? m->fence[s] + step : v);
+                break;
+            default:
+                for (int64_t s = lo; s < hi; s++) m->readers[s] = (uint8_t)(step ? m->readers[s] + step : v);
+            }
+        }
+    }
+    for (int r = 0; r < runs->count; r++) {
+        const int64_t lo = runs->lo[r], hi = runs->hi[r];
+        if (m->word) { /* the state and the last event: one 16-bit word */
+            uint16_t *restrict word = (uint16_t *)m->state;
+            const uint8_t pair[2] = {a, e}; /* as they lie in memory: the state, then the last event */
+            uint16_t w;
+            memcpy(&w, pair, 2);
+            for (int64_t s = lo; s < hi; s++) word[s] = w;
+        } else {
+            for (int64_t s = lo; s < hi; s++) {
+                m->state[s * m->state_step] = a;
+                m->last[s * m->last_step] = e;
+            }
+        }
+    }
+}
+
+/* Whether `view` is a buffer of int64 (a signed 8-byte integer format). */
+static int is_int64(const Py_buffer *view) {
+    const char *f = view->format ? view->format : "B";
+    if (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!') f++;
+    return view->itemsize == 8 && (strcmp(f, "q") == 0 || strcmp(f, "l") == 0);
+}
+
+/* Whether `len` bytes at `p` overlap any of the columns the kernel writes. */
+static int overlaps_columns(const Mover *m, const void *p, Py_ssize_t len) {
+    const char *a = p, *b = (const char *)p + len;
+    for (int i = 0; i < 7; i++) {
+        const char *lo = m->cols[i].buf, *hi = lo + m->cols[i].len;
+        if (m->cols[i].strides && m->cols[i].ndim == 1 && m->cols[i].strides[0] > m->cols[i].itemsize)
+            hi = lo + m->cols[i].shape[0] * m->cols[i].strides[0]; /* a strided column spans its steps */
+        if (a < hi && lo < b) return 1;
+    }
+    return 0;
+}
+
+/* `*data` (n int64 values) copied to memory of the kernel's own when they lie in a column the
+ * move writes (a view of the ledger's own owner column as ids, say): the loops must not read ids
+ * or actor ids that their own writes change. Returns the copy to free (NULL: none), or sets
+ * `*failed`. */
+static int64_t *own_copy(const Mover *m, const int64_t **data, Py_ssize_t n, int *failed) {
+    if (!overlaps_columns(m, *data, n * 8)) return NULL;
+    int64_t *copy = PyMem_Malloc(n * 8);
+    if (copy == NULL) {
+        PyErr_NoMemory();
+        *failed = 1;
+        return NULL;
+    }
+    memcpy(copy, *data, n * 8);
+    *data = copy;
+    return copy;
+}
+
+static PyObject *mover_move(Mover *m, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "move(event, ids, actor, target, epoch, before, after, keys, write, dup)");
+        return NULL;
+    }
+    long event = PyLong_AsLong(args[0]);
+    int64_t target = PyLong_AsLongLong(args[3]), epoch = PyLong_AsLongLong(args[4]);
+    int write = PyObject_IsTrue(args[8]), dup = PyObject_IsTrue(args[9]);
+    if (PyErr_Occurred()) return NULL;
+    if (event < 0 || event >= m->events) {
+        PyErr_Format(PyExc_ValueError, "event %ld: not one of the %zd compiled", event, m->events);
+        return NULL;
+    }
+    if (epoch < INT32_MIN || epoch > INT32_MAX) { /* the fence column holds int32 steps */
+        PyErr_Format(PyExc_OverflowError, "step %lld does not fit the fence column (int32)", (long long)epoch);
+        return NULL;
+    }
+    Py_buffer ids_view, actor_view, before_view, after_view, keys_view;
+    int have_actors = 0, have_keys = 0;
+    int64_t one_actor = 0;
+    if (PyObject_GetBuffer(args[1], &ids_view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = ids_view.len / 8;
+    if (!is_int64(&ids_view) || n < 1) {
+        PyErr_SetString(PyExc_ValueError, "ids: a C-contiguous int64 array of at least one id");
+        goto done_ids;
+    }
+    if (PyLong_Check(args[2])) {
+        one_actor = PyLong_AsLongLong(args[2]);
+        if (PyErr_Occurred()) goto done_ids;
+    } else {
+        if (PyObject_GetBuffer(args[2], &actor_view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done_ids;
+        have_actors = 1;
+        if (!is_int64(&actor_view) || actor_view.len != n * 8) {
+            PyErr_SetString(PyExc_ValueError, "actor: an id, or an int64 array of one id per slot");
+            goto done_actor;
+        }
+    }
+    int have_states = args[5] != Py_None;
+    if (have_states != (args[6] != Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "before, after: both None, or both uint8 arrays of one byte per slot");
+        goto done_actor;
+    }
+    if (!have_states) goto states_done;
+    if (PyObject_GetBuffer(args[5], &before_view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) goto done_actor;
+    if (PyObject_GetBuffer(args[6], &after_view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) goto done_before;
+    if (before_view.len != n || after_view.len != n) {
+        PyErr_SetString(PyExc_ValueError, "before, after: uint8 arrays of one byte per slot");
+        goto done_after;
+    }
+states_done:
+    if (args[7] != Py_None) {
+        if (PyObject_GetBuffer(args[7], &keys_view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) goto done_after;
+        have_keys = 1;
+        if (keys_view.len != n * 8) {
+            PyErr_SetString(PyExc_ValueError, "keys: an int64 array of one key per slot");
+            goto done_keys;
+        }
+    }
+    {
+        /* everything the loops read, in locals: the compiler keeps them in registers (a byte
+         * written through a uint8_t pointer may alias anything, so fields of `m` would be
+         * read again after every write) */
+        const int64_t *ids_at = ids_view.buf, *actors_at = have_actors ? actor_view.buf : NULL;
+        int failed = 0;
+        int64_t *ids_copy = own_copy(m, &ids_at, n, &failed);
+        int64_t *actors_copy = actors_at && !failed ? own_copy(m, &actors_at, n, &failed) : NULL;
+        if (failed) {
+            PyMem_Free(ids_copy);
+            goto done_keys;
+        }
+        const int64_t *restrict ids = ids_at;
+        const int64_t *restrict actors = actors_at;
+        uint8_t *restrict before = have_states ? before_view.buf : NULL;
+        uint8_t *restrict after = have_states ? after_view.buf : NULL;
+        int64_t *restrict keys = have_keys ? keys_view.buf : NULL;
+        uint8_t *restrict state = m->state, *restrict last = m->last, *restrict readers = m->readers;
+        int64_t *restrict owner = m->owner, *restrict borrower = m->borrower;
+        int32_t *restrict fence = m->fence, *restrict stamp = m->stamp;
+        const Py_ssize_t sstep = m->state_step, lstep = m->last_step;
+        const Py_ssize_t nkeys = m->keys, nstates = m->states;
+        const uint8_t *next = (const uint8_t *)m->tables.buf + event * 5 * nkeys;
+        const uint8_t *from = m->from + event * FIELDS * nkeys; /* the kernel's source codes */
+        const uint8_t *probe = (const uint8_t *)m->probes.buf + event * nstates;
+        long refused = -1;
+        Py_ssize_t i;
+        /* 1. the runs the ids make (and, if they are few, whether they name real slots) */
+        Runs runs;
+        Py_ssize_t bad = runs_of(ids, n, (uint64_t)m->capacity, &runs);
+        if (bad >= 0) {
+            result = PyLong_FromLong(-1 - 4 * bad);
+            goto done_copies;
+        }
+        /* 2a. a batch in a few runs, by one actor, every slot in one state and relation: one key */
+        const int by_runs = runs.count <= RUNS_MAX && runs.count <= m->runs && !actors;
+        const long b0 = by_runs ? state[ids[0] * sstep] : -1; /* read once its runs showed ids[0] is a slot */
+        if (by_runs && b0 < nstates) {
+            long key = run_key(m, &runs, n, b0, one_actor, probe[b0]);
+            long a = key < 0 ? K_ILLEGAL : next[key];
+            if (a != K_ILLEGAL) {
+                if (before) {
+                    memset(before, (int)b0, n);
+                    memset(after, (int)a, n);
+                }
+                if (keys)
+                    for (i = 0; i < n; i++) keys[i] = key;
+                if (write) run_write(m, &runs, from + key * FIELDS, (uint8_t)a, (uint8_t)event, one_actor, target, epoch);
+                result = PyLong_FromLong(a | b0 << 8);
+                goto done_copies;
+            }
+        }
+        /* 2b. any other batch: a slot at a time (a real slot, named once: a mark of this call's
+         * own in the scratch column, unless its runs showed it already) */
+        dup = dup && runs.count > RUNS_MAX;
+        int32_t mark = 0;
+        if (dup) {
+            if (m->mark <= INT32_MIN + 1) { /* the marks are used up: clear the column, start again */
+                for (Py_ssize_t s = 0; s <= m->capacity; s++) stamp[s] = -1;
+                m->mark = -1;
+            }
+            mark = --m->mark; /* below -1: marks the other path never writes */
+        }
+        long first = -1, b_first = -1;
+        int uniform = 1, one_key = 1;
+        long key0 = -1;
+        const uint64_t cap = (uint64_t)m->capacity;
+        for (i = 0; i < n; i++) {
+            int64_t s = ids[i];
+            if ((uint64_t)(s - 1) >= cap) {
+                refused = 4 * i + 0;
+                break;
+            }
+            if (dup) {
+                if (stamp[s] == mark) {
+                    refused = 4 * i + 1;
+                    break;
+                }
+                stamp[s] = mark;
+            }
+            long b = state[s * sstep];
+            if (b >= nstates) {
+                refused = 4 * i + 3;
+                break;
+            }
+            int64_t me = actors ? actors[i] : one_actor;
+            long key = KEY_OF(s, b, me, probe[b]);
+            long a = next[key];
+            if (a == K_ILLEGAL) {
+                refused = 4 * i + 2;
+                break;
+            }
+            if (before) {
+                before[i] = (uint8_t)b;
+                after[i] = (uint8_t)a;
+            }
+            if (keys) keys[i] = key;
+            if (i == 0) {
+                first = a;
+                b_first = b;
+                key0 = key;
+            } else if (key != key0) {
+                one_key = 0;
+                if (a != first || b != b_first) uniform = 0;
+            }
+        }
+        if (refused >= 0) {
+            result = PyLong_FromLong(-1 - refused);
+            goto done_copies;
+        }
+        if (!uniform && !before) { /* the caller must see each slot's states: it asks again with arrays */
+            result = PyLong_FromLong(ASK_WITH_STATES);
+            goto done_copies;
+        }
+        /* 3. the writes: every field the key's sources rewrite, the state and the last event */
+        if (write) {
+            for (i = 0; i < n; i++) {
+                int64_t s = ids[i];
+                int64_t me = actors ? actors[i] : one_actor;
+                long b = before ? before[i] : state[s * sstep], a = after ? after[i] : first;
+                long key = one_key ? key0 : keys ? (long)keys[i] : KEY_OF(s, b, me, probe[b]);
+                const uint8_t *f = from + key * FIELDS;
+                if (f[0] != KEEP) owner[s] = value_of(f[0], owner[s], me, target, epoch, K_NOBODY);
+                if (f[1] != KEEP) borrower[s] = value_of(f[1], borrower[s], me, target, epoch, K_NOBODY);
+                if (f[2] != KEEP) fence[s] = (int32_t)value_of(f[2], fence[s], me, target, epoch, 0);
+                if (f[3] != KEEP) readers[s] = (uint8_t)value_of(f[3], readers[s], me, target, epoch, 0);
+                state[s * sstep] = (uint8_t)a;
+                last[s * lstep] = (uint8_t)event;
+            }
+        }
+        result = PyLong_FromLong(uniform ? first | b_first << 8 : MIXED);
+    done_copies:
+        PyMem_Free(ids_copy);
+        PyMem_Free(actors_copy);
+    }
+done_keys:
+    if (have_keys) PyBuffer_Release(&keys_view);
+done_after:
+    if (have_states) PyBuffer_Release(&after_view);
+done_before:
+    if (have_states) PyBuffer_Release(&before_view);
+done_actor:
+    if (have_actors) PyBuffer_Release(&actor_view);
+done_ids:
+    PyBuffer_Release(&ids_view);
+    return result;
+}
+
+static PyMethodDef mover_methods[] = {
+    {"move", (PyCFunction)(void (*)(void))mover_move, METH_FASTCALL,
+     "move(event, ids, actor, target, epoch, before, after, keys, write, dup) -> int: see the module's contract"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef mover_members[] = {
+    {"runs", T_INT, offsetof(Mover, runs), 0,
+     "the most runs of consecutive slots a batch may make to be moved a run at a time (0 to 16; 0: never)"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyObject *mark_get(Mover *m, void *Py_UNUSED(closure)) { return PyLong_FromLong(m->mark); }
+
+/* Marks only move on (down): a mark set back up could meet a mark an earlier check left. */
+static int mark_set(Mover *m, PyObject *value, void *Py_UNUSED(closure)) {
+    long v = value ? PyLong_AsLong(value) : 0;
+    if (value == NULL || (v == -1 && PyErr_Occurred())) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "mark: an int");
+        return -1;
+    }
+    if (v > m->mark || v < (long)INT32_MIN + 1) {
+        PyErr_Format(PyExc_ValueError, "mark: from %d down to %ld (INT32_MIN + 1), not %ld", m->mark,
+                     (long)INT32_MIN + 1, v);
+        return -1;
+    }
+    m->mark = (int32_t)v;
+    return 0;
+}
+
+static PyGetSetDef mover_getset[] = {
+    {"mark", (getter)mark_get, (setter)mark_set,
+     "the duplicate mark the last check used (marks count down from -2; at INT32_MIN + 1 the next check clears "
+     "the scratch column and starts again); it may be set further down only",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject MoverType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "slotwarden.runtime.ledger._move.Mover",
+    .tp_basicsize = sizeof(Mover),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A ledger's columns and compiled tables, moved a batch at a time (see the module's contract).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)mover_init,
+    .tp_dealloc = (destructor)mover_dealloc,
+    .tp_methods = mover_methods,
+    .tp_members = mover_members,
+    .tp_getset = mover_getset,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_move", "The ledger's compiled move (see runtime/ledger/compiled.py).", -1, NULL, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__move(void) {
+    if (PyType_Ready(&MoverType) < 0) return NULL;
+    PyObject *mod = PyModule_Create(&module);
+    if (mod == NULL) return NULL;
+    Py_INCREF(&MoverType);
+    if (PyModule_AddObject(mod, "Mover", (PyObject *)&MoverType) < 0) {
+        Py_DECREF(&MoverType);
+        Py_DECREF(mod);
+        return NULL;
+    }
+    return mod;
+}

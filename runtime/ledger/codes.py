@@ -1,0 +1,44 @@
+"""The codes and constants the ledger's paths share: state codes as ints and bytes, the switch-over
+batch size between the per-slot and the vectorised path, the check modes."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from slotwarden.model.declaration import Source
+from slotwarden.model.table import ILLEGAL
+from slotwarden.model.vocabulary import ActorKind, Event, State
+
+from slotwarden.runtime import inputs
+
+
+CHECKS = ("strict", "off")
+_ALLOC, _FENCE, _SCHEDULER = Event.ALLOC, Event.FENCE, ActorKind.SCHEDULER  # enum member look-ups cost
+_FREE = int(State.FREE)
+_RELEASED = int(State.RELEASED)
+_FREE_BYTE, _ILLEGAL_BYTE, _RELEASED_BYTE = bytes((_FREE,)), bytes((ILLEGAL,)), bytes((_RELEASED,))
+_ID_MAX = inputs.ID_MAX
+_INT64, _UNIT = np.dtype(np.int64), (8,)
+_ONE = np.zeros(1, dtype=np.int64)  # copied for a one-slot alloc's result (never written itself)
+_TOP = 7 if sys.byteorder == "little" else 0  # the byte of an int64 that holds its sign
+_SCRATCH = ("stamp",)
+_EPOCH, _FENCE_POS = int(Source.EPOCH), 3  # the fence's source "the step in flight", its place in `Columns`
+STEP_MAX = int(np.iinfo(np.int32).max)
+"""The last step a ledger can launch: a slot's fence (int32) names the step it waits for."""
+RUN_MIN = 128
+"""Vectorised batches of at least this many slots that are one run of consecutive slots take the
+run lane (the columns read and written as slices, see `ledger_batch`). Chosen by measurement
+(alloc+rollback and the full round trip of n slots, in CPU seconds, the lane on and off): the
+lane about ties at 64 slots (a slice costs a numpy call like a short gather does, and finding the
+run costs one more) and wins from 128 on, more the larger the batch.
+"""
+SMALL = 2
+"""Batches of up to this many slots take the per-slot path (Python over the same columns, the
+table read as lists); larger ones the vectorised numpy path. Both give the same result, and
+any batch the per-slot path would refuse is handed whole to the vectorised one, which raises.
+Chosen by measurement (a full request round trip, alloc, ADMIT, FINISH, launch and fence, of n
+slots, in CPU seconds, with each path forced): a slot at a time wins at one slot (its inline
+lanes), about ties at two and three, and loses from four (a vectorised batch's cost hardly
+grows with n: its numpy calls cost the same for 4 slots as for 64)."""

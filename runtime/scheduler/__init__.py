@@ -1,0 +1,1 @@
+"""The tiny engine's scheduler: requests, sessions, batches, steps and fences."""

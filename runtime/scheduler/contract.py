@@ -1,0 +1,99 @@
+"""The scheduler's fault contract, and the guard every public call of it runs in.
+
+Fault contract: after any exception (`BaseException` included: KeyboardInterrupt, a task's
+cancellation) raised anywhere in a call, the scheduler is in one of three states.
+- Consistent, nothing lost: the work left is held as data (results to process, requests to
+  release, sessions to close, candidates holding their slot) and the next `step()` does it
+  first, so the outputs equal a fault-free run's. This covers every fault outside the forward
+  pass: one raised by a pool call that refused (the pool is all-or-nothing), and one that
+  struck right after a pool call moved a slot, where the scheduler takes the pool's word and
+  completes its record (admission, finish, park, abort, retract, close, and the prefix cache's
+  lock, unlock, donation and eviction; an alloc whose zeroing may not have run is given back).
+- The forward pass raised (anything, once the model was called): the slots it may have
+  written are untrustworthy, so its requests end at once with reason "step N failed: ...";
+  an `Exception` is raised as `StepFailed` (naming them; a parallel-sampling group's prompt
+  request ends with no Result, its siblings go on as plain requests), a `BaseException` as
+  itself. Others continue exactly.
+- Otherwise (the pool moved but the scheduler could not record it, or a fault while ending a
+  failed step's requests): it is broken. The fault propagates once; then every call raises
+  `SchedulerBroken` naming it. It never continues with tokens different from a fault-free run.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from slotwarden.runtime.scheduler.errors import (
+    BadRequest,
+    NoSessionState,
+    SchedulerBroken,
+    SessionBusy,
+    SessionClosed,
+    UnknownRequest,
+    UnknownSession,
+)
+
+if TYPE_CHECKING:
+    from slotwarden.runtime.scheduler.scheduler import Scheduler
+
+# raised before anything changes
+REFUSALS = (BadRequest, SessionClosed, UnknownRequest, UnknownSession, SessionBusy, NoSessionState)
+
+
+def guarded(call):
+    """A public call: refused once the scheduler is broken, and from a thread other than its
+    pool's (`WrongThread`, before anything changes: the scheduler stays usable from its own
+    thread); a fault inside it is judged by the contract (consistent, or broken from now on)
+    before it propagates."""
+
+    @functools.wraps(call)
+    def run_guarded(sched: "Scheduler", *args, **kwargs):
+        if sched._broken is not None:
+            raise sched._broken
+        sched.pool.ledger._here()  # the pool's thread check: a refusal, never judged
+        try:
+            return call(sched, *args, **kwargs)
+        except BaseException as exc:
+            judge(sched, exc, call.__name__)
+            raise
+
+    return run_guarded
+
+
+def judge(sched: "Scheduler", exc: BaseException, where: str) -> None:
+    """The scheduler stays usable only if nothing critical was under way and every handle
+    agrees with the pool; otherwise it is broken for good (`SchedulerBroken`, caused by `exc`)."""
+    if isinstance(exc, (SchedulerBroken, *REFUSALS)) or sched._broken is not None:
+        return
+    problems = [f"it struck while {sched._critical}"] if sched._critical else []
+    sched._critical = None
+    try:
+        problems += list(sched.pool.audit().problems) + handle_problems(sched)
+    except BaseException as again:  # noqa: BLE001 - the check itself failed: trust nothing
+        problems.append(f"checking the pool raised {again!r}")
+    if problems:
+        broken = SchedulerBroken(
+            f"the scheduler is broken: {exc!r} in {where}() left it out of step with the pool "
+            f"({'; '.join(problems)}); it refuses every further call"
+        )
+        broken.__cause__ = exc
+        sched._broken = broken
+
+
+def handle_problems(sched: "Scheduler") -> list:
+    """Where a live request's or session's handle disagrees with what the pool says it holds."""
+    from slotwarden.model.vocabulary import Actor
+
+    from slotwarden.runtime.radix.cache import cache_problems
+
+    problems = cache_problems(sched)
+    for s in sched.sessions.values():
+        held = set(sched.pool.held_by(Actor.session(s.sid)).tolist())
+        if held != ({s.slot} if s.slot is not None else set()):
+            problems.append(f"session {s.sid} thinks it holds {s.slot}, the pool says {sorted(held)}")
+    for r in sched.requests.values():
+        held = set(sched.pool.held_by(Actor.request(r.rid)).tolist())
+        if held != ({r.slot} if r.slot is not None else set()):
+            problems.append(f"request {r.rid} thinks it holds {r.slot}, the pool says {sorted(held)}")
+    return problems

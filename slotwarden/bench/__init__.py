@@ -1,0 +1,1 @@
+"""Side-by-side timings against real peers (`slotwarden bench`)."""

@@ -1,0 +1,5 @@
+"""The command line: `slotwarden verify | test | diagram | docs | bench | demo | check-trace`."""
+
+from slotwarden.cli.commands import main
+
+__all__ = ["main"]

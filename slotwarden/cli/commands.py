@@ -1,0 +1,263 @@
+"""The `slotwarden` command line. Each subcommand imports what it needs when it runs.
+
+User errors (a bad argument, an output path that cannot be written, a device that is not
+there, a run that would check nothing) print one line on stderr and exit 2, before any work
+starts; an OSError met during the work prints one line and exits 1. Never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from slotwarden.cli.args import (
+    Parser,
+    UsageError,
+    count,
+    device,
+    output_file,
+    output_folder,
+    positive_int,
+    positive_seconds,
+)
+
+DOCS = Path("docs")
+
+
+def _diagram(args) -> int:
+    if args.output:
+        output_file(args.output, "-o")
+    from slotwarden.model.diagram import RenderUnavailable, UnknownName, parse_highlight, render
+
+    try:
+        highlight = parse_highlight(args.highlight) if args.highlight is not None else None
+        data = render(args.format, highlight=highlight)
+    except (RenderUnavailable, UnknownName) as exc:
+        print(f"slotwarden diagram: {exc}", file=sys.stderr)
+        return 2
+    if args.output:
+        Path(args.output).write_bytes(data)
+        print(f"wrote {args.output} ({args.format}, {len(data)} bytes)")
+    elif args.format in ("svg", "png") and sys.stdout.isatty():
+        print("slotwarden diagram: refusing to print binary output to a terminal; use -o FILE", file=sys.stderr)
+        return 2
+    else:
+        sys.stdout.buffer.write(data)
+    return 0
+
+
+def _docs(args) -> int:
+    output_folder(args.dir, "--dir")
+    from slotwarden.cli.docs import write_docs
+
+    for path in write_docs(Path(args.dir)):
+        print(f"wrote {path}")
+    return 0
+
+
+def _verify(args) -> int:
+    from slotwarden.verification.verify.run import run_verify
+
+    return run_verify(args)
+
+
+def _bench(args) -> int:
+    device(args.device)
+    if args.json:
+        output_file(args.json, "--json")
+    if args.target == "pool":
+        from slotwarden.bench.pool import run
+    else:
+        from slotwarden.bench.scheduler import run
+    return run(args)
+
+
+def _demo(args) -> int:
+    device(args.device)
+    if args.sessions + args.requests == 0:
+        raise UsageError("slotwarden demo: --sessions 0 --requests 0 is a workload of nothing: nothing to run")
+    from slotwarden.runtime.scheduler.intake import MAX_SAMPLES
+
+    if args.n > MAX_SAMPLES:
+        raise UsageError(f"slotwarden demo: --n {args.n}: at most {MAX_SAMPLES} samples per prompt")
+    if args.plot:
+        from slotwarden.cli.demo import PLOT_HINT, have_matplotlib
+
+        if not have_matplotlib():
+            raise UsageError(f"slotwarden demo: --plot needs matplotlib: {PLOT_HINT}")
+        output_file(args.plot, "--plot")
+    from slotwarden.cli.demo import run
+
+    return run(args)
+
+
+def _check_trace(args) -> int:
+    if args.plot:
+        output_file(args.plot, "--plot")
+    from slotwarden.cli.check_trace import run
+
+    return run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="slotwarden",
+        description="The lifecycle of recurrent-state slots in LLM serving: declared once, enforced, verified.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser(
+        "diagram",
+        help="draw the slot lifecycle",
+        description="Draw the slot lifecycle from its declaration: each state labelled with its owner kind and "
+        "filled with its group's colour, a legend, every edge labelled with its event and who may fire it. Mermaid "
+        "and DOT need nothing more; SVG and PNG need pygraphviz (pip install 'slotwarden[render]').",
+    )
+    p.add_argument(
+        "--format", choices=("mermaid", "dot", "svg", "png"), default="mermaid", help="output format (default: mermaid)"
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p.add_argument(
+        "--highlight",
+        metavar="EVENT|STATE",
+        help="draw every edge of one event (e.g. rollback) or one state (e.g. LENT) in a contrasting colour; "
+        "Mermaid output is then a flowchart",
+    )
+    p.set_defaults(func=_diagram)
+
+    p = sub.add_parser(
+        "docs",
+        help="regenerate docs/lifecycle.md, docs/lifecycle.svg and docs/seed-bug.svg",
+        description="Regenerate the generated documentation from the declaration (a test fails when it drifts).",
+    )
+    p.add_argument("--dir", default=str(DOCS), help="the docs folder (default: docs)")
+    p.set_defaults(func=_docs)
+
+    p = sub.add_parser(
+        "verify",
+        help="run the full verification (the main job)",
+        description="The full verification: the declaration's derived forms agree; CrossHair proves the model's "
+        "safety properties; the exhaustive model checker covers the abstract scheduler within its bounds, firing "
+        "every declared rule and reaching every `sometimes` goal; the abstract scheduler follows the runtime's on "
+        "random workloads (differential); the Hypothesis machines run the pool, a guarded engine allocator and the scheduler (overlap off and on); the "
+        "runtime's own transition path agrees with the model; every finished request's tokens and state equal a "
+        "replay of its transcript, with the prefix cache off and on; every seeded runtime fault is caught; and "
+        "every bug of the history, injected as a mutant, is caught for the expected reason. Exits 0 only if every proof is CONFIRMED, every "
+        "check holds and every fault and mutant is caught.",
+    )
+    level = p.add_mutually_exclusive_group()
+    level.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run: small budgets, small bounds, no CrossHair",
+    )
+    level.add_argument(
+        "--thorough",
+        action="store_true",
+        help="ten times the default Hypothesis budgets, the larger exhaustive bounds, and "
+        "Hypothesis counterexamples shrunk",
+    )
+    p.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: a fixed one, reproducible)")
+    p.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="run only shard I of N of the jobs (split a campaign over machines); a shard with no job is refused",
+    )
+    p.add_argument(
+        "--report", metavar="DIR", help="write report.md and report.json (results, diagram, counterexamples) to DIR"
+    )
+    p.add_argument(
+        "--proof-timeout",
+        type=positive_seconds,
+        default=None,
+        metavar="S",
+        help="CrossHair per-condition timeout in seconds (default: 300)",
+    )
+    p.add_argument("--only", action="append", metavar="PROOF", help="run only this CrossHair proof (repeatable)")
+    p.set_defaults(func=_verify)
+
+    p = sub.add_parser(
+        "bench",
+        help="side-by-side timings (pool: against SGLang's allocator; scheduler: host overhead per step)",
+        description="Time the checked pool against real peers (pool) or the scheduler's host overhead per step "
+        "(scheduler, then a shared-prefix workload with the prefix cache off and on), in one run on one device, and "
+        "report ratios. Prints a table; --json writes the numbers.",
+    )
+    p.add_argument("target", choices=("pool", "scheduler"), help="what to measure")
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
+    p.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, noisier numbers)")
+    p.set_defaults(func=_bench)
+
+    p = sub.add_parser(
+        "demo",
+        help="a synthetic serving workload of sessions and requests, ending with the audit",
+        description="Run a synthetic workload of streaming sessions and plain requests through the scheduler "
+        "(TinyMamba layer, checked pool) on the default device, with a progress bar; print throughput, peak slot "
+        "use and the final audit.",
+    )
+    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--sessions", type=count, default=24, help="streaming sessions, >= 0 (default: 24)")
+    p.add_argument("--requests", type=count, default=96, help="plain requests, >= 0 (default: 96)")
+    p.add_argument("--slots", type=positive_int, default=16, help="pool size in slots, >= 1 (default: 16)")
+    p.add_argument("--overlap", action="store_true", help="overlap scheduling (fences delay slot reuse)")
+    p.add_argument("--seed", type=int, default=0, help="workload seed (default: 0)")
+    p.add_argument("--plot", metavar="FILE.png", help="draw slot occupancy by state over time (needs matplotlib)")
+    p.add_argument(
+        "--prefix-cache",
+        action="store_true",
+        help="share recurrent state by prefix; half the plain requests continue an earlier one (report the hit "
+        "rate and input tokens saved)",
+    )
+    p.add_argument(
+        "--n",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="parallel samples per fresh plain prompt, at temperature 1 (default: 1); with --prefix-cache each "
+        "prompt is prefilled once for the samples to copy (report the prefill tokens saved net: a small pool, "
+        "evictions and retractions can waste that prefill)",
+    )
+    p.set_defaults(func=_demo)
+
+    p = sub.add_parser(
+        "check-trace",
+        help="replay a slot-event trace (JSON lines) against the lifecycle",
+        description="Replay a slot-event trace (one JSON object a line; see docs/traces.md) against the model: "
+        "report the first illegal move with its slot's history, the slots not FREE at the end (leaks), and a "
+        "summary. Exits 0 when clean, 1 on any illegal move or leak, 2 when the file is not a trace.",
+    )
+    p.add_argument("file", metavar="FILE", help="the trace (.jsonl)")
+    p.add_argument(
+        "--capacity",
+        type=positive_int,
+        default=None,
+        help="pool size of a header-less file (default: the largest id); refused if it disagrees with a header",
+    )
+    p.add_argument(
+        "--plot", metavar="FILE.png", help="draw a swimlane per slot around the first finding (needs matplotlib)"
+    )
+    p.set_defaults(func=_check_trace)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    command = "slotwarden"
+    try:
+        args = build_parser().parse_args(argv)
+        command = f"slotwarden {args.command}"
+        return args.func(args)
+    except UsageError as exc:
+        print(str(exc) if str(exc).startswith("slotwarden") else f"{command}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # met during the work (a disk full, a file removed meanwhile)
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

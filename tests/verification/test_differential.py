@@ -1,0 +1,86 @@
+"""The checker's model and the runtime's scheduler agree on slot ownership over the same
+workloads; a model that decides differently, or a runtime that makes a move the model never
+makes, is reported as a divergence naming the operations that led to it."""
+
+import pytest
+
+from slotwarden.verification.abstract import Policy
+from slotwarden.verification.differential import Divergence, check_differential, run_workload
+from slotwarden.verification.mutants.history import AbstractCloseLeaks, AbstractLentRollbackFrees
+
+
+def test_the_model_follows_the_runtime():
+    report = check_differential(workloads=40, length=30, seed=3)
+    assert report.ok, report.divergence
+    assert report.workloads == 40 and report.moves > 200  # the workloads do move slots
+    assert not report.unexercised and report.events["LEND"] and report.events["RETRACT"]
+
+
+def test_a_run_that_never_makes_a_move_is_not_a_pass():
+    report = check_differential(workloads=1, length=3, seed=3)
+    assert report.divergence is None and report.unexercised and not report.ok
+
+
+@pytest.mark.parametrize("policy", [AbstractLentRollbackFrees, AbstractCloseLeaks], ids=lambda p: p.__name__)
+def test_a_model_that_decides_differently_diverges(policy):
+    report = check_differential(workloads=200, length=40, seed=0, policy=policy())
+    assert not report.ok and "after" in report.divergence and "operations" in report.divergence
+
+
+class RetractsOnlyPlainRequests(Policy):
+    """A model that never retracts a session turn."""
+
+    def can_retract(self, world, r):
+        return r.session is None
+
+
+def test_a_runtime_move_the_model_never_makes_diverges():
+    # the runtime retracts a lent session turn to free a seat for a starved plain request
+    # (LENT_RUNNING --RETRACT--> PARKED): a model that never retracts a turn cannot follow it
+    ops = (("open",), ("turn", 0, 2, 1), ("step", 3), ("turn", 0, 1, 3), ("step", 1), ("submit", 3, 2), ("step", 3))
+    cfg = dict(slots=2, overlap=False, token_budget=32, chunk_size=16, max_running=1, retract_after=1)
+    with pytest.raises(Divergence, match=r"cannot retract"):
+        run_workload(ops, cfg, policy=RetractsOnlyPlainRequests())
+    pair = run_workload(ops, cfg)  # the checker's model follows the runtime on the same workload
+    assert pair.followed > 0 and pair.events["RETRACT"] and pair.sched.counters.retractions
+
+
+# -- the prefix cache ----------------------------------------------------------------------------
+from slotwarden.verification.differential import runtime_has_cache  # noqa: E402
+
+needs_cache = pytest.mark.skipif(not runtime_has_cache(), reason="the runtime's scheduler has no prefix cache")
+
+
+@needs_cache
+def test_the_model_follows_the_runtime_with_the_prefix_cache():
+    report = check_differential(workloads=30, length=30, seed=3, cache=True)
+    assert report.ok, report.divergence
+    assert all(report.events.get(e) for e in ("INSERT", "LOCK", "UNLOCK", "EVICT")), report.events
+
+
+class NeverMatches(Policy):
+    """A model whose requests never match a cached prefix."""
+
+    def can_match(self, world, r, slot):
+        return False
+
+
+class NeverEvicts(Policy):
+    """A model whose cache never evicts."""
+
+    def can_evict(self, world, slot):
+        return False
+
+
+@needs_cache
+@pytest.mark.parametrize("policy, why", [(NeverMatches, "cannot match"), (NeverEvicts, "cannot evict")])
+def test_a_model_that_cannot_follow_the_cache_diverges(policy, why):
+    report = check_differential(workloads=60, length=30, seed=3, policy=policy(), cache=True)
+    assert not report.ok and why in report.divergence, report.divergence
+
+
+def test_a_cache_run_that_makes_no_cache_move_is_not_a_pass():
+    from slotwarden.verification.differential import Report
+
+    plain = Report(1, 3, 5, None, {e: 1 for e in ("ALLOC", "ADMIT", "FINISH")}, cache=True)
+    assert {"INSERT", "LOCK", "UNLOCK", "EVICT"} <= set(plain.unexercised) and not plain.ok

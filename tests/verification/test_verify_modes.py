@@ -1,0 +1,69 @@
+"""The quick run says what it skipped and that it proved nothing; the declaration-mutant stage
+runs in it, and passes only when every mutant is killed or listed as equivalent."""
+
+import json
+
+from slotwarden.cli.commands import main
+from slotwarden.model import proofs
+from slotwarden.verification.verify import run as verify
+
+
+def test_a_quick_pass_says_the_proofs_were_skipped():
+    assert verify.verdict(True, "quick") == "PASS (quick: proofs skipped)"
+    assert verify.verdict(True, "default") == "PASS"
+    assert verify.verdict(False, "quick") == "FAIL"
+    skipped = verify.skipped_by_quick()
+    assert skipped[0] == f"the {len(proofs.PROOFS)} CrossHair proofs"
+    assert any("exhaustive bounds" in s for s in skipped)
+    # the text counts what the summary's exhaustive row counts (old text: "runs 6 small ones", 7 run)
+    ran = sum(stage == "exhaustive" for stage, *_ in verify.jobs(verify.LEVELS["quick"], 1.0, 0, None))
+    assert any(f": {ran} exhaustive checks)" in s for s in skipped), (ran, skipped)
+
+
+def test_the_quick_run_kills_every_declaration_mutant(tmp_path, capsys):
+    # shard 2 of many holds one job: the declaration mutants (job 1, after the agreement)
+    assert main(["verify", "--quick", "--shard", "2/1000", "--report", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "quick run skips: the" in out and "verify: PASS (quick: proofs skipped)" in out
+    assert "kill matrix" in out
+    (row,) = json.loads((tmp_path / "report.json").read_text())["results"]
+    assert row["stage"] == "mutations" and row["ok"]
+    kills = row["detail"]["kills"]
+    assert {k["killed_by"] for k in kills} >= {"declare", "moves", "shutdown", "checker", ""}
+    assert all(k["killed_by"] or k["mutant"] in row["detail"]["equivalent"] for k in kills)
+    assert "PASS (quick: proofs skipped)" in (tmp_path / "report.md").read_text()
+
+
+def test_an_exhaustive_row_fails_on_counts_other_than_its_pin(monkeypatch):
+    """A tiny bounds checked against its pin, a wrong pin, no pin, and no pin while it is one of
+    the default run's bounds."""
+    from slotwarden.verification.checker import pins
+    from slotwarden.verification.checker.search import TEST_BOUNDS, check
+
+    bounds = TEST_BOUNDS[0]
+    result = check(bounds)
+    row = verify._checker_row(result)
+    assert row.ok and "PIN" not in row.summary and row.detail["pinned"] == [result.states, result.transitions]
+    monkeypatch.setitem(pins.TEST_COUNTS, str(bounds), (result.states + 1, result.transitions))
+    row = verify._checker_row(result)
+    assert not row.ok and f"PIN MISMATCH: pinned {result.states + 1} states" in row.summary
+    monkeypatch.delitem(pins.TEST_COUNTS, str(bounds))
+    row = verify._checker_row(result)
+    assert row.ok and row.summary.endswith("; unpinned") and row.detail["pinned"] is None
+    monkeypatch.setattr(verify, "DEFAULT_BOUNDS", (bounds,))
+    assert not verify._checker_row(result).ok
+
+
+def test_the_pooled_jobs_start_longest_first():
+    """The worker processes take the biggest exhaustive bounds first (an unpinned one, its size
+    unknown, before it), and the one-move proofs before the cheap proofs."""
+    from slotwarden.verification.checker import pins
+    from slotwarden.verification.abstract import Bounds
+
+    every = verify.jobs(verify.LEVELS["default"], 300.0, None, None)
+    unpinned = ("exhaustive", "new", (Bounds(slots=9, requests=9, sessions=0),))
+    pooled = sorted([j for j in every if not callable(j[2])] + [unpinned], key=verify._cost, reverse=True)
+    biggest = max(verify.DEFAULT_BOUNDS, key=lambda b: pins.pin_of(b)[1])
+    assert pooled[0] == unpinned and pooled[1][1] == str(biggest)
+    names = [j[1] for j in pooled]
+    assert names.index(verify.EVERY_MOVE) < names.index("quiescent")

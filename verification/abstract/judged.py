@@ -1,0 +1,186 @@
+"""What the checker judges in the abstract scheduler: the state properties of a world and the
+per-transition properties of a slot move, each the model's own predicate
+(`slotwarden.model.properties`), memoised on exactly what it reads."""
+
+from __future__ import annotations
+
+from slotwarden.model.pool import Pool
+from slotwarden.model.properties import (
+    cache_read_only,
+    conserved,
+    exclusive,
+    fence_respected,
+    freed_once,
+    handles_match,
+    lock_counted,
+    locks_match,
+    no_orphans,
+    quiescent,
+    reads_published,
+    session_kept,
+)
+from slotwarden.model.registry import text, texts
+from slotwarden.model.vocabulary import Actor, State
+
+from slotwarden.verification.abstract.actions import _FORGETTERS, Move
+from slotwarden.verification.abstract.words import show_handles, show_slot, show_slots
+from slotwarden.verification.abstract.world import CLOSED, DONE, World, is_final
+
+STATE_PROPERTIES = texts(
+    (
+        "conserved",
+        "exclusive",
+        "no_orphans",
+        "handles_match",
+        "in_flight_not_free",
+        "evict_unlocked",
+        "reads_published",
+        "locks_match",
+        "quiescent",
+    )
+)
+MOVE_PROPERTIES = texts(
+    ("legal", "session_kept", "freed_once", "fence_respected", "cache_read_only", "lock_counted", "reads_published")
+)
+RUN_PROPERTIES = {"deadlock": text("deadlock")}  # judged over the search (rule coverage and goals: checker.coverage)
+PROPERTIES = {**STATE_PROPERTIES, **MOVE_PROPERTIES, **RUN_PROPERTIES}
+"""The properties the checker judges, in the registry's words (`slotwarden.model.registry`)."""
+
+
+def _handles(world: World) -> dict:
+    found = {}
+    for r in world.requests:
+        found[Actor.request(r.id)] = () if r.handle is None else (r.handle,)
+    for s in world.sessions:
+        found[Actor.session(s.id)] = () if s.handle is None else (s.handle,)
+    return found
+
+
+def state_fault(world: World) -> tuple[str, str] | None:
+    """The first state property `world` breaks, as (name, message), or None."""
+    slots = world.pool.slots
+    found = _pool_fault(world.pool) or _holder_fault(world)
+    if found:
+        return found
+    for st in world.steps:
+        for i in sorted(st.slots):
+            if slots[i - 1].state in _NOT_UNDER_A_STEP:
+                return "in_flight_not_free", (
+                    f"slot {i} is {show_slot(slots[i - 1])} while a step in flight still uses it "
+                    f"(in flight: {len(world.steps)})"
+                )
+    if world.pool.locks is not None:
+        found = _cache_fault(world)
+        if found:
+            return found
+    if is_final(world) and not quiescent(slots):
+        return "quiescent", f"everything done and fenced, yet slots {show_slots(slots)}"
+    return None
+
+
+def _pool_fault(pool: Pool) -> tuple[str, str] | None:
+    """Conservation and exclusive ownership: properties of the pool alone (memoised)."""
+    try:
+        return _POOL_FAULTS[pool]
+    except KeyError:
+        pass
+    slots, free, found = pool.slots, pool.free, None
+    if not conserved(slots, free):
+        found = "conserved", f"slots {show_slots(slots)} with free list {free}"
+    else:
+        for i, s in enumerate(slots):
+            if not exclusive(s):
+                found = "exclusive", f"slot {i + 1} is {show_slot(s)}"
+                break
+    _POOL_FAULTS[pool] = found
+    return found
+
+
+def _holder_fault(world: World) -> tuple[str, str] | None:
+    """No orphans and matching handles: the pool against who is alive and what each holds
+    (memoised on exactly those)."""
+    slots = world.pool.slots
+    key = (
+        slots,
+        tuple(r.handle if r.phase != DONE else -2 - (r.handle or 0) for r in world.requests),
+        tuple(s.handle if s.status != CLOSED else -2 - (s.handle or 0) for s in world.sessions),
+    )
+    try:
+        return _HOLDER_FAULTS[key]
+    except KeyError:
+        pass
+    found = None
+    live_r = [r.id for r in world.requests if r.phase != DONE]
+    live_s = [s.id for s in world.sessions if s.status != CLOSED]
+    handles = _handles(world)
+    if not no_orphans(slots, live_r, live_s):
+        found = "no_orphans", f"slots {show_slots(slots)}; live requests {live_r}, live sessions {live_s}"
+    elif not handles_match(slots, handles):
+        found = "handles_match", f"slots {show_slots(slots)}; handles {show_handles(handles)}"
+    _HOLDER_FAULTS[key] = found
+    return found
+
+
+def _cache_fault(world: World) -> tuple[str, str] | None:
+    """The prefix cache against the steps in flight and the requests: every copy in flight
+    holds its lock on its source (so the source cannot be evicted under it); no slot a step in
+    flight writes is published; every lock the pool counts is held by a live match or a copy
+    in flight, and nothing else."""
+    slots, locks = world.pool.slots, world.pool.locks
+    for st in world.steps:
+        for rid, i in sorted(st.copies):
+            if (rid, i) not in locks:
+                return "evict_unlocked", (
+                    f"r{rid}'s copy from slot {i} is in flight, yet it holds no lock on it "
+                    f"({show_slot(slots[i - 1])}): the cache may evict it under the copy"
+                )
+        for i in sorted(st.slots):
+            if slots[i - 1].state is State.CACHED:
+                return "reads_published", (
+                    f"slot {i} is {show_slot(slots[i - 1])}, matchable while a step in flight still writes it"
+                )
+    held: dict = {}
+    for r in world.requests:
+        if r.src is not None:
+            held.setdefault(r.id, []).append(r.src)
+    for st in world.steps:
+        for rid, i in st.copies:
+            held.setdefault(rid, []).append(i)
+    if not locks_match(slots, held) or sorted(locks) != sorted((rid, i) for rid, ids in held.items() for i in ids):
+        return (
+            "locks_match",
+            f"slots {show_slots(slots)}; locks recorded {list(locks)}; held by matches and copies {held}",
+        )
+    return None
+
+
+_NOT_UNDER_A_STEP = (State.FREE, State.TAKEN)  # TAKEN: freed under the step and taken again
+_POOL_FAULTS: dict = {}
+_HOLDER_FAULTS: dict = {}
+
+
+def move_fault(move: Move) -> tuple[str, str] | None:
+    """The first per-transition property `move` breaks, as (name, message), or None."""
+    try:
+        return _MOVE_FAULTS[move]
+    except KeyError:
+        pass
+    b, e, a, x = move.before, move.event, move.actor, move.after
+    found = None
+    for name, holds in (
+        ("session_kept", lambda: session_kept(b, e, a, x)),
+        ("freed_once", lambda: freed_once(b, e, x)),
+        ("fence_respected", lambda: fence_respected(b, a, x)),
+        ("cache_read_only", lambda: cache_read_only(b, a, x)),
+        ("lock_counted", lambda: lock_counted(b, e, x)),
+        ("reads_published", lambda: reads_published(b, a, x)),
+    ):
+        if not holds():
+            found = name, f"{e.name} by {a} on slot {move.slot_id}: {show_slot(b)} -> {show_slot(x)}"
+            break
+    _MOVE_FAULTS[move] = found
+    return found
+
+
+_MOVE_FAULTS: dict = {}  # moves repeat across worlds: judge each distinct one once
+_FORGETTERS.extend((_POOL_FAULTS.clear, _HOLDER_FAULTS.clear, _MOVE_FAULTS.clear))

@@ -1,0 +1,1 @@
+"""The bounded exhaustive model checker, its symmetry reduction and its pinned counts."""

@@ -1,0 +1,1 @@
+"""The stateful Hypothesis machines that ship with the library."""

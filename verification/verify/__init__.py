@@ -1,0 +1,1 @@
+"""`slotwarden verify`: the main job's stages, run and report."""
