@@ -1,12 +1,13 @@
 """README's quick start runs as written: every ```python block of its "## Quick start" section
 is run in a fresh namespace, and so is the cheap shell line `slotwarden diagram --format
-mermaid`. The other shell lines are not run here: `slotwarden verify` (even `--quick`) takes
-longer than the whole suite may, and `slotwarden docs` rewrites checked-in files (the docs test
-checks what it would write)."""
+mermaid`. The other shell lines are not run here: `make verify` and `make test` take longer
+than the whole suite may. README stays short (at most 8 KB, a median sentence of at most 15
+words), and every file it links to exists."""
 
 from __future__ import annotations
 
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +73,29 @@ def test_a_broken_snippet_fails():
     block = next(b for b in blocks(broken, "python") if "LedgerGuard" in b)
     with pytest.raises(Exception):
         run_python(block)
+
+
+def sentences(text: str) -> list[str]:
+    """The prose's sentences: code blocks, headings and table rows dropped; each paragraph and
+    list item split on a sentence end (. ! ? then a space, after any closing bracket or quote)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    units, unit = [], []
+    for line in [*text.splitlines(), ""]:
+        line = line.strip()
+        item = re.match(r"^(?:[-*]|\d+\.)\s+", line)
+        if not line or line.startswith(("#", "|")) or item:
+            units.append(" ".join(unit))
+            unit = [line[item.end() :]] if item else []
+        else:
+            unit.append(line)
+    return [s for u in units for s in re.split(r"(?<=[.!?])[)\"'`]*\s+", u) if s.strip()]
+
+
+def test_the_readme_stays_short():
+    assert len(README.read_bytes()) <= 8 * 1024
+    assert statistics.median(len(s.split()) for s in sentences(TEXT)) <= 15
+
+
+def test_every_file_the_readme_links_exists():
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", TEXT)
+    assert links and all((README.parent / link).is_file() for link in links), links
