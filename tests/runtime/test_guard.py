@@ -8,8 +8,8 @@ import torch
 
 from slotwarden.model.errors import BadInput, BadSlotId, FenceError, IllegalMove
 from slotwarden.model.vocabulary import Actor, Event, Slot, State
-from slotwarden.runtime.free_list import FreeList as TensorFreeList
 from slotwarden.runtime.guard import LedgerGuard
+from engines import TensorFreeList, Untouched
 
 
 R1, R2, R3 = Actor.request(1), Actor.request(2), Actor.request(3)
@@ -31,19 +31,6 @@ def parked(guard: LedgerGuard, req: Actor = R1, session: int = 5) -> torch.Tenso
     ids = running(guard, 1, req)
     guard.fire(Event.PARK, ids, req, session)
     return ids
-
-
-class Untouched:
-    def __init__(self, engine: TensorFreeList, guard: LedgerGuard):
-        self.engine, self.guard = engine, guard
-        self.free = engine.free_slots.clone()
-        self.ledger = guard.ledger.snapshot()
-
-    def check(self) -> None:
-        assert torch.equal(self.engine.free_slots, self.free), "the engine's free list changed"
-        now = self.guard.ledger.snapshot()
-        for k, v in self.ledger.items():
-            assert (v == now[k]) if k == "counters" else torch.equal(v, now[k]), f"ledger {k} changed"
 
 
 # -- the bug, without the guard ----------------------------------------------------------------
