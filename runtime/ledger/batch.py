@@ -19,7 +19,7 @@ import numpy as np
 from slotwarden.runtime.ledger.compiled import ASK_WITH_STATES, MIXED, refusal
 from slotwarden.runtime.ledger.transition import (
     Batch,
-    _writes_of,
+    writes_of,
     expand,
     look_up,
     write,
@@ -191,7 +191,7 @@ class BatchPath:
         write(self.cols, table, batch, event, actor_id, target, self.launched, at)
         if type(after) is int and after in self._waits:  # uniform, into a state that waits for a fence
             # a key that sets the fence to the step in flight: every slot waits for that one
-            epoch = any(pos == _FENCE_POS and src == _EPOCH for pos, src, _ in _writes_of(table)[batch.key])
+            epoch = any(pos == _FENCE_POS and src == _EPOCH for pos, src, _ in writes_of(table)[batch.key])
             self._note_released(ids, self.launched if epoch else None, at=at)
         else:
             self._settle(ids, after, event, at)

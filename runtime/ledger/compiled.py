@@ -33,8 +33,8 @@ from slotwarden.runtime.ledger.transition import (
     OWN,
     Columns,
     EventTable,
-    _plain_of,
-    _sources_of,
+    plain_of,
+    sources_of,
 )
 
 try:
@@ -59,15 +59,15 @@ ASK_WITH_STATES = 1 << 17  # they were, and no arrays were handed in for their s
 
 def packed(tables: dict[Event, EventTable]) -> tuple[np.ndarray, np.ndarray]:
     """Every event's table as the kernel reads it: [event, (next state, owner, borrower, fence,
-    lock count sources), key] (the sources as every path writes them, `_sources_of`), and per
-    event and state the relation bits worth reading (`_plain_of`)."""
+    lock count sources), key] (the sources as every path writes them, `sources_of`), and per
+    event and state the relation bits worth reading (`plain_of`)."""
     rows = np.zeros((len(Event), 5, KEYS), dtype=np.uint8)
     probes = np.zeros((len(Event), len(State)), dtype=np.uint8)
     for event in Event:
         table = tables[event]
         rows[event, 0] = table.next_state
-        rows[event, 1:] = np.stack(_sources_of(table))
-        probes[event] = _plain_of(table)[1]
+        rows[event, 1:] = np.stack(sources_of(table))
+        probes[event] = plain_of(table)[1]
     return rows, probes
 
 
