@@ -95,7 +95,7 @@ class GuardedAllocator:
         self._free_event = _free_table(self.ledger.lifecycle)
         # the same tables as lists, for the per-slot path of small frees
         self._free_lists = self._free_event.tolist()
-        self._owner_kinds, self._lent = self.ledger._owner_kind.tolist(), self.ledger._lent.tolist()
+        self._owner_kinds, self._lent = self.ledger.owner_kinds.tolist(), self.ledger.lent.tolist()
         self._event = {int(e): e for e in Event}
 
     @property
@@ -128,7 +128,7 @@ class GuardedAllocator:
         if isinstance(free_index, torch.Tensor) and free_index.numel() == 0:
             return
         actor = self._actor("free")
-        ids = self.ledger._ids(free_index, "free", actor or Actor.request(ANONYMOUS))
+        ids = self.ledger.checked_ids(free_index, "free", actor or Actor.request(ANONYMOUS))
         for event, by, group in self._moves(ids, actor):  # all checked: only the engine can raise below
             self.ledger.apply(event, group, by, before_write=self._give_freed)
         # releases whose step has finished (all of them, with no step launched): this call's
@@ -230,8 +230,8 @@ class GuardedAllocator:
     def _move_slots(self, ids: list, actor: Actor) -> list | None:
         """Per slot, the event of its free by `actor`, a slot at a time (the free table read as
         lists); None if a slot has none (the vectorised path then says why)."""
-        led = self.ledger
-        state, owner, borrower = led._slots.state, led._slots.owner, led._slots.borrower
+        views = self.ledger.views
+        state, owner, borrower = views.state, views.owner, views.borrower
         kind, who = int(actor.kind), actor.id
         table, owner_kind, lent = self._free_lists[kind], self._owner_kinds, self._lent
         borrows = actor.kind is ActorKind.REQUEST
@@ -255,7 +255,7 @@ class GuardedAllocator:
         the first slot that has no legal free."""
         c = self.ledger.cols
         state = c.state[ids]
-        owner_kind = self.ledger._owner_kind[state]
+        owner_kind = self.ledger.owner_kinds[state]
         if actor is None:  # trusted: each slot's owner frees it
             has_owner = owner_kind != NO_KIND
             kinds = np.where(has_owner, owner_kind, int(ActorKind.REQUEST)).astype(np.int64)
@@ -266,7 +266,7 @@ class GuardedAllocator:
             relation = np.where((owner_kind == kinds) & (c.owner[ids] == who), int(Relation.OWNER), int(Relation.NONE))
             if actor.kind is ActorKind.REQUEST:
                 relation = np.where(
-                    self.ledger._lent[state] & (c.borrower[ids] == who), int(Relation.BORROWER), relation
+                    self.ledger.lent[state] & (c.borrower[ids] == who), int(Relation.BORROWER), relation
                 )
         events = self._free_event[kinds, state, relation]
         bad = events == _ILLEGAL

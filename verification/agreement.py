@@ -173,16 +173,7 @@ def _runtime_ledger(case: Case, check: str, free_list: bool, make, path: str = "
     for _ in range(EPOCH):
         ledger.launch()
     ledger.fence()
-    c = ledger.cols
-    c.state[1], c.owner[1], c.borrower[1], c.fence[1] = (
-        int(case.slot.state),
-        case.slot.owner,
-        case.slot.borrower,
-        case.slot.fence,
-    )
-    c.readers[1] = case.slot.readers
-    if free_list and case.slot.state is not State.FREE:
-        ledger._count = 0  # slot 1 left the free list when it left FREE
+    ledger.plant(1, case.slot)  # on the free list exactly when FREE
     return ledger
 
 

@@ -26,8 +26,9 @@ from slotwarden.runtime.ledger.transition import (
 )
 from slotwarden.model.table import ILLEGAL
 from slotwarden.model.vocabulary import NOBODY, Actor, Event
-from slotwarden.runtime.ledger.checks import _first_illegal as _first_illegal_position
+from slotwarden.runtime.ledger.checks import Checks, _first_illegal as _first_illegal_position
 from slotwarden.runtime.ledger.recorder import Actors
+from slotwarden.runtime.ledger.slots import SlotPath
 from slotwarden.runtime.ledger.codes import (
     _INT64,
     _UNIT,
@@ -45,8 +46,8 @@ from slotwarden.runtime.ledger.codes import (
 _NONE = np.zeros(0, dtype=np.int64)  # no slot due: one empty array for every fence (nothing can be written into it)
 
 
-class BatchPath:
-    """`SlotLedger`'s batch paths (a mixin over its columns, free ring and recorder)."""
+class BatchPath(SlotPath, Checks):
+    """`SlotLedger`'s batch paths (a mixin over `LedgerState`, the per-slot path and the checks)."""
 
     def _run(self, ids: np.ndarray) -> slice | None:
         """The slice `ids` names if they are exactly the run first, first + 1, ..., first + n - 1
@@ -284,27 +285,3 @@ class BatchPath:
             if np.count_nonzero(waiting):
                 self._note_released(ids[waiting])
 
-    def _peek(self, n: int) -> np.ndarray:
-        h = self._head
-        if h + n <= self.capacity:
-            return self._ring[h : h + n].astype(np.int64)
-        return np.concatenate((self._ring[h:], self._ring[: h + n - self.capacity])).astype(np.int64)
-
-    def _push(self, ids: np.ndarray, at: slice | None = None) -> None:
-        """Put `ids` at the tail of the free ring (`at`: their slice, if one run: copied as the
-        run it is, int32 to int32)."""
-        if at is not None:
-            ids = np.arange(at.start, at.stop, dtype=np.int32)
-        n, count, cap = ids.size, self._count, self.capacity
-        if count + n > cap:  # cannot happen while the lifecycle holds
-            raise RuntimeError(f"free list overflow: {count} + {n} > {cap}")
-        tail = self._head + count
-        if tail >= cap:
-            tail -= cap
-        if tail + n <= cap:
-            self._ring[tail : tail + n] = ids
-        else:  # the ring wraps
-            first = cap - tail
-            self._ring[tail:] = ids[:first]
-            self._ring[: n - first] = ids[first:]
-        self._count = count + n

@@ -20,7 +20,7 @@ class Wrapping(SlotLedger):
     """Broken variant: `launch` without the limit (the fence column then cannot hold the step)."""
 
     def launch(self, done=None):
-        self._here()
+        self.check_thread()
         self.launched += 1
         self._pending[self.launched] = done or (lambda: True)
         return self.launched
