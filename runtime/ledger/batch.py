@@ -284,4 +284,3 @@ class BatchPath(SlotPath, Checks):
             waiting = self._waits_mask[after]
             if np.count_nonzero(waiting):
                 self._note_released(ids[waiting])
-
