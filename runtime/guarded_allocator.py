@@ -1,27 +1,17 @@
 """`GuardedAllocator`: a drop-in for SGLang's `MambaSlotAllocator` that enforces the lifecycle.
 
-It has the allocator's own API: `alloc(need_size)` returns an index tensor or None,
-`free(free_index)` gives slots back, `available_size()` and `clear()`; every other attribute
-(`free_slots`, `size`, `alloc_group_begin`, ...) is the wrapped allocator's. An engine swaps it
-in with one assignment and says who acts with `with allocator.acting(Actor.request(rid)):` (or
-sets `ACTING`, the context variable behind it, in its adapter).
+It has the allocator's own API (`alloc(need_size)`, `free(free_index)`, `available_size()`,
+`clear()`; every other attribute is the wrapped allocator's). An engine swaps it in with one
+assignment and says who acts with `with allocator.acting(Actor.request(rid)):` (or `ACTING`).
 
-`free` means "back to the free list". Which lifecycle event that is follows from the slot's
-state and the acting actor's relation to it, as the declaration says (`model/free.py`): the
-owner of a candidate's slot rolls it back, the owner of a running one finishes it, a session
-closes its parked slot. A request that only borrows a session's slot has no such move, so the
-free of SGLang's PR 21404 (the prefill rollback freeing a session's lent slot) raises at the
-call, as do double frees, the pad slot and the `-1` sentinel; the engine's free list is then
-untouched. A free is one batch, all or nothing.
-
-Slots released by a running request reach the engine's free list at the fence of the step that
-may still use them. An engine that never calls `launch` has no step in flight, so a free puts
-them back at once, as SGLang's own allocator does.
-
-Calls made outside any `acting` context are refused (`unattributed="refuse"`, the default)
-or trusted (`unattributed="trust"`): an unattributed alloc is then owned by the request
-`ANONYMOUS`, and an unattributed free acts as each slot's owner, so state errors (a double
-free, a lent slot, the pad slot, a sentinel) still raise but nobody's identity is checked.
+`free` means "back to the free list": which lifecycle event that is follows from the slot's state
+and the acting actor's relation to it, as the declaration says (`model/free.py`). A borrower has
+no such move, so freeing a session's lent slot raises at the call, as do double frees, the pad
+slot and the `-1` sentinel, the engine's free list untouched; a free is all or nothing. Released
+slots reach the engine's free list at the fence of the step that may still use them (at once for
+an engine that never calls `launch`). Calls outside any `acting` context are refused
+(`unattributed="refuse"`) or trusted (`"trust"`: an alloc is owned by `ANONYMOUS`, a free acts
+as each slot's owner, so state errors still raise but nobody's identity is checked).
 """
 
 from __future__ import annotations

@@ -193,7 +193,7 @@ class StatePool:
     def unlock(self, ids, request):
         """`request` (an `Actor`, or one request id per slot: the locks of every copy a fence
         covered, in one call) gives back the locks it holds on `ids`; refused, nothing changed,
-        for a slot the request holds no lock on (whatever the count says: SGLang #27147). With
+        for a slot the request holds no lock on (whatever the count says). With
         one id per slot a slot may be named once per request giving back a lock on it."""
         return self._read(Event.UNLOCK, ids, request, each=not isinstance(request, Actor))
 

@@ -69,8 +69,9 @@ class Integrity(Queries):
         released_n = int((state == _RELEASED).sum())
         if free_n + held_n + released_n != self.capacity:
             problems.append(
-                f"free ({free_n}, {'free list' if self.has_free_list else 'state column'}) + held ({held_n}, owner column) "
-                f"+ released ({released_n}, state column) = {free_n + held_n + released_n}, not the capacity {self.capacity}"
+                f"free ({free_n}, {'free list' if self.has_free_list else 'state column'}) "
+                f"+ held ({held_n}, owner column) + released ({released_n}, state column) "
+                f"= {free_n + held_n + released_n}, not the capacity {self.capacity}"
             )
         kind = self._owner_kind[np.minimum(state, len(State) - 1)]
         astray = np.flatnonzero((kind != NO_KIND) != (owner != NOBODY)) + 1

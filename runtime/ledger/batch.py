@@ -1,7 +1,7 @@
 """The ledger's batch paths, for batches above the per-slot size: the compiled move's lane
-(`_move`: the C kernel of `kernels.compiled` checks and writes the batch, then the free ring,
+(`_move`: the C kernel of `compiled` checks and writes the batch, then the free ring,
 the releases filed under their fence's step and the flight recorder), and, where it is not
-built, the numpy kernel (`kernels.transition`: one gather per column it reads and one scatter
+built, the numpy kernel (`transition`: one gather per column it reads and one scatter
 per column it writes). A batch the compiled move refuses goes to the numpy checks, which raise
 (`_refuse`).
 
@@ -10,7 +10,7 @@ increasing order (what the free ring hands out, and what comes back together), i
 written through slices of the columns (views: no gather, no scatter), checked against the table
 like any other batch, and needs no duplicate check (a run names each slot once); the free ring
 takes it back as a run. The lane takes batches of at least `run_min` slots
-(`ledger_codes.RUN_MIN`); any larger `run_min` turns it off (the tests compare the two)."""
+(`codes.RUN_MIN`); any larger `run_min` turns it off (the tests compare the two)."""
 
 from __future__ import annotations
 
@@ -205,7 +205,7 @@ class BatchPath(SlotPath, Checks):
     ) -> None:
         """The compiled lane: check `ids` (C-contiguous int64) whole and write them, by `actor`
         (one actor, `actor_id` its id; or `Actors`, `actor_id` their ids), in the kernel
-        (`kernels.compiled`); then the free ring, the releases' fences and the recorder. With a
+        (`compiled`); then the free ring, the releases' fences and the recorder. With a
         `before_write` hook the kernel checks first and writes after the hook. A batch it
         refuses changes nothing and goes to `_refuse`, which raises the vectorised path's error.
         `dup=False`: the ids are known distinct (the free ring's), no duplicate check."""

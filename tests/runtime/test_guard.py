@@ -74,7 +74,10 @@ def test_double_finish_raises_and_the_free_list_is_untouched():
     frozen = Untouched(engine, guard)
     with pytest.raises(
         IllegalMove,
-        match=r"illegal finish by request 1 on slot 1 \(state RELEASED, owner nobody\): finish is not allowed from RELEASED",
+        match=(
+            r"illegal finish by request 1 on slot 1 \(state RELEASED, owner nobody\): finish is not allowed from "
+            r"RELEASED"
+        ),
     ):
         guard.fire(Event.FINISH, ids, R1)
     frozen.check()
@@ -128,7 +131,10 @@ def test_a_lent_slot_rolled_back_by_its_borrower_goes_back_to_its_session():
     frozen = Untouched(engine, guard)
     with pytest.raises(
         IllegalMove,
-        match=r"illegal rollback by request 3 on slot 1 \(state LENT, owner 5, lent to request 2\): only the request it is lent to",
+        match=(
+            r"illegal rollback by request 3 on slot 1 \(state LENT, owner 5, lent to request 2\): only the request "
+            r"it is lent to"
+        ),
     ):
         guard.fire(Event.ROLLBACK, ids, R3)
     with pytest.raises(IllegalMove, match="illegal rollback by request 1 on slot 1"):
@@ -149,7 +155,10 @@ def test_rollback_of_a_lent_running_slot_raises_and_finish_returns_it_to_the_ses
     frozen = Untouched(engine, guard)
     with pytest.raises(
         IllegalMove,
-        match=r"illegal rollback by request 2 on slot 1 \(state LENT_RUNNING, owner 5, lent to request 2\): rollback is not allowed",
+        match=(
+            r"illegal rollback by request 2 on slot 1 \(state LENT_RUNNING, owner 5, lent to request 2\): rollback "
+            r"is not allowed"
+        ),
     ):
         guard.fire(Event.ROLLBACK, ids, R2)
     with pytest.raises(IllegalMove, match=r"only a session may fire it"):
