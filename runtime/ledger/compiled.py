@@ -1,4 +1,4 @@
-"""The ledger's compiled move (`runtime/ledger/_move.c`), built from the tables `transition` compiles.
+"""The ledger's compiled move (`runtime/ledger/_move.c`), built from the tables of `tables`.
 
 `mover(cols, stamp, tables)` binds a C `Mover` to a ledger's columns and to every event's
 compiled table: its `move` checks a whole batch (real slots, each named once, every move legal
@@ -23,7 +23,7 @@ from slotwarden.model.declaration import Source
 from slotwarden.model.table import ILLEGAL
 from slotwarden.model.vocabulary import MAX_READERS, NOBODY, Event, State
 
-from slotwarden.runtime.ledger.transition import (
+from slotwarden.runtime.ledger.tables import (
     BITS,
     BOR,
     DUE,
@@ -31,11 +31,11 @@ from slotwarden.runtime.ledger.transition import (
     IDLE,
     KEYS,
     OWN,
-    Columns,
     EventTable,
     plain_of,
     sources_of,
 )
+from slotwarden.runtime.ledger.transition import Columns
 
 try:
     from slotwarden.runtime.ledger._move import Mover
