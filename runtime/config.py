@@ -34,7 +34,8 @@ class PoolConfig:
                 raise ValueError(f"PoolConfig.{name} must be a positive int, not {value!r}")
         if self.conv_kernel < 2:
             raise ValueError(
-                f"PoolConfig.conv_kernel must be at least 2 (the window keeps kernel - 1 columns), not {self.conv_kernel}"
+                "PoolConfig.conv_kernel must be at least 2 (the window keeps kernel - 1 columns), "
+                f"not {self.conv_kernel}"
             )
         if (
             not isinstance(self.conv_dims, tuple)

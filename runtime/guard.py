@@ -67,7 +67,7 @@ class LedgerGuard:
         back to the engine and raises if the engine gave out a slot that is not free. A bad
         count or an actor that may not allocate raises before the engine is asked (an engine
         slicing its free list would take `free[:-1]` for n = -1)."""
-        self.ledger._here()
+        self.ledger.check_thread()
         owner = inputs.actor(owner, Event.ALLOC)
         n = inputs.count(n, owner)
         if owner.kind is not self._alloc_kind:
@@ -108,7 +108,7 @@ class LedgerGuard:
         close): checked whole first, then applied. Slots that become FREE at once (a
         candidate's rollback or abort) go back to the engine now, released ones at their
         fence. Returns the ids given back to the engine now."""
-        self.ledger._here()
+        self.ledger.check_thread()
         actor = inputs.actor(actor)
         event = inputs.event(event, actor)
         if event is Event.ALLOC:  # naming ids here would take them while the engine still lists them free
@@ -146,7 +146,7 @@ class LedgerGuard:
     # -- integrity ---------------------------------------------------------------------------
     def available(self) -> int:
         """How many slots the ledger holds FREE: what the engine's free list should hold."""
-        self.ledger._here()
+        self.ledger.check_thread()
         return int(np.count_nonzero(self.ledger.cols.state[1:] == _FREE))
 
     def audit(self, live_requests=None, live_sessions=None) -> Audit:

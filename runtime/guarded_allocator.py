@@ -1,27 +1,17 @@
 """`GuardedAllocator`: a drop-in for SGLang's `MambaSlotAllocator` that enforces the lifecycle.
 
-It has the allocator's own API: `alloc(need_size)` returns an index tensor or None,
-`free(free_index)` gives slots back, `available_size()` and `clear()`; every other attribute
-(`free_slots`, `size`, `alloc_group_begin`, ...) is the wrapped allocator's. An engine swaps it
-in with one assignment and says who acts with `with allocator.acting(Actor.request(rid)):` (or
-sets `ACTING`, the context variable behind it, in its adapter).
+It has the allocator's own API (`alloc(need_size)`, `free(free_index)`, `available_size()`,
+`clear()`; every other attribute is the wrapped allocator's). An engine swaps it in with one
+assignment and says who acts with `with allocator.acting(Actor.request(rid)):` (or `ACTING`).
 
-`free` means "back to the free list". Which lifecycle event that is follows from the slot's
-state and the acting actor's relation to it, as the declaration says (`model/free.py`): the
-owner of a candidate's slot rolls it back, the owner of a running one finishes it, a session
-closes its parked slot. A request that only borrows a session's slot has no such move, so the
-free of SGLang's PR 21404 (the prefill rollback freeing a session's lent slot) raises at the
-call, as do double frees, the pad slot and the `-1` sentinel; the engine's free list is then
-untouched. A free is one batch, all or nothing.
-
-Slots released by a running request reach the engine's free list at the fence of the step that
-may still use them. An engine that never calls `launch` has no step in flight, so a free puts
-them back at once, as SGLang's own allocator does.
-
-Calls made outside any `acting` context are refused (`unattributed="refuse"`, the default)
-or trusted (`unattributed="trust"`): an unattributed alloc is then owned by the request
-`ANONYMOUS`, and an unattributed free acts as each slot's owner, so state errors (a double
-free, a lent slot, the pad slot, a sentinel) still raise but nobody's identity is checked.
+`free` means "back to the free list": which lifecycle event that is follows from the slot's state
+and the acting actor's relation to it, as the declaration says (`model/free.py`). A borrower has
+no such move, so freeing a session's lent slot raises at the call, as do double frees, the pad
+slot and the `-1` sentinel, the engine's free list untouched; a free is all or nothing. Released
+slots reach the engine's free list at the fence of the step that may still use them (at once for
+an engine that never calls `launch`). Calls outside any `acting` context are refused
+(`unattributed="refuse"`) or trusted (`"trust"`: an alloc is owned by `ANONYMOUS`, a free acts
+as each slot's owner, so state errors still raise but nobody's identity is checked).
 """
 
 from __future__ import annotations
@@ -95,7 +85,7 @@ class GuardedAllocator:
         self._free_event = _free_table(self.ledger.lifecycle)
         # the same tables as lists, for the per-slot path of small frees
         self._free_lists = self._free_event.tolist()
-        self._owner_kinds, self._lent = self.ledger._owner_kind.tolist(), self.ledger._lent.tolist()
+        self._owner_kinds, self._lent = self.ledger.owner_kinds.tolist(), self.ledger.lent.tolist()
         self._event = {int(e): e for e in Event}
 
     @property
@@ -128,7 +118,7 @@ class GuardedAllocator:
         if isinstance(free_index, torch.Tensor) and free_index.numel() == 0:
             return
         actor = self._actor("free")
-        ids = self.ledger._ids(free_index, "free", actor or Actor.request(ANONYMOUS))
+        ids = self.ledger.checked_ids(free_index, "free", actor or Actor.request(ANONYMOUS))
         for event, by, group in self._moves(ids, actor):  # all checked: only the engine can raise below
             self.ledger.apply(event, group, by, before_write=self._give_freed)
         # releases whose step has finished (all of them, with no step launched): this call's
@@ -230,8 +220,8 @@ class GuardedAllocator:
     def _move_slots(self, ids: list, actor: Actor) -> list | None:
         """Per slot, the event of its free by `actor`, a slot at a time (the free table read as
         lists); None if a slot has none (the vectorised path then says why)."""
-        led = self.ledger
-        state, owner, borrower = led._slots.state, led._slots.owner, led._slots.borrower
+        views = self.ledger.views
+        state, owner, borrower = views.state, views.owner, views.borrower
         kind, who = int(actor.kind), actor.id
         table, owner_kind, lent = self._free_lists[kind], self._owner_kinds, self._lent
         borrows = actor.kind is ActorKind.REQUEST
@@ -255,7 +245,7 @@ class GuardedAllocator:
         the first slot that has no legal free."""
         c = self.ledger.cols
         state = c.state[ids]
-        owner_kind = self.ledger._owner_kind[state]
+        owner_kind = self.ledger.owner_kinds[state]
         if actor is None:  # trusted: each slot's owner frees it
             has_owner = owner_kind != NO_KIND
             kinds = np.where(has_owner, owner_kind, int(ActorKind.REQUEST)).astype(np.int64)
@@ -266,7 +256,7 @@ class GuardedAllocator:
             relation = np.where((owner_kind == kinds) & (c.owner[ids] == who), int(Relation.OWNER), int(Relation.NONE))
             if actor.kind is ActorKind.REQUEST:
                 relation = np.where(
-                    self.ledger._lent[state] & (c.borrower[ids] == who), int(Relation.BORROWER), relation
+                    self.ledger.lent[state] & (c.borrower[ids] == who), int(Relation.BORROWER), relation
                 )
         events = self._free_event[kinds, state, relation]
         bad = events == _ILLEGAL

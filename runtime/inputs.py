@@ -173,7 +173,7 @@ def slot(value, capacity: int, what: str, actor=None) -> int:
 def ids(value, event, actor) -> np.ndarray:
     """A batch of slot ids as a 1-D integer numpy array (a view of `value` where it can be;
     empty batches come back empty). Only the type is checked here; range and duplicates are
-    the ledger's (`SlotLedger._ids`)."""
+    the ledger's (`SlotLedger.checked_ids`)."""
     if type(value) is np.ndarray and value.dtype is _INT64 and value.ndim == 1 and value.strides == _UNIT:
         return value  # the common case: nothing to convert
     batch = value  # named in every refusal

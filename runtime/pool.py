@@ -1,26 +1,18 @@
 """`StatePool`: a hybrid model's recurrent-state slots, with their lifecycle enforced.
 
-The state tensors live on the configured device; the ownership ledger lives on the host (see
-`SlotLedger`), so checking an operation never waits for the device. Slot ids go in and come
-out as host int64 tensors (or anything array-like); `on_device(ids)` gives the copy kernels
-index with. Every operation is a batch of one lifecycle event, checked whole before anything
-changes; an illegal batch raises `IllegalMove`/`BadSlotId` and leaves ledger and state as
-they were. Every argument passes `runtime.inputs` first (bad input: `BadInput` and its kinds).
+The state tensors live on the configured device; the ownership ledger (`SlotLedger`) on the
+host, so checking an operation never waits for the device. Slot ids go in and come out as host
+int64 tensors (or anything array-like); `on_device(ids)` gives the copy kernels index with.
+Every operation is a batch of one lifecycle event, checked whole before anything changes (bad
+input: `BadInput` and its kinds; an illegal batch: `IllegalMove`/`BadSlotId`). All or nothing,
+faults from below included: alloc zeroes (fork copies) its slots after every check and before
+the ledger writes. Single-threaded, like its ledger (`WrongThread`).
 
-All or nothing, faults from below included: alloc zeroes (fork copies) the slots it hands
-out after every check and before the ledger writes, so a zeroing that raises leaves the slots
-free and the ledger as it was (the zeroing may have reached part of the free slots' state, which
-nobody holds and the next alloc zeroes again). Single-threaded, like its ledger (`WrongThread`).
-
-The prefix cache's moves are pool events too: `insert` (a running request donates its slot to a
-tree node), `lock`/`unlock` (a request reads a published slot), `evict` (a node gives its slot
-back) and `copy` from a cached slot the request has locked (copy-on-write). The ledger counts a
-slot's locks; the pool also keeps who holds each (`locks`), so an unlock by a request that holds
-no lock on the slot is refused (SGLang #27147) even when others hold some, and a copy from a
-cached slot is refused unless the copying request holds a lock on it. Copy and fork read only
-a slot the actor holds or a cached slot it has locked, never another request's or session's
-state. A LOCK or UNLOCK fired through the generic `fire`/`fire_each` takes the same checked
-path: nothing moves a lock count past the record.
+The prefix cache's moves are pool events too: `insert`, `lock`/`unlock` (checked against the
+ledger's record of who holds each lock, so an unlock by a request holding none is refused even
+when others hold some), `evict`, and `copy` from a cached slot the request has locked. Copy and
+fork read only a slot the actor holds or a cached slot it has locked. A LOCK or UNLOCK fired
+through the generic `fire`/`fire_each` takes the same checked path.
 """
 
 from __future__ import annotations
@@ -29,7 +21,7 @@ import numpy as np
 import torch
 
 from slotwarden.kernels.slots import copy_slots, to_device, zero_slots
-from slotwarden.model.errors import BadInput, BadSlotId, IllegalCopy, IllegalMove
+from slotwarden.model.errors import BadInput, BadSlotId, IllegalCopy
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
 
 from slotwarden.runtime import inputs
@@ -51,7 +43,6 @@ class StatePool:
         self.conv = [torch.zeros(s, dtype=config.conv_dtype, device=self.device) for s in config.conv_shapes()]
         self.ssm = torch.zeros(config.ssm_shape(), dtype=config.ssm_dtype, device=self.device)
         self.ledger = SlotLedger(config.num_slots, check=check, recorder_depth=recorder_depth)
-        self.locks: dict[int, set[int]] = {}  # cached slot -> the requests holding a lock on it
         self._reading = False  # lock/unlock is firing its checked moves (fire: to the ledger)
         attach_trace(self.ledger, trace)  # a slot-event trace (runtime/trace.py); None: off, nothing added
         self._probe()
@@ -85,7 +76,7 @@ class StatePool:
         """Whether some slot waits for a fence: released (free at the fence of a step that may
         still use it) or cached and not yet published. Read from the ledger's per-step lists
         of what waits, not a scan of the pool."""
-        return bool(self.ledger._waiting)
+        return self.ledger.awaits_fence()
 
     def held_by(self, actor: Actor) -> torch.Tensor:
         return torch.from_numpy(self.ledger.held_by(actor))
@@ -100,24 +91,21 @@ class StatePool:
         extra = self.lock_problems()
         return audit._replace(problems=audit.problems + tuple(extra)) if extra else audit
 
+    @property
+    def locks(self) -> dict[int, set[int]]:
+        """Cached slot -> the requests holding a lock on it (the ledger's record, `SlotLedger.locks`)."""
+        return self.ledger.locks
+
     def lock_problems(self) -> list:
-        """Where the ledger's lock counts and the pool's record of lock holders disagree."""
-        readers = self.ledger.cols.readers
-        recorded = np.zeros(readers.shape, dtype=np.int64)
-        for slot, holders in self.locks.items():
-            recorded[slot] = len(holders)
-        bad = np.flatnonzero(recorded != readers)
-        return [
-            f"slot {int(s)}: {int(readers[s])} locks counted, held by requests {sorted(self.locks.get(int(s), ()))}"
-            for s in bad[:8]
-        ]
+        """Where the ledger's lock counts and its record of lock holders disagree."""
+        return self.ledger.lock_problems()
 
     def lock_holders(self, slot: int) -> frozenset:
         """The requests holding a lock on `slot`."""
-        return frozenset(self.locks.get(inputs.slot(slot, self.capacity, "lock_holders"), ()))
+        return self.ledger.lock_holders(slot)
 
     def history(self, slot: int, limit: int = 8):
-        self.ledger._here()
+        self.ledger.check_thread()
         slot = inputs.slot(slot, self.capacity, "history")
         if not inputs.is_int(limit) or limit < 0:
             raise BadInput("a limit is an int >= 0", argument="limit", value=limit)
@@ -205,7 +193,7 @@ class StatePool:
     def unlock(self, ids, request):
         """`request` (an `Actor`, or one request id per slot: the locks of every copy a fence
         covered, in one call) gives back the locks it holds on `ids`; refused, nothing changed,
-        for a slot the request holds no lock on (whatever the count says: SGLang #27147). With
+        for a slot the request holds no lock on (whatever the count says). With
         one id per slot a slot may be named once per request giving back a lock on it."""
         return self._read(Event.UNLOCK, ids, request, each=not isinstance(request, Actor))
 
@@ -219,94 +207,28 @@ class StatePool:
 
     def _read(self, event: Event, ids, request, each: bool, direct: bool = False) -> torch.Tensor:
         """LOCK or UNLOCK of `ids` by one request (`each` False: an `Actor`) or each slot by
-        its own (`each`: one request id per slot), checked whole against the lock record and
-        the ledger before anything changes, the record kept with the ledger's count. The
-        checked moves go through `fire`/`fire_each` (so whoever watches those sees them), or
-        straight to the ledger when `direct` (routed from `fire`/`fire_each` themselves)."""
-        self.ledger._here()
-        event = inputs.event(event)
-        if each:
-            arr = inputs.ids(ids, event, None)
-            who = inputs.actor_ids(request, arr.size, event)
-            if event is Event.LOCK or arr.size == 0:
-                arr = self.ledger._ids(arr, event, None)  # a slot named twice: one lock too many
-            else:  # several requests may each give back their lock on one slot
-                self.ledger._ids(np.unique(arr), event, None)
-            actors = [Actor.request(r) for r in who.tolist()]
-        else:
-            actor = inputs.actor(request, event)
-            arr = self.ledger._ids(ids, event, actor)
-            if actor.kind is not ActorKind.REQUEST:  # the model says why, in its words
-                return torch.from_numpy(self.ledger.apply(event, arr, actor))
-            actors = [actor] * arr.size
-        self._check_locks(arr, actors, event)
+        its own (`each`: one request id per slot), checked whole against the ledger's lock
+        record (`SlotLedger.lock_batch`, `check_locks`) before anything changes, then fired and
+        recorded (`fire_locks`). The moves go through `fire`/`fire_each` (so whoever watches
+        those sees them), or straight to the ledger when `direct` (routed from them)."""
+        batch = self.ledger.lock_batch(event, ids, request, each)
+        if not batch.actors:  # not a request: the model says why, in its words
+            return torch.from_numpy(self.ledger.apply(batch.event, batch.ids, batch.actor))
+        self._check_locks(batch.ids, batch.actors, batch.event)
         if direct:
             one, many = self.ledger.apply, self.ledger.apply_each
         else:
             one, many = self.fire, self.fire_each
         self._reading = True
         try:
-            if not each:
-                one(event, arr, actors[0])
-            else:
-                self._apply_rounds(event, arr, who, many)
+            self.ledger.fire_locks(batch, one, many)
         finally:
             self._reading = False
-        for s, a in zip(arr.tolist(), actors):
-            if event is Event.LOCK:
-                self.locks.setdefault(s, set()).add(a.id)
-            else:
-                holders = self.locks[s]
-                holders.discard(a.id)
-                if not holders:
-                    del self.locks[s]
-        return torch.from_numpy(arr)
-
-    def _apply_rounds(self, event: Event, ids: np.ndarray, who: np.ndarray, fire_each) -> None:
-        """`apply_each` of UNLOCK over a batch that may name a slot more than once (each time
-        by another request): the k-th naming of each slot goes in round k, one ledger call a
-        round (one round when no slot repeats). A later round cannot be refused while the lock
-        record matches the ledger's counts (the record was checked); if one raises all the
-        same, the rounds before it are undone (a LOCK each) and the error goes on."""
-        if np.unique(ids).size == ids.size:
-            fire_each(event, ids, who)
-            return
-        order = np.argsort(ids, kind="stable")
-        ranked = ids[order]
-        starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
-        rank = np.empty_like(order)
-        rank[order] = np.arange(ids.size) - np.repeat(starts, np.diff(np.r_[starts, ids.size]))
-        done = []
-        try:
-            for k in range(int(rank.max()) + 1):
-                pick = rank == k
-                fire_each(event, ids[pick], who[pick])
-                done.append(pick)
-        except BaseException:
-            for pick in reversed(done):
-                fire_each(Event.LOCK, ids[pick], who[pick])
-            raise
+        return torch.from_numpy(batch.ids)
 
     def _check_locks(self, ids: np.ndarray, actors: list, event: Event) -> None:
-        """Refuse (`IllegalMove`, naming the slot and the request) a lock by a request that
-        already holds one on the slot, or an unlock by one that holds none, or either named
-        twice for one slot in the batch."""
-        want = event is Event.UNLOCK  # an unlock needs a lock of its own; a lock must not have one
-        seen = set()
-        for s, request in zip(ids.tolist(), actors):
-            twice = (s, request.id) in seen
-            seen.add((s, request.id))
-            if twice or (request.id in self.locks.get(s, ())) is not want:
-                rec = self.ledger.record(s)
-                why = "is named twice in this batch" if twice else "holds no lock" if want else "already holds a lock"
-                held = sorted(self.locks.get(s, ()))
-                raise IllegalMove(
-                    f"{request} {why} on slot {s} ({rec.readers} locks held, by requests {held})",
-                    slot=rec,
-                    event=event,
-                    actor=request,
-                    slot_id=s,
-                )
+        """Refuse a lock or unlock the lock record does not allow (`SlotLedger.check_locks`)."""
+        self.ledger.check_locks(ids, actors, event)
 
     def launch(self, done=None) -> int:
         return self.ledger.launch(done)
@@ -320,10 +242,10 @@ class StatePool:
         slot `actor` holds (owns, or borrows), or a published cached slot on which `actor` holds
         a lock (copy-on-write from the prefix cache); another request's or session's slot is
         refused (`IllegalCopy`: their state is not the actor's to read) and nothing is copied."""
-        self.ledger._here()
+        self.ledger.check_thread()
         actor = inputs.actor(actor, "copy")
-        src_ids = self.ledger._ids(src, "copy", actor)
-        dst_ids = self.ledger._ids(dst, "copy", actor)
+        src_ids = self.ledger.checked_ids(src, "copy", actor)
+        dst_ids = self.ledger.checked_ids(dst, "copy", actor)
         if src_ids.size != dst_ids.size:
             raise BadSlotId(
                 f"copy of {src_ids.size} slots into {dst_ids.size}", slot_id=None, event="copy", actor=actor
@@ -337,9 +259,9 @@ class StatePool:
 
     def zero(self, ids, actor: Actor) -> None:
         """Zero the state of slots `actor` holds (owns, or borrows)."""
-        self.ledger._here()
+        self.ledger.check_thread()
         actor = inputs.actor(actor, "zero")
-        ids = self.ledger._ids(ids, "zero", actor)
+        ids = self.ledger.checked_ids(ids, "zero", actor)
         self._require_mine(ids, actor, "zero of")
         zero_slots(self.tensors, self.on_device(ids))
 
@@ -349,7 +271,7 @@ class StatePool:
         `copy` (a slot it holds, or a cached slot it has locked); a refusal allocates nothing.
         The copy happens after every check and before the ledger writes: if it raises, nothing
         is allocated."""
-        self.ledger._here()
+        self.ledger.check_thread()
         owner = inputs.actor(owner, "fork")
         src_ids = np.array([inputs.slot(src, self.capacity, "fork", owner)], dtype=np.int64)
         self._require_readable(src_ids, owner, "forked")
@@ -378,7 +300,7 @@ class StatePool:
         if not readable.all() and actor.kind is ActorKind.REQUEST:
             cached = ~readable & (self.ledger.cols.state[ids] == int(State.CACHED))
             for i in np.flatnonzero(cached).tolist():  # the lock record is per slot (a set of requests)
-                readable[i] = actor.id in self.locks.get(int(ids[i]), ())
+                readable[i] = actor.id in self.ledger.locks.get(int(ids[i]), ())
         if not readable.all():
             slot = int(ids[np.argmin(readable)])
             rec = self.ledger.record(slot)

@@ -161,7 +161,7 @@ _PATHS_DISAGREE = object()  # a model verdict no move has: the runtime's own pat
 
 PATHS = {"slot": "per-slot", "compiled": "compiled", "vector": "numpy"}
 """The ledger's three code paths (`paths.PATHS`), by the names the verdicts use: the per-slot
-path, the compiled move (`kernels.compiled`, where it is built), and the numpy kernel
+path, the compiled move (`runtime.ledger.compiled`, where it is built), and the numpy kernel
 (`look_up`/`write`)."""
 
 
@@ -173,23 +173,14 @@ def _runtime_ledger(case: Case, check: str, free_list: bool, make, path: str = "
     for _ in range(EPOCH):
         ledger.launch()
     ledger.fence()
-    c = ledger.cols
-    c.state[1], c.owner[1], c.borrower[1], c.fence[1] = (
-        int(case.slot.state),
-        case.slot.owner,
-        case.slot.borrower,
-        case.slot.fence,
-    )
-    c.readers[1] = case.slot.readers
-    if free_list and case.slot.state is not State.FREE:
-        ledger._count = 0  # slot 1 left the free list when it left FREE
+    ledger.plant(1, case.slot)  # on the free list exactly when FREE
     return ledger
 
 
 def by_runtime(case: Case, check: str, free_list: bool, make=None, path: str = "slot") -> RuntimeVerdict:
     """Run `case` through a real `SlotLedger` (`make`, default `SlotLedger`): the pool's
     `alloc` for an ALLOC with a free list, `apply` (the compiled per-event tables and
-    `kernels.transition.look_up`/`write`) for everything else. Compare next state, owner,
+    `runtime.ledger.transition.look_up`/`write`) for everything else. Compare next state, owner,
     borrower, fence, lock count and the verdict with `step()`; a refusal must change nothing, and the
     free list must stay the set of FREE slots."""
     make = make or SlotLedger
@@ -220,7 +211,8 @@ def by_runtime(case: Case, check: str, free_list: bool, make=None, path: str = "
         model = None
     elif (model is None) != (runtime is None):
         problems.append(
-            f"model {'refuses' if model is None else 'allows'}, runtime {'refuses (' + refused + ')' if refused else 'allows'}"
+            f"model {'refuses' if model is None else 'allows'}, "
+            f"runtime {'refuses (' + refused + ')' if refused else 'allows'}"
         )
     elif model is not None and model != runtime:
         problems.append(f"model gives {model}, runtime {runtime}")

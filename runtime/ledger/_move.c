@@ -139,7 +139,8 @@ static int mover_init(Mover *m, PyObject *args, PyObject *Py_UNUSED(kw)) {
     }
     if (m->bits != K_BITS || m->own != K_OWN || m->bor != K_BOR || m->due != K_DUE || m->idle != K_IDLE ||
         m->full != K_FULL || m->max_readers != K_MAX_READERS || m->nobody != K_NOBODY || m->illegal != K_ILLEGAL) {
-        PyErr_SetString(PyExc_ValueError, "layout: not the key layout this kernel was built for (runtime/ledger/_move.c)");
+        PyErr_SetString(PyExc_ValueError,
+                        "layout: not the key layout this kernel was built for (runtime/ledger/_move.c)");
         return -1;
     }
     m->state = m->cols[0].buf;
@@ -174,7 +175,8 @@ static int mover_init(Mover *m, PyObject *args, PyObject *Py_UNUSED(kw)) {
                 for (int c = 0; c < SOURCES; c++)
                     if (m->src[c] == code) mine = c;
                 if (mine < 0) {
-                    PyErr_Format(PyExc_ValueError, "source code %d of event %zd, key %zd: not one of the sources", code, e, k);
+                    PyErr_Format(PyExc_ValueError, "source code %d of event %zd, key %zd: not one of the sources",
+                                 code, e, k);
                     return -1;
                 }
                 m->from[(e * m->keys + k) * FIELDS + f] = (uint8_t)mine;
@@ -483,7 +485,8 @@ states_done:
                 }
                 if (keys)
                     for (i = 0; i < n; i++) keys[i] = key;
-                if (write) run_write(m, &runs, from + key * FIELDS, (uint8_t)a, (uint8_t)event, one_actor, target, epoch);
+                if (write)
+                    run_write(m, &runs, from + key * FIELDS, (uint8_t)a, (uint8_t)event, one_actor, target, epoch);
                 result = PyLong_FromLong(a | b0 << 8);
                 goto done_copies;
             }
@@ -636,7 +639,8 @@ static PyTypeObject MoverType = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_move", "The ledger's compiled move (see runtime/ledger/compiled.py).", -1, NULL, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "_move", "The ledger's compiled move (see runtime/ledger/compiled.py).", -1,
+    NULL, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__move(void) {

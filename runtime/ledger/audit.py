@@ -13,6 +13,7 @@ from slotwarden.model.vocabulary import NOBODY, ActorKind, Event, State
 
 from slotwarden.runtime import inputs
 from slotwarden.runtime.ledger.codes import _FREE, _RELEASED, _SCRATCH
+from slotwarden.runtime.ledger.queries import Queries
 
 
 class Leak(NamedTuple):
@@ -39,8 +40,8 @@ class Audit(NamedTuple):
         return self.free_list_ok and not self.problems and not self.leaks
 
 
-class Integrity:
-    """`SlotLedger`'s audit and snapshot (a mixin over its columns and counters)."""
+class Integrity(Queries):
+    """`SlotLedger`'s audit and snapshot (a mixin over `LedgerState` and its queries)."""
 
     def audit(self, live_requests=None, live_sessions=None, live_nodes=None) -> Audit:
         """Conservation and leaks. With live sets given, a held slot whose owner or borrower
@@ -52,7 +53,7 @@ class Integrity:
         the owner column (slots naming an owner), RELEASED from the state column. Their sum
         is the capacity only if no slot is on the free list and held, no held slot lost its
         owner (an owner of NOBODY), no owner was left on a free or released slot."""
-        self._here()
+        self.check_thread()
         reqs = inputs.live(live_requests, "live_requests")
         sess = inputs.live(live_sessions, "live_sessions")
         nodes = inputs.live(live_nodes, "live_nodes")
@@ -68,8 +69,9 @@ class Integrity:
         released_n = int((state == _RELEASED).sum())
         if free_n + held_n + released_n != self.capacity:
             problems.append(
-                f"free ({free_n}, {'free list' if self.has_free_list else 'state column'}) + held ({held_n}, owner column) "
-                f"+ released ({released_n}, state column) = {free_n + held_n + released_n}, not the capacity {self.capacity}"
+                f"free ({free_n}, {'free list' if self.has_free_list else 'state column'}) "
+                f"+ held ({held_n}, owner column) + released ({released_n}, state column) "
+                f"= {free_n + held_n + released_n}, not the capacity {self.capacity}"
             )
         kind = self._owner_kind[np.minimum(state, len(State) - 1)]
         astray = np.flatnonzero((kind != NO_KIND) != (owner != NOBODY)) + 1
@@ -121,7 +123,7 @@ class Integrity:
         """Copies of every column and counter, to compare before and after a call. The
         duplicate stamp is scratch (every check overwrites it before reading) and holds no
         state, so it is left out: a refused call may have stamped it."""
-        self._here()
+        self.check_thread()
         snap = {k: t.clone() for k, t in self.tensors.items() if k not in _SCRATCH}
         snap["counters"] = (self._head, self._count, self.launched, self.completed)
         return snap

@@ -1,7 +1,7 @@
 """The ledger's batch paths, for batches above the per-slot size: the compiled move's lane
-(`_move`: the C kernel of `kernels.compiled` checks and writes the batch, then the free ring,
+(`_move`: the C kernel of `compiled` checks and writes the batch, then the free ring,
 the releases filed under their fence's step and the flight recorder), and, where it is not
-built, the numpy kernel (`kernels.transition`: one gather per column it reads and one scatter
+built, the numpy kernel (`transition`: one gather per column it reads and one scatter
 per column it writes). A batch the compiled move refuses goes to the numpy checks, which raise
 (`_refuse`).
 
@@ -10,7 +10,7 @@ increasing order (what the free ring hands out, and what comes back together), i
 written through slices of the columns (views: no gather, no scatter), checked against the table
 like any other batch, and needs no duplicate check (a run names each slot once); the free ring
 takes it back as a run. The lane takes batches of at least `run_min` slots
-(`ledger_codes.RUN_MIN`); any larger `run_min` turns it off (the tests compare the two)."""
+(`codes.RUN_MIN`); any larger `run_min` turns it off (the tests compare the two)."""
 
 from __future__ import annotations
 
@@ -19,15 +19,16 @@ import numpy as np
 from slotwarden.runtime.ledger.compiled import ASK_WITH_STATES, MIXED, refusal
 from slotwarden.runtime.ledger.transition import (
     Batch,
-    _writes_of,
+    writes_of,
     expand,
     look_up,
     write,
 )
 from slotwarden.model.table import ILLEGAL
 from slotwarden.model.vocabulary import NOBODY, Actor, Event
-from slotwarden.runtime.ledger.checks import _first_illegal as _first_illegal_position
+from slotwarden.runtime.ledger.checks import Checks, _first_illegal as _first_illegal_position
 from slotwarden.runtime.ledger.recorder import Actors
+from slotwarden.runtime.ledger.slots import SlotPath
 from slotwarden.runtime.ledger.codes import (
     _INT64,
     _UNIT,
@@ -45,8 +46,8 @@ from slotwarden.runtime.ledger.codes import (
 _NONE = np.zeros(0, dtype=np.int64)  # no slot due: one empty array for every fence (nothing can be written into it)
 
 
-class BatchPath:
-    """`SlotLedger`'s batch paths (a mixin over its columns, free ring and recorder)."""
+class BatchPath(SlotPath, Checks):
+    """`SlotLedger`'s batch paths (a mixin over `LedgerState`, the per-slot path and the checks)."""
 
     def _run(self, ids: np.ndarray) -> slice | None:
         """The slice `ids` names if they are exactly the run first, first + 1, ..., first + n - 1
@@ -191,7 +192,7 @@ class BatchPath:
         write(self.cols, table, batch, event, actor_id, target, self.launched, at)
         if type(after) is int and after in self._waits:  # uniform, into a state that waits for a fence
             # a key that sets the fence to the step in flight: every slot waits for that one
-            epoch = any(pos == _FENCE_POS and src == _EPOCH for pos, src, _ in _writes_of(table)[batch.key])
+            epoch = any(pos == _FENCE_POS and src == _EPOCH for pos, src, _ in writes_of(table)[batch.key])
             self._note_released(ids, self.launched if epoch else None, at=at)
         else:
             self._settle(ids, after, event, at)
@@ -204,7 +205,7 @@ class BatchPath:
     ) -> None:
         """The compiled lane: check `ids` (C-contiguous int64) whole and write them, by `actor`
         (one actor, `actor_id` its id; or `Actors`, `actor_id` their ids), in the kernel
-        (`kernels.compiled`); then the free ring, the releases' fences and the recorder. With a
+        (`compiled`); then the free ring, the releases' fences and the recorder. With a
         `before_write` hook the kernel checks first and writes after the hook. A batch it
         refuses changes nothing and goes to `_refuse`, which raises the vectorised path's error.
         `dup=False`: the ids are known distinct (the free ring's), no duplicate check."""
@@ -283,28 +284,3 @@ class BatchPath:
             waiting = self._waits_mask[after]
             if np.count_nonzero(waiting):
                 self._note_released(ids[waiting])
-
-    def _peek(self, n: int) -> np.ndarray:
-        h = self._head
-        if h + n <= self.capacity:
-            return self._ring[h : h + n].astype(np.int64)
-        return np.concatenate((self._ring[h:], self._ring[: h + n - self.capacity])).astype(np.int64)
-
-    def _push(self, ids: np.ndarray, at: slice | None = None) -> None:
-        """Put `ids` at the tail of the free ring (`at`: their slice, if one run: copied as the
-        run it is, int32 to int32)."""
-        if at is not None:
-            ids = np.arange(at.start, at.stop, dtype=np.int32)
-        n, count, cap = ids.size, self._count, self.capacity
-        if count + n > cap:  # cannot happen while the lifecycle holds
-            raise RuntimeError(f"free list overflow: {count} + {n} > {cap}")
-        tail = self._head + count
-        if tail >= cap:
-            tail -= cap
-        if tail + n <= cap:
-            self._ring[tail : tail + n] = ids
-        else:  # the ring wraps
-            first = cap - tail
-            self._ring[tail:] = ids[:first]
-            self._ring[: n - first] = ids[first:]
-        self._count = count + n

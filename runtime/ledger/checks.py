@@ -16,12 +16,20 @@ from slotwarden.model.vocabulary import Actor, Event
 from slotwarden.runtime import inputs
 from slotwarden.runtime.ledger.recorder import Actors
 from slotwarden.runtime.ledger.codes import _ID_MAX, _ILLEGAL_BYTE, _INT64, _TOP, _UNIT
+from slotwarden.runtime.ledger.state import LedgerState
 
 _INTS = frozenset((int,))  # the element type of a list of plain ints (a bool is of another type)
 
 
-class Checks:
-    """`SlotLedger`'s checks (a mixin over its columns and recorder)."""
+class Checks(LedgerState):
+    """`SlotLedger`'s checks (a mixin over `LedgerState`)."""
+
+    def checked_ids(self, ids, event: Event | str, actor: Actor | None) -> np.ndarray:
+        """`ids` as a 1-D int64 array, checked as every batch of the ledger is (strict mode):
+        not empty, real slots 1..capacity, each named once. A refusal (`BadSlotId`, or
+        `BadInput` for what is no batch of ids) names `event` (an `Event`, or the name of the
+        caller's operation) and `actor`; nothing changes. The array may be `ids` itself."""
+        return self._ids(ids, event, actor)
 
     def _check_actor(self, ids, event: Event, actor: Actor, target: int) -> None:
         kind, needs_target = self._actor_ok[event]

@@ -29,16 +29,11 @@ STEP_MAX = int(np.iinfo(np.int32).max)
 """The last step a ledger can launch: a slot's fence (int32) names the step it waits for."""
 RUN_MIN = 128
 """Vectorised batches of at least this many slots that are one run of consecutive slots take the
-run lane (the columns read and written as slices, see `ledger_batch`). Chosen by measurement
-(alloc+rollback and the full round trip of n slots, in CPU seconds, the lane on and off): the
-lane about ties at 64 slots (a slice costs a numpy call like a short gather does, and finding the
-run costs one more) and wins from 128 on, more the larger the batch.
-"""
+run lane (the columns read and written as slices, see `batch`); below it a slice gains nothing
+over a short gather (the tests move `SlotLedger.run_min` to compare the two)."""
 SMALL = 2
 """Batches of up to this many slots take the per-slot path (Python over the same columns, the
-table read as lists); larger ones the vectorised numpy path. Both give the same result, and
-any batch the per-slot path would refuse is handed whole to the vectorised one, which raises.
-Chosen by measurement (a full request round trip, alloc, ADMIT, FINISH, launch and fence, of n
-slots, in CPU seconds, with each path forced): a slot at a time wins at one slot (its inline
-lanes), about ties at two and three, and loses from four (a vectorised batch's cost hardly
-grows with n: its numpy calls cost the same for 4 slots as for 64)."""
+table read as lists); larger ones a batch path. Both give the same result, and any batch the
+per-slot path would refuse is handed whole to a batch path, which raises. A batch path's cost
+hardly grows with n, the per-slot path's grows with every slot: the switch-over is where they
+meet (the tests move `SlotLedger.small` to run both)."""

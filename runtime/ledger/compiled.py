@@ -1,4 +1,4 @@
-"""The ledger's compiled move (`runtime/ledger/_move.c`), built from the tables `transition` compiles.
+"""The ledger's compiled move (`runtime/ledger/_move.c`), built from the tables of `tables`.
 
 `mover(cols, stamp, tables)` binds a C `Mover` to a ledger's columns and to every event's
 compiled table: its `move` checks a whole batch (real slots, each named once, every move legal
@@ -23,7 +23,7 @@ from slotwarden.model.declaration import Source
 from slotwarden.model.table import ILLEGAL
 from slotwarden.model.vocabulary import MAX_READERS, NOBODY, Event, State
 
-from slotwarden.runtime.ledger.transition import (
+from slotwarden.runtime.ledger.tables import (
     BITS,
     BOR,
     DUE,
@@ -31,11 +31,11 @@ from slotwarden.runtime.ledger.transition import (
     IDLE,
     KEYS,
     OWN,
-    Columns,
     EventTable,
-    _plain_of,
-    _sources_of,
+    plain_of,
+    sources_of,
 )
+from slotwarden.runtime.ledger.transition import Columns
 
 try:
     from slotwarden.runtime.ledger._move import Mover
@@ -59,15 +59,15 @@ ASK_WITH_STATES = 1 << 17  # they were, and no arrays were handed in for their s
 
 def packed(tables: dict[Event, EventTable]) -> tuple[np.ndarray, np.ndarray]:
     """Every event's table as the kernel reads it: [event, (next state, owner, borrower, fence,
-    lock count sources), key] (the sources as every path writes them, `_sources_of`), and per
-    event and state the relation bits worth reading (`_plain_of`)."""
+    lock count sources), key] (the sources as every path writes them, `sources_of`), and per
+    event and state the relation bits worth reading (`plain_of`)."""
     rows = np.zeros((len(Event), 5, KEYS), dtype=np.uint8)
     probes = np.zeros((len(Event), len(State)), dtype=np.uint8)
     for event in Event:
         table = tables[event]
         rows[event, 0] = table.next_state
-        rows[event, 1:] = np.stack(_sources_of(table))
-        probes[event] = _plain_of(table)[1]
+        rows[event, 1:] = np.stack(sources_of(table))
+        probes[event] = plain_of(table)[1]
     return rows, probes
 
 

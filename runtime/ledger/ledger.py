@@ -1,269 +1,48 @@
-"""The ownership ledger: per slot a state, an owner, a borrower and a fence, enforced by the
+"""`SlotLedger`: per slot a state, an owner, a borrower, a fence and a lock count, enforced by the
 table compiled from the model.
 
-The ledger lives on the host, in torch CPU tensors worked on through numpy views: checking a
-batch never needs a device sync, whatever device holds the state (see `StatePool`). Every
-operation is a batch of one lifecycle event (by one actor, or with `apply_each`/`alloc_each`
-one actor per slot: the requests a scheduler step admits or finishes, in one call) and is
-all-or-nothing: the whole batch is checked against the table and the owner rule
-(duplicates included) before anything is written, and on a violation the model's typed error
-names the slot, its state, owner, the event and the actor. Every argument passes the one
-validation layer (`runtime.inputs`) first.
+Every operation is a batch of one lifecycle event (by one actor, or with `apply_each`/`alloc_each`
+one actor per slot), checked whole against the table and the owner rule (duplicates included)
+before anything is written; on a violation the model's typed error names the slot, its state,
+owner, the event and the actor. Every argument passes `runtime.inputs` first. A batch of up to
+`small` slots takes the per-slot path (`slots`), a larger one the compiled move or the numpy
+kernel (`batch`): every path gives the same results and the same errors.
 
-Three paths over one storage: a batch of up to `small` (2) slots (the common case: one
-request's slot) is checked and written a slot at a time through memoryviews of the same
-columns, the compiled table read as lists; a larger one by the compiled move (`mover`, the C
-kernel of `kernels.compiled`: the whole batch checked, real slots named once and every move
-legal by the table, then written, with no numpy call; a batch in a few runs of consecutive
-slots through contiguous memory), or, where the extension is not built (or `mover` is set to
-None), by the vectorised numpy kernel, which moves a uniform batch (one state, one relation to
-its actor: the usual case) with one key and one scatter per column, checks without numpy
-reductions (byte comparisons of the gathered columns, the duplicate stamp), and refuses by a
-byte search of the next states. A batch the per-slot path or the compiled move would refuse
-goes whole to the numpy path, which raises: every path gives the same results and the same
-errors (and should the numpy path allow what the kernel refused, the ledger raises that they
-disagree, writing nothing). A fence reads the slots released per step, not the whole pool; the
-ones it finds all RELEASED with one passed fence it moves with the one key that finding gives.
-
-Contracts:
-- all or nothing: a call that raises, a typed error for bad input or anything raised by a
-  `before_write` hook (the pool's zeroing, an engine's `free`), leaves every column, the free
-  list, the counters and the flight recorder as they were;
-- single-threaded: the first thread that calls a ledger owns it; a call from any other thread
-  raises `WrongThread` before touching anything (one integer comparison a call). `adopt()`
-  hands the ledger over to the calling thread.
-
-Memory: 31 bytes a slot (state 1, owner 8, borrower 8, fence 4, last event 1, lock count 1,
-free ring 4, duplicate stamp 4; state and last event are the two bytes of one 16-bit word, so one
-write sets both), plus the flight recorder's bounded list of recent batches. The id sequences the
-numpy path's duplicate and run checks compare with are made per call (`np.arange`), not kept.
-
-The class is put together from one file per concept: this one holds the public operations
-(alloc, apply, apply_each, launch, fence, the queries); `ledger_slots` the per-slot path,
-`ledger_batch` the vectorised path, `ledger_checks` the validation and the typed errors,
-`ledger_audit` the integrity audit, `ledger_codes` the constants they share; the flight recorder
-is `recorder`.
-
-Fast lanes (each compared with the general path by tests/runtime/ledger/test_paths.py): one slot is
-allocated, and one id in a plain int64 array checked, inline; the actor accepted last is not
-validated again (an `Actor` is immutable); a large batch equal to the last one found real and
-distinct (or handed out by `alloc`) skips the duplicate stamp; `apply_each` on lists of plain
-ints checks them with builtins (tests/runtime/ledger/test_each.py compares it with the general path); a
-vectorised batch of at least `RUN_MIN` slots that is one run of consecutive slots is read and
-written through slices of the columns (the run lane, see `ledger_batch`).
-
-The last step a ledger can launch is `STEP_MAX` (2**31 - 1, the fence column is int32): one more
-`launch` raises `FenceError` rather than write a step that does not fit.
+All or nothing: a call that raises (bad input, a refused move, or anything raised by a
+`before_write` hook: the pool's zeroing, an engine's `free`) leaves every column, the free list,
+the counters and the flight recorder as they were. Single-threaded (`LedgerState`). The last
+step a ledger can launch is `STEP_MAX`: one more `launch` raises `FenceError`.
 """
 
 from __future__ import annotations
 
-import sys
-import threading
 from _thread import get_ident
 from typing import Callable
 
 import numpy as np
-import torch
 
-from slotwarden.runtime.ledger import compiled
-from slotwarden.runtime.ledger.transition import (
-    Batch,
-    Columns,
-    BITS,
-    as_lists,
-    compile_events,
-    expand,
-    look_up,
-    released_key,
-    slot_views,
-    write,
-)
-from slotwarden.model.declaration import Lifecycle, Source
-from slotwarden.model.errors import BadActor, BadInput, BadSlotId, FenceError, WrongThread
-from slotwarden.model.lifecycle import LIFECYCLE
-from slotwarden.model.table import compile_table
-from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Group, Slot, State
+from slotwarden.model.errors import BadActor, BadInput, BadSlotId, FenceError
+from slotwarden.model.vocabulary import NOBODY, Actor, Event
 
 from slotwarden.runtime import inputs
-from slotwarden.runtime.ledger.recorder import Actors, FlightRecorder
-
 from slotwarden.runtime.ledger.audit import Audit, Integrity, Leak  # noqa: F401 (the ledger's API)
 from slotwarden.runtime.ledger.batch import BatchPath
-from slotwarden.runtime.ledger.checks import Checks, _first_illegal
-
+from slotwarden.runtime.ledger.checks import _first_illegal
 from slotwarden.runtime.ledger.codes import CHECKS, RUN_MIN, SMALL, STEP_MAX  # noqa: F401 (the ledger's API)
 from slotwarden.runtime.ledger.codes import _ALLOC, _FENCE, _FREE, _FREE_BYTE, _ID_MAX, _INT64, _ONE, _SCHEDULER, _UNIT
-from slotwarden.runtime.ledger.slots import SlotPath
+from slotwarden.runtime.ledger.locks import Locks
+from slotwarden.runtime.ledger.recorder import Actors
+from slotwarden.runtime.ledger.transition import Batch, expand, look_up, write
 
 
-class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
+class SlotLedger(BatchPath, Locks, Integrity):
     """Ownership of slots 1..capacity (slot 0 is the pad slot, outside the lifecycle).
 
     `check="strict"` validates every batch (the default); `check="off"` trusts the caller and
     only applies the table (for measuring what the checks cost). With `free_list=False` the
     ledger keeps no free list of its own (`LedgerGuard` wraps an engine allocator that does)
-    and `alloc` events name their ids.
+    and `alloc` events name their ids. The state and its construction: `LedgerState`.
     """
-
-    def __init__(
-        self,
-        capacity: int,
-        *,
-        check: str = "strict",
-        free_list: bool = True,
-        recorder_depth: int = 512,
-        lifecycle: Lifecycle = LIFECYCLE,
-    ):
-        capacity = inputs.capacity(capacity)
-        if not isinstance(check, str) or check not in CHECKS:
-            raise BadInput(f"check must be one of {CHECKS}", argument="check", value=check)
-        if not isinstance(free_list, bool):
-            raise BadInput("free_list is True or False", argument="free_list", value=free_list)
-        if not inputs.is_int(recorder_depth) or recorder_depth < 0:
-            raise BadInput("recorder_depth is an int >= 0", argument="recorder_depth", value=recorder_depth)
-        if not isinstance(lifecycle, Lifecycle):
-            raise BadInput("a Lifecycle declaration", argument="lifecycle", value=lifecycle)
-        self.capacity, self.check, self.lifecycle = capacity, check, lifecycle
-        n = capacity + 1
-        # a slot's state and last event are the two bytes of one 16-bit word: one scatter writes both
-        code = torch.zeros(n, dtype=torch.int16)
-        pair = code.view(torch.uint8).view(n, 2)
-        low, high = (0, 1) if sys.byteorder == "little" else (1, 0)
-        self.tensors = {
-            "state": pair[:, low],
-            "owner": torch.full((n,), NOBODY, dtype=torch.int64),
-            "borrower": torch.full((n,), NOBODY, dtype=torch.int64),
-            "fence": torch.zeros(n, dtype=torch.int32),
-            "last_event": pair[:, high],
-            "readers": torch.zeros(n, dtype=torch.uint8),
-            "ring": torch.arange(1, n, dtype=torch.int32),
-            "stamp": torch.full((n,), -1, dtype=torch.int32),
-        }
-        v = {k: t.numpy() for k, t in self.tensors.items()}  # views: same memory
-        self.cols = Columns(
-            v["state"],
-            v["owner"],
-            v["borrower"],
-            v["fence"],
-            v["last_event"],
-            v["readers"],
-            code.numpy().view(np.uint16),
-        )
-        self._ring, self._stamp = v["ring"], v["stamp"]
-        self._slots, self._ring_slots = slot_views(self.cols), memoryview(self._ring)  # the per-slot path's views
-        self.has_free_list = free_list
-        self._head, self._count = 0, (capacity if free_list else 0)
-        self.tables = compile_events(lifecycle)
-        self._alloc = self.tables[Event.ALLOC]
-        self.small = SMALL  # the switch-over batch size (the tests move it to check both paths)
-        self._lists = {e: as_lists(t) for e, t in self.tables.items()}
-        self._actor_ok = {e: (lifecycle.event(e).actor, lifecycle.event(e).target is not None) for e in Event}
-        self._alloc_kind, self._alloc_key = self._actor_ok[Event.ALLOC][0], _FREE * BITS
-        self._alloc_list = self._lists[Event.ALLOC]
-        self._alloc_next = self._alloc_list.next_state[self._alloc_key]
-        # the fields an ALLOC from FREE rewrites, as `write_slots` would (a lifecycle whose ALLOC moves a
-        # lock count takes `write_slots` itself: then there is no inline one-slot alloc)
-        writes = self._alloc_list.writes[self._alloc_key]
-        self._alloc_writes = tuple((self._slots[pos], src, clear) for pos, src, clear in writes)
-        self._alloc_inline = all(src <= int(Source.CLEAR) for _, src, _ in writes)
-        self._released_key = released_key(self.tables[Event.FENCE])  # see `_fence_released`
-        table = compile_table(lifecycle)
-        self._owner_kind = np.array(table.owner_kind, dtype=np.uint8)
-        self._lent = np.array(table.lent, dtype=bool)
-        self._group = np.array(table.group, dtype=np.uint8)
-        # the states whose slots wait for a fence (their records name the step), as the
-        # declaration says: a move into one files the slot under that step
-        self._waits = frozenset(s for s in range(len(State)) if table.fenced[s])
-        self._waits_mask = np.array([s in self._waits for s in range(256)], dtype=bool)  # by state code
-        self.recorder = FlightRecorder(int(recorder_depth))
-        self.launched = 0  # the latest step handed to the device
-        self.completed = 0  # the latest step fenced
-        self._pending: dict[int, Callable[[], bool]] = {}
-        self._waiting: dict[int, list] = {}  # fence step -> slots released to wait for it (a fence reads only these)
-        self._thread: int | None = None  # the thread using the ledger (bound at its first call)
-        self._known = b""  # the bytes of the last large batch of ids known real and distinct (see `_ids`)
-        self._known_run: slice | None = None  # that batch's slice, if it is one run (see `_run`)
-        self.run_min = RUN_MIN  # the smallest batch the run lane takes (the tests move it to check both)
-        # the actor `inputs.actor` accepted last (immutable: still valid); it starts as a valid
-        # Actor, never None, or a first call by `None` would pass as "the actor checked last"
-        self._actor: Actor = Actor(ActorKind.SCHEDULER, 0)
-        self._binding = threading.Lock()  # only taken by a thread that is not the owner
-        # the compiled move over these columns and tables (`kernels.compiled`): the vectorised
-        # path's batches, checked and written in one pass of C; None without the extension, or
-        # with check="off" (the tests set it to None to run the numpy path)
-        self.mover = compiled.mover(self.cols, self._stamp, self.tables) if check == "strict" else None
-
-    # -- threads -----------------------------------------------------------------------------
-    def adopt(self) -> None:
-        """The calling thread takes the ledger over (the one using it must be done with it)."""
-        with self._binding:
-            self._thread = threading.get_ident()
-
-    def _here(self) -> None:
-        """Refuse a call from a thread other than the ledger's (one comparison when it is)."""
-        if get_ident() != self._thread:
-            self._bind_or_refuse()
-
-    def _bind_or_refuse(self) -> None:
-        me = threading.get_ident()
-        with self._binding:
-            if self._thread is None:
-                self._thread = me
-                return
-        raise WrongThread(
-            f"this slot ledger is used by thread {self._thread}; thread {me} called it. A pool, ledger "
-            "and guard are single-threaded: serialise the calls, or hand over with adopt()"
-        )
-
-    # -- queries -----------------------------------------------------------------------------
-    def available(self) -> int:
-        """How many slots `alloc` can hand out now."""
-        self._here()
-        return self._count
-
-    def state_of(self, ids) -> np.ndarray:
-        self._here()
-        ids = self._ids(ids, "state_of", None, allow_empty=True)
-        return self.cols.state[ids].copy()
-
-    def record(self, slot: int) -> Slot:
-        self._here()
-        return self._record(inputs.slot(slot, self.capacity, "record"))
-
-    def _record(self, slot: int) -> Slot:
-        c = self.cols
-        return Slot(
-            State(int(c.state[slot])),
-            int(c.owner[slot]),
-            int(c.borrower[slot]),
-            int(c.fence[slot]),
-            int(c.readers[slot]),
-        )
-
-    def held_by(self, actor: Actor) -> np.ndarray:
-        """The slot ids `actor` owns or borrows, in id order."""
-        self._here()
-        actor = inputs.actor(actor)
-        c = self.cols
-        owns = (c.owner == actor.id) & (self._owner_kind[c.state] == int(actor.kind))
-        if actor.kind is ActorKind.REQUEST:
-            owns |= (c.borrower == actor.id) & self._lent[c.state]
-        owns[0] = False
-        return np.flatnonzero(owns)
-
-    def free_list(self) -> np.ndarray:
-        """The free list, head first (what the next allocs will take, in order)."""
-        self._here()
-        pos = (self._head + np.arange(self._count)) % self.capacity
-        return self._ring[pos].astype(np.int64)
-
-    def counts(self) -> dict:
-        """Slots per group, read from the state column (a corrupt state counts in no group)."""
-        self._here()
-        per_state = np.bincount(self.cols.state[1:], minlength=len(State))[: len(State)]
-        per_group = np.bincount(self._group, weights=per_state, minlength=len(Group))
-        return {g: int(per_group[g]) for g in Group}
 
     # -- events ------------------------------------------------------------------------------
     def alloc(self, n: int, actor: Actor, before_write: Callable[[Batch], None] | None = None) -> np.ndarray | None:
@@ -304,7 +83,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         candidates, in one call): the i-th id returned is request `actor_ids[i]`'s. Same
         contract as `alloc`: all or none, None when too few are free (nothing changes), a
         refusal names the offending slot and its request, `before_write` as there."""
-        self._here()
+        self.check_thread()
         n = len(actor_ids) if hasattr(actor_ids, "__len__") else -1
         who = inputs.actor_ids(actor_ids, n, _ALLOC)
         if who.size == 0:
@@ -361,21 +140,6 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         self.recorder.record(_ALLOC, actor, NOBODY, self.launched, known, _FREE, self._alloc_next)
         self._advance(n)
         return ids
-
-    def _advance(self, n: int) -> None:
-        """The free ring's head moves past `n` slots just handed out. When they wrapped round
-        its end, the ring is turned (its order kept) so that the head is at its start again:
-        the next allocs are contiguous slices, not two pieces joined (one copy of the ring per
-        pass round it)."""
-        h, cap = self._head + n, self.capacity
-        self._count -= n
-        if h < cap:
-            self._head = h
-        elif h == cap:
-            self._head = 0
-        else:  # wrapped: turn the ring
-            self._ring[:] = np.roll(self._ring, cap - h)
-            self._head = 0
 
     def apply(
         self, event: Event, ids, actor: Actor, target: int = NOBODY, before_write: Callable[[Batch], None] | None = None
@@ -447,7 +211,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         step, in one call). Same contract as `apply`: checked whole first, all or none; a
         refusal names the first offending slot and its actor. For the events that name no
         target (rollback, admit, finish, retract, abort, close). Returns the ids."""
-        self._here()
+        self.check_thread()
         event = inputs.event(event)
         spec = self.lifecycle.event(event)
         if event in (_ALLOC, _FENCE) or spec.target is not None:
@@ -482,7 +246,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         """A step is handed to the device; returns its number. `done()` says, without waiting,
         whether the device has finished it (a CUDA event's `query`); None: finished at once.
         Slots released from now on wait for this step's fence."""
-        self._here()
+        self.check_thread()
         done = inputs.done(done)
         if self.launched >= STEP_MAX:  # the fence column is int32: one more step would not fit
             raise FenceError(
@@ -495,7 +259,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
 
     def finished_steps(self) -> int:
         """The latest step such that it and every step before it have finished (no wait)."""
-        self._here()
+        self.check_thread()
         return self._finished()
 
     def _finished(self) -> int:
@@ -511,7 +275,7 @@ class SlotLedger(SlotPath, BatchPath, Checks, Integrity):
         step not launched or not finished yet. `before_write(batch)` runs before anything is
         written, when slots are due (the guard gives the ones freed, `batch.after == FREE`, to
         its engine)."""
-        self._here()
+        self.check_thread()
         step = inputs.step(step)
         done = self._finished()
         if step is None:

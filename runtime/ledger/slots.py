@@ -18,10 +18,11 @@ from slotwarden.model.vocabulary import NOBODY, Actor, Event
 
 from slotwarden.runtime.ledger.recorder import Actors
 from slotwarden.runtime.ledger.codes import _ALLOC, _FENCE, _FREE, _ONE, _RELEASED
+from slotwarden.runtime.ledger.ring import FreeRing
 
 
-class SlotPath:
-    """`SlotLedger`'s per-slot path (a mixin over its columns, free ring and recorder)."""
+class SlotPath(FreeRing):
+    """`SlotLedger`'s per-slot path (a mixin over `LedgerState` and its free ring)."""
 
     def _alloc_slots(self, n: int, actor: Actor | Actors, before_write) -> np.ndarray | None:
         """`alloc` a slot at a time (`actor`: one for all, or `Actors`, the i-th slot's owner
@@ -100,20 +101,6 @@ class SlotPath:
                 self._waiting.setdefault(f, []).append(released)
         self.recorder.record(event, actor, target, launched, lst, before, after)  # fresh lists, never changed
         return True
-
-    def _push_slots(self, freed: list) -> None:
-        count, cap = self._count, self.capacity
-        if count + len(freed) > cap:  # cannot happen while the lifecycle holds
-            raise RuntimeError(f"free list overflow: {count} + {len(freed)} > {cap}")
-        ring, tail = self._ring_slots, self._head + count
-        if len(freed) == 1:
-            ring[tail if tail < cap else tail - cap] = freed[0]
-            self._count = count + 1
-            return
-        for s in freed:
-            ring[tail if tail < cap else tail - cap] = s
-            tail += 1
-        self._count = count + len(freed)
 
     def _fence_released_slots(self, due: np.ndarray, actor: Actor, before_write) -> np.ndarray:
         """`_fence_released` a slot at a time (the key and next state are the same for all)."""

@@ -51,7 +51,7 @@ def guarded(call):
     def run_guarded(sched: "Scheduler", *args, **kwargs):
         if sched._broken is not None:
             raise sched._broken
-        sched.pool.ledger._here()  # the pool's thread check: a refusal, never judged
+        sched.pool.ledger.check_thread()  # the pool's thread check: a refusal, never judged
         try:
             return call(sched, *args, **kwargs)
         except BaseException as exc:

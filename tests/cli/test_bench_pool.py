@@ -47,7 +47,7 @@ def test_sglang_column_and_ratios():
     result = bench_pool.measure("cpu", **_tiny())
     assert result["meta"]["sglang_loaded"] and result["meta"]["sglang"]
     for r in result["rows"]:
-        ref = bench_pool._row(result, "sglang", r["n"])
+        ref = bench_pool.row(result, "sglang", r["n"])
         assert r["bookkeeping_ratio_to_sglang"] == pytest.approx(r["bookkeeping_us"] / ref["bookkeeping_us"])
         assert r["zeroing_ratio_to_sglang"] == pytest.approx(r["zeroing_us"] / ref["zeroing_us"])
     assert {r["contender"] for r in result["rows"]} == set(bench_pool.CONTENDERS)

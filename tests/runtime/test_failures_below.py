@@ -13,8 +13,8 @@ from slotwarden.model.vocabulary import Actor, Event, Slot, State
 from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.runtime.ledger.ledger import SlotLedger
 
-from test_guard import TensorFreeList, Untouched
-from test_pool import Frozen, populated
+from engines import TensorFreeList, Untouched
+from pools import Frozen, populated
 
 R1, R2, R7 = Actor.request(1), Actor.request(2), Actor.request(7)
 

@@ -8,8 +8,8 @@ import torch
 
 from slotwarden.model.errors import BadInput, BadSlotId, FenceError, IllegalMove
 from slotwarden.model.vocabulary import Actor, Event, Slot, State
-from slotwarden.runtime.free_list import FreeList as TensorFreeList
 from slotwarden.runtime.guard import LedgerGuard
+from engines import TensorFreeList, Untouched
 
 
 R1, R2, R3 = Actor.request(1), Actor.request(2), Actor.request(3)
@@ -31,19 +31,6 @@ def parked(guard: LedgerGuard, req: Actor = R1, session: int = 5) -> torch.Tenso
     ids = running(guard, 1, req)
     guard.fire(Event.PARK, ids, req, session)
     return ids
-
-
-class Untouched:
-    def __init__(self, engine: TensorFreeList, guard: LedgerGuard):
-        self.engine, self.guard = engine, guard
-        self.free = engine.free_slots.clone()
-        self.ledger = guard.ledger.snapshot()
-
-    def check(self) -> None:
-        assert torch.equal(self.engine.free_slots, self.free), "the engine's free list changed"
-        now = self.guard.ledger.snapshot()
-        for k, v in self.ledger.items():
-            assert (v == now[k]) if k == "counters" else torch.equal(v, now[k]), f"ledger {k} changed"
 
 
 # -- the bug, without the guard ----------------------------------------------------------------
@@ -87,7 +74,10 @@ def test_double_finish_raises_and_the_free_list_is_untouched():
     frozen = Untouched(engine, guard)
     with pytest.raises(
         IllegalMove,
-        match=r"illegal finish by request 1 on slot 1 \(state RELEASED, owner nobody\): finish is not allowed from RELEASED",
+        match=(
+            r"illegal finish by request 1 on slot 1 \(state RELEASED, owner nobody\): finish is not allowed from "
+            r"RELEASED"
+        ),
     ):
         guard.fire(Event.FINISH, ids, R1)
     frozen.check()
@@ -141,7 +131,10 @@ def test_a_lent_slot_rolled_back_by_its_borrower_goes_back_to_its_session():
     frozen = Untouched(engine, guard)
     with pytest.raises(
         IllegalMove,
-        match=r"illegal rollback by request 3 on slot 1 \(state LENT, owner 5, lent to request 2\): only the request it is lent to",
+        match=(
+            r"illegal rollback by request 3 on slot 1 \(state LENT, owner 5, lent to request 2\): only the request "
+            r"it is lent to"
+        ),
     ):
         guard.fire(Event.ROLLBACK, ids, R3)
     with pytest.raises(IllegalMove, match="illegal rollback by request 1 on slot 1"):
@@ -162,7 +155,10 @@ def test_rollback_of_a_lent_running_slot_raises_and_finish_returns_it_to_the_ses
     frozen = Untouched(engine, guard)
     with pytest.raises(
         IllegalMove,
-        match=r"illegal rollback by request 2 on slot 1 \(state LENT_RUNNING, owner 5, lent to request 2\): rollback is not allowed",
+        match=(
+            r"illegal rollback by request 2 on slot 1 \(state LENT_RUNNING, owner 5, lent to request 2\): rollback "
+            r"is not allowed"
+        ),
     ):
         guard.fire(Event.ROLLBACK, ids, R2)
     with pytest.raises(IllegalMove, match=r"only a session may fire it"):

@@ -6,7 +6,7 @@ import torch
 from slotwarden.model.vocabulary import Actor, Event
 from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.trace_examples import FreeList
-from test_guarded_allocator import ENGINES  # the in-repo free list and SGLang's real one
+from engines import ENGINES  # the in-repo free list and SGLang's real one
 
 R1 = Actor.request(1)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from slotwarden.bench.pool import load_sglang_allocator
 from slotwarden.model.errors import BadSlotId
 from slotwarden.model.free import IllegalFree, free_rule_for
 from slotwarden.model.lifecycle import LIFECYCLE
@@ -17,18 +16,7 @@ from slotwarden.model.vocabulary import Actor, ActorKind, Event, Relation, State
 from slotwarden.runtime.guarded_allocator import ACTING, ANONYMOUS, GuardedAllocator, HeldSlots, Unattributed, acting
 from slotwarden.trace_examples import FreeList  # SGLang's allocator's shape, in the repository
 from slotwarden.cli import check_trace
-
-SGLANG = load_sglang_allocator()
-
-
-ENGINES = [
-    pytest.param(FreeList, id="in-repo"),
-    pytest.param(
-        SGLANG,
-        id="sglang",
-        marks=pytest.mark.skipif(SGLANG is None, reason="sglang not installed (pip install --no-deps sglang==0.5.23)"),
-    ),
-]
+from engines import ENGINES, SGLANG
 
 R1, R2, R3, R4 = (Actor.request(i) for i in (1, 2, 3, 4))
 S5 = Actor.session(5)

@@ -13,8 +13,8 @@ from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.runtime.ledger.ledger import SlotLedger
 from slotwarden.runtime.pool import StatePool
 
-from test_guard import TensorFreeList, Untouched
-from test_pool import Frozen, populated
+from engines import TensorFreeList, Untouched
+from pools import Frozen, populated
 
 CFG = PoolConfig(num_slots=4, layers=1, conv_dims=(4,), heads=1, head_dim=2, state_size=2)
 R1, R2 = Actor.request(1), Actor.request(2)

@@ -9,7 +9,7 @@ from slotwarden.model.errors import BadSlotId, IllegalCopy, IllegalMove
 from slotwarden.model.vocabulary import Actor, Event, Group, State
 from slotwarden.runtime.pool import StatePool
 
-from test_pool import CFG, Frozen, dirty
+from pools import CFG, Frozen, dirty
 
 R1, R2, R3 = Actor.request(1), Actor.request(2), Actor.request(3)
 NODE = 9

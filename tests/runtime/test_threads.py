@@ -14,7 +14,7 @@ from slotwarden.runtime.config import PoolConfig
 from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.runtime.pool import StatePool
 
-from test_guard import TensorFreeList
+from engines import TensorFreeList
 
 CFG = PoolConfig(num_slots=8, layers=1, conv_dims=(4,), heads=1, head_dim=2, state_size=2)
 

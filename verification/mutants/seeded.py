@@ -34,6 +34,7 @@ from slotwarden.runtime.scheduler import admission
 from slotwarden.runtime.ledger import ledger as ledger_module
 from slotwarden.runtime.ledger import batch as ledger_batch
 from slotwarden.runtime.ledger import slots as ledger_slots
+from slotwarden.runtime.ledger import state as ledger_state
 from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.runtime.ledger.ledger import SlotLedger
 from slotwarden.runtime.pool import StatePool
@@ -387,7 +388,7 @@ FAULTS = (
     Fault(
         "table_lent_rollback_frees",
         "the compiled table frees a rolled-back lent slot",
-        ((ledger_module, "compile_events", _lent_rollback_entry),),
+        ((ledger_state, "compile_events", _lent_rollback_entry),),
         ("agreement",),
     ),
     Fault(

@@ -20,7 +20,7 @@ class Wrapping(SlotLedger):
     """Broken variant: `launch` without the limit (the fence column then cannot hold the step)."""
 
     def launch(self, done=None):
-        self._here()
+        self.check_thread()
         self.launched += 1
         self._pending[self.launched] = done or (lambda: True)
         return self.launched
@@ -110,7 +110,7 @@ def test_a_key_per_slot_form_that_clears_again_is_caught(monkeypatch):
     """Broken variant: the key-per-slot form writes the table's raw CLEARs (as it did), so it
     wipes the stray fields the other two leave."""
     raw = lambda table: (table.owner_from, table.borrower_from, table.fence_from, table.readers_from)  # noqa: E731
-    monkeypatch.setattr(transition, "_sources_of", raw)
+    monkeypatch.setattr(transition, "sources_of", raw)
     uniform, per_key, _ = fenced_three_ways(np.array([1, 2, 3], dtype=np.int64))
     assert uniform.borrower.tolist() != per_key.borrower.tolist()
 
