@@ -85,9 +85,7 @@ def handle_problems(sched: "Scheduler") -> list:
     """Where a live request's or session's handle disagrees with what the pool says it holds."""
     from slotwarden.model.vocabulary import Actor
 
-    from slotwarden.runtime.radix.cache import cache_problems
-
-    problems = cache_problems(sched)
+    problems = sched.prefix.problems(sched.requests) if sched.prefix is not None else []
     for s in sched.sessions.values():
         held = set(sched.pool.held_by(Actor.session(s.sid)).tolist())
         if held != ({s.slot} if s.slot is not None else set()):

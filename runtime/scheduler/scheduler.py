@@ -58,10 +58,10 @@ from slotwarden.kernels.sample import sample, sibling_seed
 from slotwarden.model.vocabulary import Actor, Event
 
 from slotwarden.runtime.scheduler import intake
-from slotwarden.runtime.scheduler.admission import Batch, build_batch
+from slotwarden.runtime.scheduler.admission import Batch, BatchBuilder
 from slotwarden.runtime.scheduler.device import SimulatedDevice
 from slotwarden.runtime.pool import StatePool, to_device
-from slotwarden.runtime.radix.cache import CachePolicy, PrefixCache
+from slotwarden.runtime.radix.cache import PrefixCache
 from slotwarden.runtime.scheduler.request import Counters, Phase, Request, Result, Session, SessionState, SessionStatus
 from slotwarden.runtime.scheduler.contract import guarded as _guarded, handle_problems
 from slotwarden.runtime.scheduler.errors import (
@@ -164,7 +164,7 @@ class StepReport(NamedTuple):
     retracted: tuple
 
 
-class Scheduler(CachePolicy):
+class Scheduler:
     """Build it with `slotwarden.build(...)` (runtime/scheduler/build.py), which sizes the pool from the
     layer; built by hand, a pool whose state does not fit the layer raises `PoolMismatch` here."""
 
@@ -188,7 +188,28 @@ class Scheduler(CachePolicy):
         self._broken: SchedulerBroken | None = None
         self._critical: str | None = None  # set while a fault would leave the scheduler broken
         self._state_written = False  # the step being launched has called the model
-        self.prefix = PrefixCache() if config.prefix_cache else None  # the prefix cache (runtime/radix/cache.py)
+        self.prefix = PrefixCache(pool) if config.prefix_cache else None  # the prefix cache (runtime/radix/cache.py)
+        self.batches = BatchBuilder(
+            pool,
+            config,
+            self,
+            waiting=self.waiting,
+            running=self.running,
+            sessions=self.sessions,
+            tally=self._tally,
+            cache=self.prefix,
+        )
+
+    @property
+    def config(self) -> SchedulerConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: SchedulerConfig) -> None:
+        """A new config reaches the batch builder too (tests and demos replace it between runs)."""
+        self._config = config
+        if "batches" in self.__dict__:
+            self.batches.config = config
 
     # -- the user's side ---------------------------------------------------------------------
     @_guarded
@@ -330,7 +351,8 @@ class Scheduler(CachePolicy):
 
     def collect(self) -> tuple:
         """Pop the results waiting in the outbox (also works on a broken scheduler)."""
-        out, self.outbox = tuple(self.outbox), []
+        out = tuple(self.outbox)
+        self.outbox.clear()
         return out
 
     @_guarded
@@ -399,7 +421,7 @@ class Scheduler(CachePolicy):
         self._catch_up()
         self._reap_sessions()
         before = self._tally["rollbacks"]
-        batch, retracted = build_batch(self)
+        batch, retracted = self.batches.build()
         current = self._launch(batch) if batch.items else None
         if self.config.overlap:
             previous, self.inflight = self.inflight, current
@@ -524,6 +546,37 @@ class Scheduler(CachePolicy):
         they wrote and gives back the locks of the copies they made)."""
         self.pool.fence()
         self.cache_after_fence()
+
+    # -- the prefix cache's moves, on the same seam (no-ops with the cache off) ----------------
+    def cache_match(self, req: Request) -> None:
+        if self.prefix is not None:
+            self.prefix.match(req)
+
+    def cache_forget(self, req: Request) -> None:
+        if self.prefix is not None:
+            self.prefix.forget(req)
+
+    def cache_copy(self, req: Request) -> None:
+        if self.prefix is not None:
+            self.prefix.copy(req)
+
+    def cache_donate(self, req: Request) -> bool:
+        return self.prefix is not None and self.prefix.donate(req)
+
+    def cache_awaits(self, req: Request) -> bool:
+        return self.prefix is not None and self.prefix.awaits(req)
+
+    def cache_evict(self, n: int = 1) -> int:
+        return 0 if self.prefix is None else self.prefix.evict(n, self.waiting, self.running)
+
+    def cache_after_fence(self) -> None:
+        if self.prefix is not None:
+            self.prefix.after_fence()
+
+    def flush_cache(self) -> int:
+        """Evict every unlocked published node (what is locked or unpublished stays, and while
+        requests run, what waiting siblings will copy). Returns how many were evicted."""
+        return 0 if self.prefix is None else self.cache_evict(len(self.prefix.tree.holding()))
 
     # -- the forward pass --------------------------------------------------------------------
     def _launch(self, batch: Batch) -> InFlight:
