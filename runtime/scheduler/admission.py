@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from slotwarden.model.vocabulary import Actor, Event, State
 from slotwarden.runtime.scheduler.request import Phase, Request
+from slotwarden.runtime.scheduler.sessions import turn_input
 
 if TYPE_CHECKING:
     from slotwarden.runtime.pool import StatePool
@@ -295,7 +296,6 @@ class BatchBuilder:
         if req.session is not None:  # what its session's state lacks, then the turn so far
             s = self.sessions[req.session]
             self.moves.turn_retracted(s, req, lent)
-            req.refeeds = s.stale or s.slot is None
-            req.input = (s.transcript if req.refeeds else []) + s.pending + req.input
+            turn_input(s, req, req.input)
         req.fed, req.pending_outputs = 0, 0
         self.waiting.append(req)

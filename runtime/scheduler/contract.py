@@ -95,3 +95,28 @@ def handle_problems(sched: "Scheduler") -> list:
         if held != ({r.slot} if r.slot is not None else set()):
             problems.append(f"request {r.rid} thinks it holds {r.slot}, the pool says {sorted(held)}")
     return problems
+
+
+def recorded(call, moved, record) -> None:
+    """A pool call, then the scheduler's record of its move. If the call raises, the pool's
+    word is taken: `record()` runs when `moved()` says the pool moved before the fault struck
+    (it refuses all or nothing), and the fault goes on."""
+    try:
+        call()  # the pool moves first: if it refuses, nothing here changed
+    except BaseException:
+        if moved():
+            record()  # the pool moved before the fault struck: record it
+        raise
+    record()
+
+
+def audit_failure(audit, problems: list) -> str:
+    """The idle audit's failure in words (empty if it passed): the pool's problems and the
+    handles' (`problems`), then each leaked slot with its state, owner, last event and history."""
+    leaks = [
+        f"slot {leak.slot}: {leak.state.name}, owner {leak.owner}, "
+        f"left there by {leak.last_event.name.lower()}\n{leak.history}"
+        for leak in audit.leaks
+    ]
+    lines = list(audit.problems) + problems + leaks
+    return "idle audit failed:\n" + "\n".join(lines) if lines else ""
