@@ -11,8 +11,7 @@ events, and after a fault takes the pool's word for what moved:
     evict   a candidate short of a slot has the least recently used unlocked node EVICTed
     awaits  a parallel-sampling sibling waits until its group's prompt state is published
 
-Session turns neither match nor donate: they continue their session's own slot. Donation
-happens only at finish, so a request holds one slot and each slot gets one INSERT.
+Session turns neither match nor donate. Donation happens only at finish: one INSERT a slot.
 """
 
 from __future__ import annotations

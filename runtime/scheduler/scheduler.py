@@ -1,8 +1,7 @@
 """The scheduler: requests, streaming sessions, prefill batches with rollback, chunked prefill,
 decode, retraction, abort, session close and overlap fences, over a real (tiny) Mamba-2 layer.
 
-Every slot move is a pool event fired by one of the policy hooks (the seam, `moves.py`). One
-`step()`:
+Every slot move is a pool event fired by one of the policy hooks (the seam, `moves.py`). A step:
 
 1. finish what an interrupted step left (`contract.py`); reap idle sessions; build the batch
    (`admission.py`: continuing chunked prefills first, then waiting candidates);
@@ -139,9 +138,9 @@ class Scheduler(Moves):
         """Queue `n` samples of one plain prompt; returns the `n` sibling ids, consecutive. Sibling
         i samples with `sibling_seed(seed, i)`. With n > 1 the next id is reserved for the group's
         prompt request: with the cache on it prefills the prompt once and donates it, and the
-        siblings wait until it is published, then copy it (docs/contracts.md, "Parallel
-        sampling"). Tokens are bit-identical with the cache off. Refusals as in `submit`, and `n`
-        not an int in 1..256."""
+        siblings wait until it is published, then copy it (docs/contracts.md, "Sampling").
+        Tokens are bit-identical with the cache off. Refusals as in `submit`, and `n` not an int
+        in 1..256."""
         prompt = intake.prompt_tokens(prompt, self.vocab)
         max_new_tokens = intake.new_token_budget(max_new_tokens)
         n = intake.sample_count(n)
