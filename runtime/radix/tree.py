@@ -10,9 +10,8 @@ The tree answers questions and never touches the pool; its calls follow the cach
     match(tokens)           the longest published prefix; lock/unlock it around a copy
     evictable(n), evict     unlocked published nodes, least recently used first
 
-A node with no slot and no children is removed (and so is each ancestor left that way); one
-with one child is merged into it. `check()` verifies these invariants. Recency is a logical
-clock advanced by `match`, `insert` and `lock`, on the node concerned only.
+A slotless node with no children is removed (so is each ancestor left so), one with one child
+merged into it; `check()` verifies this. Recency: a clock advanced by `match`, `insert`, `lock`.
 """
 
 from __future__ import annotations
