@@ -270,7 +270,8 @@ def targets(rows: list) -> list:
             {
                 "what": f"checking share at N={TARGET_N} ({row['workload']}, measured in the ledger)",
                 "limit": f"<= {TARGET_SHARE:g}%",
-                "value": f"{row['checking_share_in_ledger']:.1f}% (whole-step difference: {row['checking_share']:.1f}%)",
+                "value": f"{row['checking_share_in_ledger']:.1f}% "
+                f"(whole-step difference: {row['checking_share']:.1f}%)",
                 "met": row["checking_share_in_ledger"] <= TARGET_SHARE,
             }
         )
@@ -330,7 +331,8 @@ def format_table(result: dict) -> str:
 def format_report(result: dict) -> str:
     m = result["meta"]
     lines = [
-        f"slotwarden bench scheduler  device={m['device']} ({m['device_name']}, {m['cpu_count']} CPUs)  torch {m['torch']}  python {m['python']}",
+        f"slotwarden bench scheduler  device={m['device']} ({m['device_name']}, {m['cpu_count']} CPUs)  "
+        f"torch {m['torch']}  python {m['python']}",
         "host overhead of Scheduler.step() with the layer stubbed out (constant tokens, no compute); "
         f"median of {m['repeats']} repeats, checks on/off interleaved every {m['chunk']} steps"
         + ("; CPU seconds of the stepping thread (time.thread_time)" if m.get("clock") == "thread_time" else "")
