@@ -1,19 +1,16 @@
 """Sampling the next token: greedy, or Gumbel-max with counter-based noise.
 
-A row with temperature 0 takes the argmax of its logits (first index on ties), exactly as
-`TinyMamba.prefill`/`decode` do. A row with temperature T > 0 takes
-`argmax(logits / T + gumbel)`, a draw from `softmax(logits / T)`, where the Gumbel noise of
-vocabulary entry v is a pure function of (seed, position, v): a 64-bit integer hash of the
-three (`noise_bits`), mapped to a uniform in (0, 1). So a request's token depends only on its
-logits, its seed and the position of the token in its output: not on the batch it runs in,
-the slot it holds, the step that samples it, nor on whether its prompt state was copied from
-the prefix cache or computed afresh.
+A row with temperature 0 takes the argmax of its logits (first index on ties), as
+`TinyMamba.prefill`/`decode` do. A row with temperature T > 0 takes `argmax(logits / T +
+gumbel)`, a draw from `softmax(logits / T)`, where the noise of vocabulary entry v is a pure
+function of (seed, position, v): SplitMix64's finaliser chained over the three (`noise_bits`),
+mapped to a uniform in (0, 1). So a token depends only on its logits, its seed and its position
+in the output: not on the batch, the slot, the step, nor the prefix cache.
 
-The hash is SplitMix64's finaliser, chained over the three inputs, written in int64 torch ops
-(multiplication and addition wrap around modulo 2**64, right shifts are masked to be logical),
-so the whole batch draws in a few element-wise kernels on the logits' device: no per-row
-Python loop and no host-device sync. `noise_bits_reference` is the same hash on Python ints,
-and `sibling_seed` derives the seed of the i-th sample of a group on the host.
+The hash is written in int64 torch ops (wrapping multiplication, masked right shifts), so a batch
+draws in a few element-wise kernels on the logits' device: no per-row loop, no host sync.
+`noise_bits_reference` is the same hash on Python ints; `sibling_seed` derives the seed of a
+group's i-th sample on the host.
 """
 
 from __future__ import annotations

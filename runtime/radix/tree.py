@@ -1,33 +1,17 @@
 """`RadixTree`: a radix tree over token ids whose nodes hold recurrent-state slots.
 
-A node's edge is the run of tokens from its parent to it, and its prefix is the edges from the
-root down to it. A node may hold one slot: the recurrent state after exactly its prefix (the
-state is the whole history, so there is nothing to keep between node boundaries). A node keeps
-its int id while it exists (a split above it or a merge into it leaves the id alone), and the
-id of a removed node is never handed out again; a node's id is the prefix cache's actor id
-(`Actor.cache(node)`) on the pool events about its slot.
+A node's prefix is the edges from the root to it; its slot holds the state after exactly that
+prefix. Node ids are never reused; a node's id is the cache's actor id (`Actor.cache(node)`).
+The tree answers questions and never touches the pool; its calls follow the cache states:
 
-The tree keeps the tree and answers questions; it never touches the pool or the ledger. The
-scheduler turns its answers into pool events, and the life of a node's slot follows the
-lifecycle's cache states:
+    insert(tokens, slot)    a finished request donates its slot: unpublished (CACHING)
+    publish(node)           at the fence of the step that wrote it: matchable (CACHED)
+    drop_unpublished(node)  the write was aborted instead
+    match(tokens)           the longest published prefix; lock/unlock it around a copy
+    evictable(n), evict     unlocked published nodes, least recently used first
 
-- `insert(tokens, slot)` names the node a running request donates its slot to (INSERT). The
-  slot is unpublished (CACHING): never matched, never locked, because the step writing it may
-  still be in flight;
-- `publish(node)` at the fence of that step (FENCE: CACHING -> CACHED) makes it matchable;
-  `drop_unpublished(node)` when the write was aborted instead (EVICT of a CACHING slot);
-- `match(tokens)` finds the longest prefix whose node holds published state; a request
-  `lock`s that node while it copies from it and `unlock`s it after (LOCK, UNLOCK);
-- `evictable(n)` proposes unlocked published nodes, least recently used first, and
-  `evict(node)` gives back the slot of one (EVICT of a CACHED slot).
-
-A node that loses its slot and has no children is removed, and so is each ancestor left the
-same way; a slotless node left with one child is merged into that child (which keeps its id).
-So every node but the root holds a slot or has at least two children, and `sizes().tokens` is
-the number of distinct prefixes of what is held. `check()` verifies the tree's invariants.
-
-Recency is a logical clock, advanced by every `match` that finds a node, `insert` and `lock`;
-it touches only the node concerned (a request copies one node's state, not its ancestors').
+A slotless node with no children is removed (so is each ancestor left so), one with one child
+merged into it; `check()` verifies this. Recency: a clock advanced by `match`, `insert`, `lock`.
 """
 
 from __future__ import annotations

@@ -1,28 +1,19 @@
 """The scheduler's fault contract, and the guard every public call of it runs in.
 
-Fault contract: after any exception (`BaseException` included: KeyboardInterrupt, a task's
-cancellation) raised anywhere in a call, the scheduler is in one of three states.
-- Consistent, nothing lost: the work left is held as data (results to process, requests to
-  release, sessions to close, candidates holding their slot) and the next `step()` does it
-  first, so the outputs equal a fault-free run's. This covers every fault outside the forward
-  pass: one raised by a pool call that refused (the pool is all-or-nothing), and one that
-  struck right after a pool call moved a slot, where the scheduler takes the pool's word and
-  completes its record (admission, finish, park, abort, retract, close, and the prefix cache's
-  lock, unlock, donation and eviction; an alloc whose zeroing may not have run is given back).
-- The forward pass raised (anything, once the model was called): the slots it may have
-  written are untrustworthy, so its requests end at once with reason "step N failed: ...";
-  an `Exception` is raised as `StepFailed` (naming them; a parallel-sampling group's prompt
-  request ends with no Result, its siblings go on as plain requests), a `BaseException` as
-  itself. Others continue exactly.
-- Otherwise (the pool moved but the scheduler could not record it, or a fault while ending a
-  failed step's requests): it is broken. The fault propagates once; then every call raises
-  `SchedulerBroken` naming it. It never continues with tokens different from a fault-free run.
+After any exception (`BaseException` included) raised anywhere in a call, the scheduler is:
+- consistent, nothing lost: the work left is held as data (results to process, requests to
+  release, sessions to close) and the next `step()` does it first, so outputs equal a fault-free
+  run's; after a pool call moved a slot, the scheduler takes the pool's word (`recorded`);
+- or the forward pass raised once the model was called: its requests end ("step N failed"),
+  an `Exception` raised as `StepFailed`, a `BaseException` as itself; the others go on exactly;
+- or broken (the pool moved but the scheduler could not record it): the fault propagates
+  once, then every call raises `SchedulerBroken` naming it.
+It never continues with tokens different from a fault-free run (docs/contracts.md).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
 
 from slotwarden.runtime.scheduler.errors import (
     BadRequest,
@@ -34,8 +25,6 @@ from slotwarden.runtime.scheduler.errors import (
     UnknownSession,
 )
 
-if TYPE_CHECKING:
-    from slotwarden.runtime.scheduler.scheduler import Scheduler
 
 # raised before anything changes
 REFUSALS = (BadRequest, SessionClosed, UnknownRequest, UnknownSession, SessionBusy, NoSessionState)
@@ -48,7 +37,7 @@ def guarded(call):
     before it propagates."""
 
     @functools.wraps(call)
-    def run_guarded(sched: "Scheduler", *args, **kwargs):
+    def run_guarded(sched, *args, **kwargs):
         if sched._broken is not None:
             raise sched._broken
         sched.pool.ledger.check_thread()  # the pool's thread check: a refusal, never judged
@@ -61,7 +50,7 @@ def guarded(call):
     return run_guarded
 
 
-def judge(sched: "Scheduler", exc: BaseException, where: str) -> None:
+def judge(sched, exc: BaseException, where: str) -> None:
     """The scheduler stays usable only if nothing critical was under way and every handle
     agrees with the pool; otherwise it is broken for good (`SchedulerBroken`, caused by `exc`)."""
     if isinstance(exc, (SchedulerBroken, *REFUSALS)) or sched._broken is not None:
@@ -81,13 +70,11 @@ def judge(sched: "Scheduler", exc: BaseException, where: str) -> None:
         sched._broken = broken
 
 
-def handle_problems(sched: "Scheduler") -> list:
+def handle_problems(sched) -> list:
     """Where a live request's or session's handle disagrees with what the pool says it holds."""
     from slotwarden.model.vocabulary import Actor
 
-    from slotwarden.runtime.radix.cache import cache_problems
-
-    problems = cache_problems(sched)
+    problems = sched.prefix.problems(sched.requests) if sched.prefix is not None else []
     for s in sched.sessions.values():
         held = set(sched.pool.held_by(Actor.session(s.sid)).tolist())
         if held != ({s.slot} if s.slot is not None else set()):
@@ -97,3 +84,28 @@ def handle_problems(sched: "Scheduler") -> list:
         if held != ({r.slot} if r.slot is not None else set()):
             problems.append(f"request {r.rid} thinks it holds {r.slot}, the pool says {sorted(held)}")
     return problems
+
+
+def recorded(call, moved, record) -> None:
+    """A pool call, then the scheduler's record of its move. If the call raises, the pool's
+    word is taken: `record()` runs when `moved()` says the pool moved before the fault struck
+    (it refuses all or nothing), and the fault goes on."""
+    try:
+        call()  # the pool moves first: if it refuses, nothing here changed
+    except BaseException:
+        if moved():
+            record()  # the pool moved before the fault struck: record it
+        raise
+    record()
+
+
+def audit_failure(audit, problems: list) -> str:
+    """The idle audit's failure in words (empty if it passed): the pool's problems and the
+    handles' (`problems`), then each leaked slot with its state, owner, last event and history."""
+    leaks = [
+        f"slot {leak.slot}: {leak.state.name}, owner {leak.owner}, "
+        f"left there by {leak.last_event.name.lower()}\n{leak.history}"
+        for leak in audit.leaks
+    ]
+    lines = list(audit.problems) + problems + leaks
+    return "idle audit failed:\n" + "\n".join(lines) if lines else ""

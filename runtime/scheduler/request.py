@@ -122,3 +122,13 @@ class Counters(NamedTuple):
     dropped: int  # queued session turns dropped by the session's close
     rollbacks: int  # candidates that took a slot, did not fit the step and gave it back
     retractions: int  # running requests preempted to free a slot or a seat (each recomputes later)
+
+
+class StepReport(NamedTuple):
+    step: int | None
+    kind: str  # "prefill", "decode" or "idle"
+    size: int
+    tokens: int
+    finished: tuple  # Result of every request that ended since the last report (or collect())
+    rolled_back: int
+    retracted: tuple

@@ -1,40 +1,17 @@
 """`slotwarden bench scheduler`: the scheduler's host overhead per step, without the layer's compute.
 
-What runs: the real `Scheduler` (batch building, `_forward`'s input preparation and bookkeeping,
-`_process`, finishing, fences) over a real `StatePool`, with only the model replaced by
-`StubModel`, whose `prefill`/`decode` return a constant token tensor (a slice of one made at
-start, on the pool's device) without computing anything. Stubbing the model rather than
-overriding `Scheduler._forward` keeps the scheduler's own code, contract included, exactly as
-it ships: what is timed is `step()` minus the layer.
+The real `Scheduler` and `StatePool` run with only the model replaced by `StubModel`, whose
+`prefill`/`decode` return a constant token tensor: what is timed is `step()` minus the layer.
+Workloads at N = 16, 256 and 1024 running requests: `decode` (steady state: launch and fence)
+and `churn` (about N/32 requests finish, allocate and admit every step). Then a shared-prefix
+workload with the real layer, the prefix cache off and on (`prefix.py`).
 
-Workloads, each at N = 16, 256 and 1024 running requests (pool of N slots, max_running N):
-
-- ``decode``: N requests decoding with an unbounded budget: the steady state has no slot events
-  but the step's launch and fence.
-- ``churn``: every request has 16-48 new tokens (seeded); each one that finishes is replaced
-  (between steps, untimed) by a new request with a 1-4 token prompt, so every step also
-  finishes, allocates and admits about N/32 requests: alloc, admit, finish, fence.
-
-Then a shared-prefix workload with the real layer, the prefix cache off and on (chat clients
-resending their conversation; `bench_prefix`): wall time, steps, input tokens fed, hit rate.
-
-Each is run with the pool's checks on (``check="strict"``) and off (``check="off"``): two
-schedulers fed the same seeded workload, stepping in alternating turns of a few steps (so that
-load from other processes hits both alike); the table shows the median of the repeats.
-
-- checking share = (on - off) / on, from whole-step times;
-- a second, instrumented pass times every outermost call into the ledger (alloc, apply,
-  apply_each, launch, fence, held_by, _ids) and, apart, the pool's zeroing of the slots an
-  alloc hands out (it runs inside the ledger's alloc, in its `before_write` hook, but it is the
-  state's work, which any allocator does, not the ledger's): the ledger share (lifecycle
-  bookkeeping without the zeroing / step, checks on), the zeroing share, and the checking share
-  measured inside the ledger, (ledger on - ledger off) / step on. That one does not hang on the
-  difference of two noisy whole-step times, so the target is judged on it.
-
-A ledger with checks off keeps to its numpy path (the compiled move, `kernels.compiled`, always
-checks), so where the compiled move is built the two sides differ in path as well as in checks:
-a negative checking share then says that the checked compiled move costs less than the unchecked
-numpy path, not that checking has a negative cost.
+Each runs with the pool's checks on and off: two schedulers fed the same seeded workload, in
+alternating turns of a few steps, the median of the repeats. A second, instrumented pass times
+every outermost ledger call and, apart, the zeroing of allocated slots: the ledger share, the
+zeroing share, and the checking share inside the ledger. A ledger with checks off keeps to its
+numpy path, so a negative checking share means the checked compiled move beats the unchecked
+numpy path (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -293,7 +270,8 @@ def targets(rows: list) -> list:
             {
                 "what": f"checking share at N={TARGET_N} ({row['workload']}, measured in the ledger)",
                 "limit": f"<= {TARGET_SHARE:g}%",
-                "value": f"{row['checking_share_in_ledger']:.1f}% (whole-step difference: {row['checking_share']:.1f}%)",
+                "value": f"{row['checking_share_in_ledger']:.1f}% "
+                f"(whole-step difference: {row['checking_share']:.1f}%)",
                 "met": row["checking_share_in_ledger"] <= TARGET_SHARE,
             }
         )
@@ -353,7 +331,8 @@ def format_table(result: dict) -> str:
 def format_report(result: dict) -> str:
     m = result["meta"]
     lines = [
-        f"slotwarden bench scheduler  device={m['device']} ({m['device_name']}, {m['cpu_count']} CPUs)  torch {m['torch']}  python {m['python']}",
+        f"slotwarden bench scheduler  device={m['device']} ({m['device_name']}, {m['cpu_count']} CPUs)  "
+        f"torch {m['torch']}  python {m['python']}",
         "host overhead of Scheduler.step() with the layer stubbed out (constant tokens, no compute); "
         f"median of {m['repeats']} repeats, checks on/off interleaved every {m['chunk']} steps"
         + ("; CPU seconds of the stepping thread (time.thread_time)" if m.get("clock") == "thread_time" else "")

@@ -1,35 +1,19 @@
-"""The real bug history (SGLang's slot bugs, by PR) as injectable faults: each mutant is a `Scheduler`
-subclass that overrides one policy method to do what the buggy engine did, expressed through
-the same pool API. Production code has no mutant branches.
+"""The bug history as a catalogue: each `Mutant` pairs a bug's runtime variant (a `Scheduler`
+subclass: `runtime.py`, the cache's in `cache.py`) with its checker variant (a `Policy`
+subclass: `policies.py`), the bounds it needs, and the catch each must get: the checker's
+violated property and the runtime error's type. `verify` counts a catch for another reason as a
+failure: a crash elsewhere does not show that the check meant for the bug works.
 
-With the runtime's enforcement on, a mutant whose bug is a wrong move raises at the call that
-makes it (`IllegalMove`, `BadSlotId`, `FenceError`); a mutant whose bug is an omission (a
-slot never released) makes no call to refuse, and is caught by the idle audit (`AuditFailed`)
-at the first idle step, which names the slot, its owner and the event that left it there.
-
-Each `Mutant` names the catch it must get: the checker's violated property and the runtime
-error's type. `verify` counts a catch for another reason as a failure: a mutant caught by a
-crash elsewhere does not show that the check meant for its bug works.
-
-A bug in the state's numbers rather than in who holds a slot (SGLang #40252: a retracted
-session turn's partial state is kept as the session's checkpoint) makes only legal moves: the
-checker's model, which holds no state, cannot see it (`policy` None), and the continuity
-machine, which compares every finished turn's tokens and state with its transcript's, catches
-it (`machine="continuity"`).
-
-The prefix cache's bugs (`verification/mutants/cache.py`) run with the cache on and are hunted
-by the cached scheduler machine, whose follow-ups share donated prefixes.
+A bug in the state's numbers rather than in who holds a slot (SGLang #40252: a retracted turn's
+partial state kept as the session's checkpoint) makes only legal moves: the checker cannot see
+it (`policy` None); the continuity machine catches it (`machine="continuity"`).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from slotwarden.model.vocabulary import Actor, Event, State
-from slotwarden.runtime.scheduler.request import Phase, Request, Session, SessionStatus
-from slotwarden.runtime.scheduler.scheduler import Scheduler
-from slotwarden.verification import abstract as A
-from slotwarden.verification.abstract import Bounds, Fire, Policy, req_actor, session_of
+from slotwarden.verification.abstract import Bounds
 from slotwarden.verification.mutants.cache import (
     CowPublishedBeforeCopy,
     CowUnlockOverDecrements,
@@ -38,274 +22,39 @@ from slotwarden.verification.mutants.cache import (
     PublishAtSchedule,
     TombstoneLockSkipped,
 )
-
-
-class LentRollbackFrees(Scheduler):
-    """PR 21404 -> 23327: the batch builder's rollback frees the slot of every rejected
-    candidate, a session's lent slot included (released as if the request were done)."""
-
-    def rollback_candidate(self, req: Request) -> None:
-        if req.lent:
-            self.pool.finish([req.slot], Actor.request(req.rid))
-            req.slot, req.lent = None, False
-        else:
-            super().rollback_candidate(req)
-
-
-class RollbackFreesAdmitted(Scheduler):
-    """PR 16067 (reverted by 18910): the rollback also frees the slot of a request that had
-    already been added to the running batch."""
-
-    def rollback_candidate(self, req: Request) -> None:
-        admitted = [r for r in self.running if r.session is None and not r.lent]
-        super().rollback_candidate(req)
-        if admitted:
-            self.pool.rollback([admitted[-1].slot], Actor.request(admitted[-1].rid))
-
-
-class CloseLeaks(Scheduler):
-    """PR 23496: closing a session never frees its slot."""
-
-    def release_session(self, s: Session) -> None:
-        pass
-
-
-class StaleHandleAfterPark(Scheduler):
-    """PR 26941: after its state is saved to the session the request keeps its slot handle,
-    and its teardown frees the slot the session now owns."""
-
-    def release_finished(self, req: Request) -> None:
-        super().release_finished(req)
-        if req.session is not None and not req.lent:
-            self.pool.finish([req.slot], Actor.request(req.rid))
-
-
-class SentinelFreed(Scheduler):
-    """PRs 40044 / 40250: a `-1` "no slot" sentinel is freed into the free list."""
-
-    def release_aborted(self, req: Request) -> None:
-        super().release_aborted(req)
-        self.pool.rollback([-1], Actor.request(req.rid))
-
-
-class AbortLeaks(Scheduler):
-    """PR 12693: a request aborted between taking its slot and finishing leaks the slot."""
-
-    def release_aborted(self, req: Request) -> None:
-        pass
-
-
-class EarlyFence(Scheduler):
-    """Overlap scheduling: a released slot is made free while the step that used it still
-    runs on the device (the fence is taken at launch, not at completion)."""
-
-    def fence_finished(self) -> None:
-        self.pool.fence(self.pool.ledger.launched)
-
-
-class QueuedTurnAbortBricks(Scheduler):
-    """SGLang #31765 / #31767: aborting a session turn still in the queue drops the request
-    but never ends the session's turn, so the session waits for it forever: its later turns
-    never start (the session is bricked)."""
-
-    def abort(self, rid: int) -> None:
-        req = self.requests.get(rid)
-        s = None if req is None or req.session is None else self.sessions.get(req.session)
-        if s is not None and req.phase is Phase.WAITING and s.turn == rid:
-            if req in self.waiting:
-                self.waiting.remove(req)
-            req.phase = Phase.DONE  # out of the queue, but never finalised as the session's turn
-            return
-        super().abort(rid)
-
-
-class AbortPinsLentSlot(Scheduler):
-    """SGLang #40251: an abort that is not stamped as the turn's finish skips the release, so
-    the slot lent to an aborted turn is never given back to its session: it stays pinned to a
-    request that is gone."""
-
-    def release_aborted(self, req: Request) -> None:
-        if not req.lent:
-            super().release_aborted(req)
-
-
-class RejectedTurnClearsLive(Scheduler):
-    """SGLang #36503: a turn sent while the session's turn is in flight is refused (aborted
-    from the queue), and its clean-up clears the session's in-flight mark, which belongs to
-    the live turn: the session then starts a turn (here the live one, again) while one is in
-    flight. Caught by the machine's invariant that a session has one turn queued or running."""
-
-    def _turn_ended(self, req: Request) -> None:
-        s = None if req.session is None else self.sessions.get(req.session)
-        if s is not None and s.status is SessionStatus.OPEN and s.turn not in (None, req.rid):
-            s.turn = None  # the live turn's in-flight mark, cleared by a turn that never started
-        super()._turn_ended(req)
-
-
-class OverlengthAbortRestores(Scheduler):
-    """SGLang #22273: a turn aborted before it runs (over-length, in the queue) goes through the
-    finish path, which restores the session's slot for the turn and writes the turn's one-token
-    prefix into it: a write into a slot the request never borrowed."""
-
-    def abort(self, rid: int) -> None:
-        req = self.requests.get(rid)
-        s = None if req is None or req.session is None else self.sessions.get(req.session)
-        if s is not None and req.phase is Phase.WAITING and s.turn == rid and s.slot is not None:
-            self.pool.zero([s.slot], Actor.request(rid))
-        super().abort(rid)
-
-
-class RetractKeepsPartialTurn(Scheduler):
-    """SGLang #40252: a session turn retracted mid-way is treated like one that finished: the
-    state its partial run wrote into the lent slot is kept as the session's checkpoint (the
-    session is not marked stale), so the turn's recomputation continues from that state and
-    feeds its input a second time on top of it."""
-
-    def turn_retracted(self, s: Session, req: Request, lent: bool) -> None:
-        pass
-
-
-# -- the same bugs in the abstract scheduler, for the exhaustive checker -------------------------
-class AbstractLentRollbackFrees(Policy):
-    """PR 21404: after the rollback, the request releases the lent slot as if it were done."""
-
-    def rollback_events(self, world, r):
-        plan = super().rollback_events(world, r)
-        return plan + ((Fire(Event.FINISH, req_actor(r), (r.handle,)),) if r.lent else ())
-
-
-class AbstractRollbackFreesAdmitted(Policy):
-    """PR 16067: the rollback also frees the slot of a request already in the running batch
-    (the one with the lowest id: a choice by number, so the checker explores it unreduced)."""
-
-    symmetric = False
-
-    def rollback_events(self, world, r):
-        plan = super().rollback_events(world, r)
-        admitted = [q for q in world.requests if q.phase == A.RUNNING and q.handle is not None]
-        return plan + ((Fire(Event.ROLLBACK, req_actor(admitted[0]), (admitted[0].handle,)),) if admitted else ())
-
-
-class AbstractCloseLeaks(Policy):
-    """PR 23496: closing a session never frees its slot."""
-
-    def close_events(self, world, s):
-        return ()
-
-
-class AbstractStaleHandleAfterPark(Policy):
-    """PR 26941: the request keeps its handle after its state is saved to the session."""
-
-    def handle_after_park(self, world, r, slot):
-        return slot
-
-
-class AbstractSentinelFreed(Policy):
-    """PRs 40044 / 40250: a waiting request, which has no slot, frees the `-1` sentinel."""
-
-    def abort_events(self, world, r):
-        if r.phase == A.WAITING:
-            return (Fire(Event.ABORT, req_actor(r), (-1,)),)
-        return super().abort_events(world, r)
-
-
-class AbstractAbortLeaks(Policy):
-    """PR 12693: a candidate aborted before it joins the batch forgets its slot."""
-
-    def abort_events(self, world, r):
-        return () if r.phase == A.CANDIDATE else super().abort_events(world, r)
-
-
-class AbstractEarlyFence(Policy):
-    """Overlap: a release waits for the last completed step, not the one in flight."""
-
-    def release_epoch(self, world):
-        return world.completed
-
-
-class AbstractQueuedTurnAbortBricks(Policy):
-    """SGLang #31765 / #31767: an aborted turn still waiting in the queue stays its session's
-    turn in flight."""
-
-    def turn_after_abort(self, world, s, r):
-        return s.turn if r.phase == A.WAITING else super().turn_after_abort(world, s, r)
-
-
-class AbstractAbortPinsLentSlot(Policy):
-    """SGLang #40251: an aborted lent turn never gives its slot back."""
-
-    def abort_events(self, world, r):
-        return () if r.lent else super().abort_events(world, r)
-
-
-class AbstractRejectedTurnClearsLive(Policy):
-    """SGLang #36503: an aborted queued turn clears its session's turn in flight."""
-
-    def turn_after_abort(self, world, s, r):
-        return None
-
-
-class AbstractOverlengthAbortRestores(Policy):
-    """SGLang #22273: a waiting turn's abort acts on its session's parked slot."""
-
-    def abort_events(self, world, r):
-        if r.phase == A.WAITING and r.session is not None and session_of(world, r.session).handle is not None:
-            return (Fire(Event.ABORT, req_actor(r), (session_of(world, r.session).handle,)),)
-        return super().abort_events(world, r)
-
-
-# -- the prefix cache's bugs (2025-2026), in the abstract scheduler ------------------------------
-class AbstractTombstoneLockSkipped(Policy):
-    """SGLang #27147: the match's lock on a tombstoned node is skipped (the inc does nothing),
-    yet the request copies from the node and its copy's fence lets go of a lock never taken."""
-
-    def match_events(self, world, r, slot):
-        return tuple(d for d in super().match_events(world, r, slot) if not isinstance(d, Fire))
-
-
-class AbstractCowUnlockOverDecrements(Policy):
-    """SGLang #27038: the copy-on-write temp lock is released when the copy's step is launched,
-    and again at its fence: the count runs ahead of the locks taken, and the source can be
-    evicted while the copy from it is in flight."""
-
-    def launch_events(self, world, copies):
-        return tuple(Fire(Event.UNLOCK, Actor.request(rid), (i,)) for rid, i in sorted(copies))
-
-
-class AbstractCowPublishedBeforeCopy(Policy):
-    """SGLang #30986: a donated slot is published at once, before the step still writing it
-    (its copy or load) has landed: a reader can match state that is not there yet."""
-
-    def donate_events(self, world, r):
-        return tuple(d._replace(epoch=world.completed) for d in super().donate_events(world, r))
-
-
-class AbstractMatchLeaksOnQueueAbort(Policy):
-    """SGLang #20182: a candidate aborted before it runs gives back its fresh slot but not the
-    lock its prefix match took: the matched node stays pinned by a request that is gone."""
-
-    def abort_events(self, world, r):
-        plan = super().abort_events(world, r)
-        if r.phase == A.CANDIDATE:
-            return tuple(d for d in plan if d.event is not Event.UNLOCK)
-        return plan
-
-
-class AbstractEvictIgnoresPin(Policy):
-    """LMDeploy #4700: eviction goes by another count (the KV blocks' references) and drops a
-    node whose state is still locked by a reader."""
-
-    def can_evict(self, world, slot):
-        return True
-
-
-class AbstractPublishAtSchedule(Policy):
-    """vLLM #56525: donated state is committed when the next step is scheduled, not at the fence
-    of the step writing it: if that write is aborted, a retry loads what was never written."""
-
-    def launch_events(self, world, copies):
-        caching = tuple(i + 1 for i, s in enumerate(world.pool.slots) if s.state is State.CACHING)
-        return (Fire(Event.FENCE, Actor.fence(world.launched), caching),) if caching else ()
+from slotwarden.verification.mutants.policies import (
+    AbstractLentRollbackFrees,
+    AbstractRollbackFreesAdmitted,
+    AbstractCloseLeaks,
+    AbstractStaleHandleAfterPark,
+    AbstractSentinelFreed,
+    AbstractAbortLeaks,
+    AbstractEarlyFence,
+    AbstractQueuedTurnAbortBricks,
+    AbstractAbortPinsLentSlot,
+    AbstractRejectedTurnClearsLive,
+    AbstractOverlengthAbortRestores,
+    AbstractTombstoneLockSkipped,
+    AbstractCowUnlockOverDecrements,
+    AbstractCowPublishedBeforeCopy,
+    AbstractMatchLeaksOnQueueAbort,
+    AbstractEvictIgnoresPin,
+    AbstractPublishAtSchedule,
+)
+from slotwarden.verification.mutants.runtime import (
+    LentRollbackFrees,
+    RollbackFreesAdmitted,
+    CloseLeaks,
+    StaleHandleAfterPark,
+    SentinelFreed,
+    AbortLeaks,
+    EarlyFence,
+    QueuedTurnAbortBricks,
+    AbortPinsLentSlot,
+    RejectedTurnClearsLive,
+    OverlengthAbortRestores,
+    RetractKeepsPartialTurn,
+)
 
 
 class Mutant(NamedTuple):

@@ -131,7 +131,7 @@ def test_the_candidates_fresh_slots_are_one_ledger_call_with_the_same_outcome(mo
     outcomes, counts = [], []
     for grouped in (True, False):
         if not grouped:
-            monkeypatch.setattr(admission, "take_fresh_slots", lambda sched, budget: None)
+            monkeypatch.setattr(admission.BatchBuilder, "take_fresh_slots", lambda builder, budget: None)
         sched = make_scheduler(**CONFIG)
         rids = [sched.submit([1 + i, 2], 2) for i in range(5)]
         calls = ledger_calls(sched)

@@ -187,10 +187,10 @@ def test_temperature_zero_is_today_s_greedy_decoding(monkeypatch):
     rid = sched.submit(PROMPT, 4)
     assert list(sched.run()[rid].output) == greedy(PROMPT, 4)
     assert greedy_beside_a_sampled_request()
-    import slotwarden.runtime.scheduler.scheduler as scheduler
+    import slotwarden.runtime.scheduler.forward as forward
 
     # broken: a temperature-0 row in a sampled batch draws as if at temperature 1
-    monkeypatch.setattr(scheduler, "sample", lambda lg, t, s, p: sample(lg, torch.where(t > 0, t, 1.0), s, p))
+    monkeypatch.setattr(forward, "sample", lambda lg, t, s, p: sample(lg, torch.where(t > 0, t, 1.0), s, p))
     assert not greedy_beside_a_sampled_request()
 
 

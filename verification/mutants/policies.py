@@ -1,0 +1,152 @@
+"""The same bugs in the checker's twin: each a `Policy` subclass (verification/abstract/policy.py)
+that overrides one decision, for the exhaustive checker. The session bugs first, then the
+prefix cache's.
+"""
+
+from __future__ import annotations
+
+from slotwarden.model.vocabulary import Actor, Event, State
+from slotwarden.verification import abstract as A
+from slotwarden.verification.abstract import Fire, Policy, req_actor, session_of
+
+
+class AbstractLentRollbackFrees(Policy):
+    """PR 21404: after the rollback, the request releases the lent slot as if it were done."""
+
+    def rollback_events(self, world, r):
+        plan = super().rollback_events(world, r)
+        return plan + ((Fire(Event.FINISH, req_actor(r), (r.handle,)),) if r.lent else ())
+
+
+class AbstractRollbackFreesAdmitted(Policy):
+    """PR 16067: the rollback also frees the slot of a request already in the running batch
+    (the one with the lowest id: a choice by number, so the checker explores it unreduced)."""
+
+    symmetric = False
+
+    def rollback_events(self, world, r):
+        plan = super().rollback_events(world, r)
+        admitted = [q for q in world.requests if q.phase == A.RUNNING and q.handle is not None]
+        return plan + ((Fire(Event.ROLLBACK, req_actor(admitted[0]), (admitted[0].handle,)),) if admitted else ())
+
+
+class AbstractCloseLeaks(Policy):
+    """PR 23496: closing a session never frees its slot."""
+
+    def close_events(self, world, s):
+        return ()
+
+
+class AbstractStaleHandleAfterPark(Policy):
+    """PR 26941: the request keeps its handle after its state is saved to the session."""
+
+    def handle_after_park(self, world, r, slot):
+        return slot
+
+
+class AbstractSentinelFreed(Policy):
+    """PRs 40044 / 40250: a waiting request, which has no slot, frees the `-1` sentinel."""
+
+    def abort_events(self, world, r):
+        if r.phase == A.WAITING:
+            return (Fire(Event.ABORT, req_actor(r), (-1,)),)
+        return super().abort_events(world, r)
+
+
+class AbstractAbortLeaks(Policy):
+    """PR 12693: a candidate aborted before it joins the batch forgets its slot."""
+
+    def abort_events(self, world, r):
+        return () if r.phase == A.CANDIDATE else super().abort_events(world, r)
+
+
+class AbstractEarlyFence(Policy):
+    """Overlap: a release waits for the last completed step, not the one in flight."""
+
+    def release_epoch(self, world):
+        return world.completed
+
+
+class AbstractQueuedTurnAbortBricks(Policy):
+    """SGLang #31765 / #31767: an aborted turn still waiting in the queue stays its session's
+    turn in flight."""
+
+    def turn_after_abort(self, world, s, r):
+        return s.turn if r.phase == A.WAITING else super().turn_after_abort(world, s, r)
+
+
+class AbstractAbortPinsLentSlot(Policy):
+    """SGLang #40251: an aborted lent turn never gives its slot back."""
+
+    def abort_events(self, world, r):
+        return () if r.lent else super().abort_events(world, r)
+
+
+class AbstractRejectedTurnClearsLive(Policy):
+    """SGLang #36503: an aborted queued turn clears its session's turn in flight."""
+
+    def turn_after_abort(self, world, s, r):
+        return None
+
+
+class AbstractOverlengthAbortRestores(Policy):
+    """SGLang #22273: a waiting turn's abort acts on its session's parked slot."""
+
+    def abort_events(self, world, r):
+        if r.phase == A.WAITING and r.session is not None and session_of(world, r.session).handle is not None:
+            return (Fire(Event.ABORT, req_actor(r), (session_of(world, r.session).handle,)),)
+        return super().abort_events(world, r)
+
+
+# -- the prefix cache's bugs (2025-2026), in the abstract scheduler ------------------------------
+class AbstractTombstoneLockSkipped(Policy):
+    """SGLang #27147: the match's lock on a tombstoned node is skipped (the inc does nothing),
+    yet the request copies from the node and its copy's fence lets go of a lock never taken."""
+
+    def match_events(self, world, r, slot):
+        return tuple(d for d in super().match_events(world, r, slot) if not isinstance(d, Fire))
+
+
+class AbstractCowUnlockOverDecrements(Policy):
+    """SGLang #27038: the copy-on-write temp lock is released when the copy's step is launched,
+    and again at its fence: the count runs ahead of the locks taken, and the source can be
+    evicted while the copy from it is in flight."""
+
+    def launch_events(self, world, copies):
+        return tuple(Fire(Event.UNLOCK, Actor.request(rid), (i,)) for rid, i in sorted(copies))
+
+
+class AbstractCowPublishedBeforeCopy(Policy):
+    """SGLang #30986: a donated slot is published at once, before the step still writing it
+    (its copy or load) has landed: a reader can match state that is not there yet."""
+
+    def donate_events(self, world, r):
+        return tuple(d._replace(epoch=world.completed) for d in super().donate_events(world, r))
+
+
+class AbstractMatchLeaksOnQueueAbort(Policy):
+    """SGLang #20182: a candidate aborted before it runs gives back its fresh slot but not the
+    lock its prefix match took: the matched node stays pinned by a request that is gone."""
+
+    def abort_events(self, world, r):
+        plan = super().abort_events(world, r)
+        if r.phase == A.CANDIDATE:
+            return tuple(d for d in plan if d.event is not Event.UNLOCK)
+        return plan
+
+
+class AbstractEvictIgnoresPin(Policy):
+    """LMDeploy #4700: eviction goes by another count (the KV blocks' references) and drops a
+    node whose state is still locked by a reader."""
+
+    def can_evict(self, world, slot):
+        return True
+
+
+class AbstractPublishAtSchedule(Policy):
+    """vLLM #56525: donated state is committed when the next step is scheduled, not at the fence
+    of the step writing it: if that write is aborted, a retry loads what was never written."""
+
+    def launch_events(self, world, copies):
+        caching = tuple(i + 1 for i, s in enumerate(world.pool.slots) if s.state is State.CACHING)
+        return (Fire(Event.FENCE, Actor.fence(world.launched), caching),) if caching else ()
