@@ -293,11 +293,3 @@ def quiescent(slots: tuple) -> bool:
     """With no requests, no sessions, an empty prefix cache and after a fence, every slot is FREE."""
     return all(s.state is State.FREE for s in slots)
 
-
-def __getattr__(name: str):
-    """`SLOT_PROPERTIES`, the old name of the properties' words: now read from the registry."""
-    if name == "SLOT_PROPERTIES":
-        from slotwarden.model.registry import texts
-
-        return texts()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
