@@ -395,7 +395,7 @@ def run_workload(
 ) -> _Pair:
     """Run `ops` on the runtime and the model side by side; raise `Divergence` at the first
     disagreement (its message names the operation)."""
-    from slotwarden.verification.machines.stateful import MODEL
+    from slotwarden.verification.machines.shared import MODEL
 
     pair = _Pair(ops, cfg, scheduler_cls, Policy() if policy is None else policy, model or MODEL)
     made, opened = 0, 0

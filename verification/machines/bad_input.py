@@ -29,13 +29,13 @@ from slotwarden.model.errors import LifecycleError
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
 from slotwarden.runtime.scheduler.build import build
+from slotwarden.runtime.free_list import FreeList as TensorFreeList
 from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.runtime.pool import StatePool
 from slotwarden.runtime.scheduler.errors import BadRequest, SessionClosed, UnknownRequest, UnknownSession
 from slotwarden.runtime.scheduler.shapes import pool_config
 from slotwarden.verification.machines import paths
-
-from slotwarden.verification.machines.stateful import MODEL, TensorFreeList
+from slotwarden.verification.machines.shared import MODEL
 
 # -- junk --------------------------------------------------------------------------------------
 small = st.integers(-2, 6)

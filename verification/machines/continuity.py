@@ -38,7 +38,8 @@ from slotwarden.kernels.sample import sample
 from slotwarden.runtime.scheduler.request import SessionStatus
 from slotwarden.runtime.scheduler.scheduler import Scheduler
 from slotwarden.model.vocabulary import State
-from slotwarden.verification.machines.stateful import MODEL, CachedSchedulerMachine, SchedulerMachine, _marks_broken
+from slotwarden.verification.machines.scheduler import CachedSchedulerMachine, SchedulerMachine, marks_broken
+from slotwarden.verification.machines.shared import MODEL
 
 
 @lru_cache(maxsize=4096)
@@ -207,7 +208,7 @@ class CachedContinuityMachine(ContinuityMachine, CachedSchedulerMachine):
         temperature=st.sampled_from([1.0, 0.0, 0.5]),
         seed=st.integers(0, 3),
     )
-    @_marks_broken
+    @marks_broken
     def submit_group(self, n, size, new, first, temperature, seed):
         """n samples of one prompt: the siblings wait for their prompt request's donation."""
         for rid in self.sched.submit_n(

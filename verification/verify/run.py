@@ -68,7 +68,9 @@ from slotwarden.verification.machines.continuity import (
     continuity_machine_for,
 )
 from slotwarden.verification.mutants.seeded import FAULTS, hunt
-from slotwarden.verification.machines.stateful import GuardMachine, PoolMachine, machine_for
+from slotwarden.verification.machines.guard import GuardMachine
+from slotwarden.verification.machines.pool import PoolMachine
+from slotwarden.verification.machines.scheduler import machine_for
 from slotwarden.runtime.scheduler.scheduler import Scheduler
 
 LEVELS = {  # examples per machine, steps per example, mutant examples, checker bounds

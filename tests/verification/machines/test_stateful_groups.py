@@ -11,7 +11,7 @@ from slotwarden.model.vocabulary import Actor
 from slotwarden.verification.verify import run as main
 from slotwarden.verification.machines.campaign import run_machine
 from slotwarden.verification.differential import check_differential
-from slotwarden.verification.machines.stateful import machine_for
+from slotwarden.verification.machines import machine_for
 
 
 class SiblingLocksUnpublished(Scheduler):

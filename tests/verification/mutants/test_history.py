@@ -12,11 +12,11 @@ from slotwarden.verification.machines.campaign import Budget, run_machine
 from slotwarden.verification.checker.search import check
 from slotwarden.verification.mutants.history import MUTANTS
 from slotwarden.verification.machines.continuity import ContinuityMachine, continuity_machine_for, continuation
-from slotwarden.verification.machines.stateful import machine_for
+from slotwarden.verification.machines import machine_for
 from slotwarden.model.vocabulary import Actor
 from slotwarden.runtime.scheduler.build import build
 from slotwarden.runtime.scheduler.scheduler import Scheduler
-from slotwarden.verification.machines.stateful import MODEL
+from slotwarden.verification.machines import MODEL
 
 EXPECTED = {  # mutant -> (checker property, where the runtime catches it)
     "lent_rollback_frees": ("legal", "IllegalMove"),

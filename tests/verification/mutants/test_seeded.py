@@ -8,7 +8,7 @@ from slotwarden.runtime.scheduler import admission
 from slotwarden.runtime.scheduler.build import build
 from slotwarden.runtime.scheduler.scheduler import Scheduler
 from slotwarden.verification.machines.continuity import continuation, recording, replay
-from slotwarden.verification.machines.stateful import MODEL
+from slotwarden.verification.machines import MODEL
 from slotwarden.verification.verify.run import LEVELS, RUNTIME_LEVELS, fault_stages
 from slotwarden.verification.mutants.seeded import FAULTS, Fault, hunt
 
