@@ -11,16 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from slotwarden.cli.args import (
-    Parser,
-    UsageError,
-    count,
-    device,
-    output_file,
-    output_folder,
-    positive_int,
-    positive_seconds,
-)
+from slotwarden.cli.args import Parser, count, device, output_file, positive_int, positive_seconds
+from slotwarden.verification.usage import UsageError, output_folder
 
 DOCS = Path("docs")
 
