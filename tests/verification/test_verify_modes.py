@@ -40,7 +40,8 @@ def test_an_exhaustive_row_fails_on_counts_other_than_its_pin(monkeypatch):
     """A tiny bounds checked against its pin, a wrong pin, no pin, and no pin while it is one of
     the default run's bounds."""
     from slotwarden.verification.checker import pins
-    from slotwarden.verification.checker.search import TEST_BOUNDS, check
+    from slotwarden.verification.checker.bounds import TEST_BOUNDS
+    from slotwarden.verification.checker.search import check
 
     bounds = TEST_BOUNDS[0]
     result = check(bounds)

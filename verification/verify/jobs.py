@@ -20,15 +20,9 @@ from slotwarden.model import proofs as model_proofs
 from slotwarden.runtime.scheduler.scheduler import Scheduler
 from slotwarden.verification.agreement import judge, judge_runtime
 from slotwarden.verification.checker import pins
-from slotwarden.verification.checker.search import (
-    DEFAULT_BOUNDS,
-    TEST_BOUNDS,
-    THOROUGH_BOUNDS,
-    UNREACHABLE,
-    _show_rule,
-    check,
-    coverage,
-)
+from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS
+from slotwarden.verification.checker.goals import UNREACHABLE, coverage, show_rule
+from slotwarden.verification.checker.search import check
 from slotwarden.verification.crosshair_proofs import prove, prove_moves
 from slotwarden.verification.differential import check_differential, runtime_has_cache
 from slotwarden.verification.machines.bad_input import BadInputMachine, SchedulerBadInputMachine
@@ -238,7 +232,7 @@ def _coverage(bounds_list) -> Row:
         "missed_rules": list(cover.missed_rules),
         "stale_unreachable": list(cover.stale_unreachable),
         "missed_goals": list(cover.missed_goals),
-        "unreachable": {_show_rule(k): why for k, why in UNREACHABLE.items()},
+        "unreachable": {show_rule(k): why for k, why in UNREACHABLE.items()},
     }
     return Row(
         "exhaustive",

@@ -17,14 +17,8 @@ from slotwarden.verification.abstract import (
     ses_actor,
     session_of,
 )
-from slotwarden.verification.checker.search import (
-    DEFAULT_BOUNDS,
-    TEST_BOUNDS,
-    THOROUGH_BOUNDS,
-    CheckResult,
-    check,
-    check_all,
-)
+from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS
+from slotwarden.verification.checker.search import CheckResult, check, check_all
 from slotwarden.verification.checker.pins import DEFAULT_COUNTS, THOROUGH_COUNTS, pin_of
 
 # -- the correct scheduler ---------------------------------------------------------------------
@@ -169,7 +163,7 @@ def test_violation_reads_as_a_numbered_trace():
 
 # -- rule coverage and `sometimes` goals ---------------------------------------------------------
 from slotwarden.model.vocabulary import Relation, State  # noqa: E402
-from slotwarden.verification.checker.search import GOALS, UNREACHABLE, coverage  # noqa: E402
+from slotwarden.verification.checker.goals import GOALS, UNREACHABLE, coverage  # noqa: E402
 
 
 def test_the_test_bounds_fire_every_reachable_rule_and_reach_every_goal():
@@ -443,7 +437,7 @@ def test_the_checker_judges_every_cache_move():
 
     from slotwarden.model.declaration import Source, declare
     from slotwarden.model.lifecycle import EVENTS, RULES, STATES
-    from slotwarden.verification.mutants.declaration import checker_check
+    from slotwarden.verification.mutants.search_checks import checker_check
 
     grabs = tuple(
         dataclasses.replace(r, effect=r.effect._replace(owner=Source.ACTOR))
