@@ -292,4 +292,3 @@ def no_orphans(
 def quiescent(slots: tuple) -> bool:
     """With no requests, no sessions, an empty prefix cache and after a fence, every slot is FREE."""
     return all(s.state is State.FREE for s in slots)
-
