@@ -34,9 +34,9 @@ from slotwarden.verification.abstract import (
     forget,
     initial,
     is_final,
-    move_fault,
+    judge_move,
     show_world,
-    state_fault,
+    judge_world,
     successors,
 )
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS
@@ -151,8 +151,8 @@ def check(
                 return found("deadlock", base, later)
         return found(prop, depth, pos, last)
 
-    if state_fault(root):
-        return found(state_fault(root)[0], 0, 0)
+    if judge_world(root):
+        return found(judge_world(root)[0], 0, 0)
     depth = 0
     while levels[depth][0]:
         level_keys: list = []
@@ -170,7 +170,7 @@ def check(
                     try:
                         bad, rule = judged[m]
                     except KeyError:
-                        bad = move_fault(m)
+                        bad = judge_move(m)
                         rule = None if bad else _rule_of(m, lifecycle)
                         judged[m] = bad, rule
                     if bad:
@@ -187,9 +187,9 @@ def check(
                 seen.add(nkey)
                 level_keys.append(nkey)
                 parents.append(k)
-                fault = state_fault(nxt)
-                if fault:
-                    return shortest(fault[0], depth + 1, len(level_keys) - 1, None, k)
+                broken = judge_world(nxt)
+                if broken:
+                    return shortest(broken[0], depth + 1, len(level_keys) - 1, None, k)
                 if max_states is not None and len(seen) >= max_states:
                     return done(None, False)
             if not enabled and not is_final(world):
@@ -253,13 +253,13 @@ def _violation(prop: str, path: list, last: Outcome | None, policy: Policy, boun
         lines.append(describe(out))
         world = out.world
     if last is None:
-        message = _stuck_message(world) if prop == "deadlock" else state_fault(world)[1]
+        message = _stuck_message(world) if prop == "deadlock" else judge_world(world)[1]
         return Violation(prop, message, tuple(lines))
-    for out in successors(world, policy, bounds.overlap):  # the same fault, in the replayed world's names
+    for out in successors(world, policy, bounds.overlap):  # the same broken property, in the replayed world's names
         if prop == "legal" and out.error is not None:
             return Violation(prop, str(out.error), tuple(lines) + (describe(out),))
         for m in out.moves if out.error is None else ():
-            bad = move_fault(m)
+            bad = judge_move(m)
             if bad and bad[0] == prop:
                 return Violation(prop, bad[1], tuple(lines) + (describe(out),))
     raise AssertionError(f"the violation {prop} did not replay: is the policy symmetric?")

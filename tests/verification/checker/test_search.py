@@ -138,7 +138,7 @@ def test_early_release_epoch_is_an_overlap_bug_only():
     # slot the step in flight still uses
     v = check(OVERLAP, EarlyReleaseEpoch()).violation
     assert "RETRACT" in v.trace[-1] and "FENCE" in v.trace[-1] and "launch" in v.trace
-    # without overlap nothing is in flight when a slot is released: the same state space, no fault
+    # without overlap nothing is in flight when a slot is released: the same state space, no violation
     quiet = check(TEST_BOUNDS[1], EarlyReleaseEpoch())
     assert quiet.ok and quiet.states == pin_of(TEST_BOUNDS[1])[0]
 
@@ -461,7 +461,8 @@ def test_the_codec_packs_the_cache_exactly():
     codec = Codec(root)
     w = root
     for kind, who, slot in (("take", 0, None), ("admit", 0, None), ("launch", None, None), ("complete", None, None),
-                            ("donate", 0, None), ("match", 1, 1), ("admit", 1, None), ("launch", None, None)):  # fmt: skip
+                            ("donate", 0, None), ("match", 1, 1), ("admit", 1, None),
+                            ("launch", None, None)):  # fmt: skip
         w = perform(w, Policy(), kind, who, slot=slot).world
         key = codec.plain_key(w)
         assert not (isinstance(key, tuple) and key[0] == EXACT) and codec.world(key) == w, w
