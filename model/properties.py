@@ -53,7 +53,8 @@ def conserved(slots: tuple, free: tuple, lifecycle: Lifecycle = LIFECYCLE) -> bo
     """Every slot is in exactly one place of five groups (free, batch-, session-, cache-owned,
     released), counted from independent sources: the length of the free list, the records that
     name an owner and the ownerless records waiting for a fence add up to the capacity; the
-    free list names exactly the FREE records, each once, and only real slot ids. `slots[i]` is the record of slot id i + 1.
+    free list names exactly the FREE records, each once, and only real slot ids. `slots[i]` is
+    the record of slot id i + 1.
 
     A record that names an owner while FREE or RELEASED is counted twice, a held record that
     names nobody is not counted, and a free list with a duplicate or a gap is too long or too

@@ -85,4 +85,3 @@ def device(name: str | None, flag: str = "--device"):
     if dev.type not in ("cpu", "cuda"):
         raise UsageError(f"{flag} {name}: only cpu and cuda devices are supported")
     return dev
-

@@ -136,7 +136,8 @@ def render(report: Report, name: str) -> str:
     events = ", ".join(f"{e} {n}" for e, n in sorted(report.events.items()))
     verdict = "clean" if report.clean else f"{len(report.findings)} illegal moves, {len(report.leaks)} leaks"
     out.append(
-        f"{name}: {report.lines} event lines, {len(report.slots)} slots moved of {report.capacity}; events: {events or 'none'}; {verdict}"
+        f"{name}: {report.lines} event lines, {len(report.slots)} slots moved of {report.capacity}; events: "
+        f"{events or 'none'}; {verdict}"
     )
     return "\n".join(out)
 

@@ -1,25 +1,16 @@
 """Declaration mutants: every single-rule change of the lifecycle, and what notices it.
 
-Each mutant is the declaration of `slotwarden.model.lifecycle` with one rule changed:
-dropped; its relation replaced by another, or another relation allowed as well; its
-destination changed; one field of its effect taken from another source; or the rule copied to
-another source state. Each is judged by fast, complete checks, cheapest first:
-
-1. `declare()` itself (a mutant it refuses is killed by the declaration check);
-2. every move property of `slotwarden.model.registry` (and `exclusive` of the record after)
-   on every move of the finite domain that the mutation can change: every well-formed record
-   of the rule's source state (small owner, borrower and fence values) and every actor, target
-   and epoch of small values. The unchanged moves are judged once, on the declaration as
-   written. Over that domain this is a bounded proof of the one-move properties;
-3. the shutdown of `slotwarden.model.proofs.shut_down` from every record of the domain: it
-   must end FREE (`quiescent`);
-4. `conserved` over one pool step, two slots, every batch (the pool form of the step);
-5. the exhaustive checker on small bounds, with the scheduler's moves going through the
-   mutant (for the rules a scheduler needs: a dropped rule makes it stuck or refused).
-
-`--thorough` also runs the CrossHair proofs on any survivor not listed as equivalent. A mutant
-no check kills must be listed in `EQUIVALENT` with the reason; the stage fails on an unlisted
-survivor and on a listed mutant that is in fact killed.
+Each mutant is the declaration of `slotwarden.model.lifecycle` with one rule changed: dropped;
+its relation replaced by another, or another relation allowed as well; its destination changed;
+one field of its effect taken from another source; or the rule copied to another source state.
+Each is judged by the checks, cheapest first; the first that fails kills it: `declare()` itself,
+then the fast checks over a finite domain (`fast_checks`: every move property on every move the
+mutation can change, a bounded proof of the one-move properties; the shutdown; `conserved` over
+a two-slot pool step), then the exhaustive checker on small bounds with the scheduler's moves
+going through the mutant (`search_checks`), and with `--thorough` the CrossHair proofs on any
+survivor not listed as equivalent. A mutant no check kills must be listed in `EQUIVALENT` with
+its reason (`equivalent`); the stage fails on an unlisted survivor and on a listed mutant that
+is in fact killed.
 """
 
 from __future__ import annotations
@@ -200,7 +191,8 @@ def main() -> int:
     for k in r.kills:
         by[k.killed_by or "survived"] = by.get(k.killed_by or "survived", 0) + 1
     print(
-        f"{len(r.kills)} mutants in {r.seconds:.1f} s: {by}; unlisted survivors {len(r.unlisted)}, wrongly listed {len(r.wrongly_listed)}"
+        f"{len(r.kills)} mutants in {r.seconds:.1f} s: {by}; unlisted survivors {len(r.unlisted)}, wrongly listed "
+        f"{len(r.wrongly_listed)}"
     )
     if r.baseline:
         print("the declaration as written fails:", r.baseline)

@@ -8,7 +8,10 @@ _NO_OWNER = "a RELEASED record names no owner (`exclusive`, proved inductive): K
 _ACTOR_IS_OWNER = "only the owner fires the rule (relation OWNER): ACTOR and KEEP give the same owner"
 _ACTOR_IS_BORROWER = "only the borrower fires the rule (relation BORROWER): ACTOR and KEEP give the same borrower"
 _NO_OP = "a self-loop that rewrites nothing: the move leaves the record as it was"
-_SAME_MOVE = "the same move as a declared rule of that state (the turn gives its session back the slot) under another event's name"
+_SAME_MOVE = (
+    "the same move as a declared rule of that state (the turn gives its session back the slot) "
+    "under another event's name"
+)
 _LATER = "a candidate's slot, which no step used, waits for a fence instead of being free at once: later, never unsafe"
 
 _NO_COUNT = "the source state counts no locks (`exclusive`, proved inductive): KEEP and CLEAR both give 0"
@@ -67,7 +70,8 @@ _CACHE = {
 
 EQUIVALENT: dict[str, str] = {
     **_CACHE,
-    "FREE --ALLOC [NONE]: borrower from KEEP": "a FREE record has no borrower (`exclusive`): KEEP and CLEAR both give NOBODY",
+    "FREE --ALLOC [NONE]: borrower from KEEP": "a FREE record has no borrower (`exclusive`): KEEP and CLEAR both give "
+    "NOBODY",
     "FREE --ALLOC [NONE]: fence from KEEP": "a FREE record has no fence (`exclusive`): KEEP and CLEAR both give 0",
     "TAKEN --ADMIT [OWNER]: owner from ACTOR": _ACTOR_IS_OWNER,
     "TAKEN --ADMIT [OWNER]: borrower from CLEAR": _NO_BORROWER,
@@ -99,7 +103,8 @@ EQUIVALENT: dict[str, str] = {
     "LENT_RUNNING --ABORT [BORROWER]: fence from CLEAR": _NO_FENCE,
     "PARKED --CLOSE [OWNER]: borrower from KEEP": _NO_BORROWER,
     "RELEASED --FENCE [DUE]: owner from KEEP": _NO_OWNER,
-    "RELEASED --FENCE [DUE]: borrower from KEEP": "a RELEASED record has no borrower (`exclusive`): KEEP and CLEAR both give NOBODY",
+    "RELEASED --FENCE [DUE]: borrower from KEEP": "a RELEASED record has no borrower (`exclusive`): KEEP and CLEAR "
+    "both give NOBODY",
 }
 """Mutants no check kills, each with the reason it changes nothing the properties protect.
 The stage fails on a survivor missing here, and on an entry here that some check kills."""

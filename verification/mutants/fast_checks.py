@@ -67,7 +67,8 @@ def move_check(lifecycle: Lifecycle, where: tuple | None = None) -> str:
                 after = _move(lifecycle, slot, event, actor, target, epoch)
                 bad = move_faults(slot, event, actor, target, epoch, after, lifecycle)
                 if bad:
-                    return f"{', '.join(bad)}: {event.name} by {actor} (target {target}, epoch {epoch}) on {_show(slot)} -> {_show(after)}"
+                    move = f"{event.name} by {actor} (target {target}, epoch {epoch})"
+                    return f"{', '.join(bad)}: {move} on {_show(slot)} -> {_show(after)}"
     return ""
 
 

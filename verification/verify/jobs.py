@@ -115,7 +115,10 @@ def _runtime_agreement(_) -> Row:
     start = time.perf_counter()
     verdicts = judge_runtime()
     bad = [v for v in verdicts if not v.agrees]
-    text = f"{len(verdicts) - len(bad)}/{len(verdicts)} moves on real ledger columns agree with step() (check strict and off; per-slot, compiled and numpy paths)"
+    text = (
+        f"{len(verdicts) - len(bad)}/{len(verdicts)} moves on real ledger columns agree with step() "
+        "(check strict and off; per-slot, compiled and numpy paths)"
+    )
     detail = {"moves": len(verdicts), "disagreements": [f"{v.case} [{v.check}]: {v.problem}" for v in bad[:20]]}
     return Row("declaration", "runtime look_up/write = step()", not bad, time.perf_counter() - start, text, detail)
 
@@ -142,7 +145,10 @@ def fault_stages(runtime_level: dict, level: dict, seed) -> dict:
         return (
             ""
             if not bad
-            else f"{len(bad)} moves disagree, e.g. {bad[0].case.slot.state.name} {bad[0].case.event.name} by {bad[0].case.actor}: {bad[0].problem}"
+            else (
+                f"{len(bad)} moves disagree, e.g. {bad[0].case.slot.state.name} {bad[0].case.event.name} by "
+                f"{bad[0].case.actor}: {bad[0].problem}"
+            )
         )
 
     hunt_budget = runtime_level["hunt"]

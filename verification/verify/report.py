@@ -53,7 +53,8 @@ def summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
         lines += [
             "",
             "== mutant matrix",
-            "| mutant | bug (SGLang PR) | expected catch | checker: property, trace | Hypothesis: examples, seconds, caught at |",
+            "| mutant | bug (SGLang PR) | expected catch | checker: property, trace | Hypothesis: examples, seconds, "
+            "caught at |",
             "|---|---|---|---|---|",
         ]
         for r in mutants:
@@ -88,7 +89,8 @@ def write_report(folder: Path, rows: list[Row], total: float, level_name: str, o
     md = [f"# slotwarden verify: {verdict(ok, level_name)}", "", "```mermaid", mermaid().rstrip(), "```", ""]
     md += ["## Properties", "", "| property | kind | in words | proofs | checks |", "|---|---|---|---|---|"]
     md += [
-        f"| {p.name} | {p.kind.value} | {registry.text(p.name)} | {', '.join(p.proofs) or '-'} | {', '.join(p.checks)} |"
+        f"| {p.name} | {p.kind.value} | {registry.text(p.name)} | {', '.join(p.proofs) or '-'} | "
+        f"{', '.join(p.checks)} |"
         for p in registry.PROPERTIES.values()
     ]
     md += ["", "## Results", "", "| stage | check | ok | seconds | result |", "|---|---|---|---:|---|"]
@@ -98,7 +100,8 @@ def write_report(folder: Path, rows: list[Row], total: float, level_name: str, o
             md += ["", "## Declaration mutants", "", *declaration_mutants.matrix_lines(r.detail), ""]
             md += ["| mutant | killed by | witness |", "|---|---|---|"]
             md += [
-                f"| {k['mutant']} | {k['killed_by'] or 'equivalent'} | {k['detail'] or r.detail['equivalent'].get(k['mutant'], '')} |"
+                f"| {k['mutant']} | {k['killed_by'] or 'equivalent'} | "
+                f"{k['detail'] or r.detail['equivalent'].get(k['mutant'], '')} |"
                 for k in r.detail["kills"]
             ]
     md += ["", "## Counterexamples", ""]

@@ -37,7 +37,8 @@ def run_verify(args) -> int:
     todo = [j for i, j in enumerate(every) if i % shards == shard]
     if not todo:
         raise UsageError(
-            f"--shard {args.shard}: shard {shard + 1} of {shards} has no job (the {level_name} run has {len(every)}): use N <= {len(every)}"
+            f"--shard {args.shard}: shard {shard + 1} of {shards} has no job (the {level_name} run has {len(every)}): "
+            f"use N <= {len(every)}"
         )
     print(
         f"slotwarden verify: {level_name} run, shard {shard + 1}/{shards}, {len(todo)} jobs, seed {args.seed}",
