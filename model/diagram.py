@@ -5,14 +5,11 @@ rendered from the DOT text by pygraphviz (the `render` extra), which bundles gra
 
 Every state is drawn with an explicit label, never the renderer's default: its name and the
 kind of its owner ("PARKED · session"), filled with its group's colour (`model.palette`, the
-colours of `slotwarden demo --plot` too). The groups of several states (BATCH_OWNED,
-SESSION_OWNED) are boxes around their states, and a legend names every group's colour. Every
-edge label names the event and who may fire it.
-
-A view may highlight one event (all its edges) or one state in a contrasting colour, and may
-draw moves the lifecycle refuses (`Refused`, checked against the rules), dashed, next to the
-legal ones. The plain Mermaid `stateDiagram-v2` cannot colour an edge, so a highlighted or
-annotated Mermaid view is a `flowchart` instead.
+colours of `slotwarden demo --plot` too). Groups of several states are boxes around their
+states, a legend names every group's colour, and every edge label names the event and who may
+fire it. A view may highlight one event (all its edges) or one state, and may draw moves the
+lifecycle refuses (`Refused`, checked against the rules), dashed, next to the legal ones. The
+plain Mermaid `stateDiagram-v2` cannot colour an edge, so such a Mermaid view is a `flowchart`.
 """
 
 from __future__ import annotations
@@ -161,7 +158,8 @@ def mermaid_flow(lifecycle: Lifecycle = LIFECYCLE, highlight: Event | State | No
     if refuse:
         ids = ",".join(str(first_refused + i) for i in range(len(refuse)))
         lines.append(
-            f"    linkStyle {ids} stroke:{palette.REFUSED},stroke-width:2px,stroke-dasharray:6 4,color:{palette.REFUSED}"
+            f"    linkStyle {ids} stroke:{palette.REFUSED},stroke-width:2px,stroke-dasharray:6 "
+            f"4,color:{palette.REFUSED}"
         )
     if isinstance(highlight, State):
         lines.append(f"    style {highlight.name} stroke:{palette.HIGHLIGHT},stroke-width:4px")
@@ -224,7 +222,8 @@ def dot(lifecycle: Lifecycle = LIFECYCLE, highlight: Event | State | None = None
             f'color="{c}", fontcolor="{c}", penwidth=2, constraint=false];'
         )
     lines.append(
-        f"    legend [shape=plain, style=filled, fillcolor=white, fontsize=10, label={_legend(lifecycle, highlight, refuse)}];"
+        "    legend [shape=plain, style=filled, fillcolor=white, fontsize=10, "
+        f"label={_legend(lifecycle, highlight, refuse)}];"
     )
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -78,7 +78,8 @@ class IllegalFree(IllegalMove):
         where = f"slot {self.slot_id}" if self.slot_id is not None else "slot"
         owner = "nobody" if self.slot.owner == NOBODY else str(self.slot.owner)
         lent = "" if self.slot.borrower == NOBODY else f", lent to request {self.slot.borrower}"
-        return f"illegal free by {self.actor} on {where} (state {self.slot.state.name}, owner {owner}{lent}): {self.reason}"
+        state = self.slot.state.name
+        return f"illegal free by {self.actor} on {where} (state {state}, owner {owner}{lent}): {self.reason}"
 
     def __reduce__(self):
         return (IllegalFree, (self.lifecycle, self.slot, self.actor, self.relation, self.slot_id))

@@ -53,7 +53,8 @@ def conserved(slots: tuple, free: tuple, lifecycle: Lifecycle = LIFECYCLE) -> bo
     """Every slot is in exactly one place of five groups (free, batch-, session-, cache-owned,
     released), counted from independent sources: the length of the free list, the records that
     name an owner and the ownerless records waiting for a fence add up to the capacity; the
-    free list names exactly the FREE records, each once, and only real slot ids. `slots[i]` is the record of slot id i + 1.
+    free list names exactly the FREE records, each once, and only real slot ids. `slots[i]` is
+    the record of slot id i + 1.
 
     A record that names an owner while FREE or RELEASED is counted twice, a held record that
     names nobody is not counted, and a free list with a duplicate or a gap is too long or too
@@ -292,12 +293,3 @@ def no_orphans(
 def quiescent(slots: tuple) -> bool:
     """With no requests, no sessions, an empty prefix cache and after a fence, every slot is FREE."""
     return all(s.state is State.FREE for s in slots)
-
-
-def __getattr__(name: str):
-    """`SLOT_PROPERTIES`, the old name of the properties' words: now read from the registry."""
-    if name == "SLOT_PROPERTIES":
-        from slotwarden.model.registry import texts
-
-        return texts()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,14 +3,10 @@ and the proofs and checks that establish it.
 
 The CrossHair proofs (`slotwarden.model.proofs`), the exhaustive checker, the Hypothesis
 machines, the declaration mutants, the generated docs and the verify report all read the
-words and the predicates from here; nothing restates them.
-
-Kinds:
-- `MOVE`: one move of one slot, judged on (before, event, actor, target, epoch, after);
-- `SLOT`: one slot record;
-- `POOL`: the records of a pool and its free list;
-- `WORLD`: a pool against who is alive and which slot each believes it holds (the checker's
-  worlds and the scheduler machine's audit).
+words and the predicates from here; nothing restates them. Kinds: `MOVE` (one move of one slot,
+judged on before, event, actor, target, epoch, after), `SLOT` (one slot record), `POOL` (the
+records of a pool and its free list), `WORLD` (a pool against who is alive and which slot each
+believes it holds: the checker's worlds and the scheduler machine's audit).
 
     >>> PROPERTIES["authority"].kind.value
     'slot move'

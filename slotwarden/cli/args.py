@@ -1,17 +1,15 @@
 """The command line's user errors: argument types, output paths and devices, checked before
-any work starts. Each failure is a `UsageError`, which `slotwarden.cli.commands.main` prints as one
-line and turns into exit status 2 (never a traceback)."""
+any work starts. Each failure is a `UsageError`, which `slotwarden.cli.commands.main` prints as
+one line and turns into exit status 2 (never a traceback). `UsageError` lives in
+`slotwarden.verification.usage`, beside `output_folder`: verify raises them too."""
 
 from __future__ import annotations
 
 import argparse
 import math
-import os
 from pathlib import Path
 
-
-class UsageError(Exception):
-    """A user error on the command line; the message is one line."""
+from slotwarden.verification.usage import UsageError
 
 
 class Parser(argparse.ArgumentParser):
@@ -67,23 +65,6 @@ def output_file(path: str, flag: str) -> Path:
         raise UsageError(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
     if not existed:
         p.unlink()
-    return p
-
-
-def output_folder(path: str, flag: str) -> Path:
-    """`path` is (or can be made as) a folder that takes new files; its parent must exist."""
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise UsageError(f"{flag} {path}: is a file, not a folder")
-    if not p.exists() and not p.parent.is_dir():
-        raise UsageError(f"{flag} {path}: the folder {str(p.parent)!r} does not exist")
-    try:
-        p.mkdir(exist_ok=True)
-        probe = p / f".slotwarden-probe-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
     return p
 
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import Iterable
 
 from slotwarden.model.errors import BadSlotId, LifecycleError
 from slotwarden.model.free import free_rule
-from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.pool import Pool, apply, check_ids, new_pool
-from slotwarden.model.vocabulary import NOBODY, Event, Slot, State
+from slotwarden.model.vocabulary import NOBODY, Event, State
 from slotwarden.runtime.inputs import actor as checked_actor
 from slotwarden.runtime.trace import FREE, Header, TraceFormatError, TraceLine, parse
+from slotwarden.cli.trace_report import Finding, Leak, Move, Report, show
 
 MAX_CAPACITY = 2**24
 """The largest pool the checker replays (it builds every slot): a larger header capacity, or
@@ -27,51 +27,6 @@ without a header a larger slot id, makes the file not a trace the checker reads.
 
 HISTORY = 8
 """How many of a slot's moves the report shows before a finding."""
-
-
-class Move(NamedTuple):
-    """One slot's move on one trace line."""
-
-    lineno: int
-    line: TraceLine
-    before: Slot
-    after: Slot
-
-    def __str__(self) -> str:
-        ev = self.line.event if isinstance(self.line.event, str) else self.line.event.name.lower()
-        to = "" if self.line.target == NOBODY else f" -> {self.line.target}"
-        where = f"line {self.lineno} (step {self.line.step})"
-        return f"{where}: {ev} by {self.line.actor}{to}: {_show(self.before)} -> {_show(self.after)}"
-
-
-class Finding(NamedTuple):
-    """A line the model refuses: the error, the slot it names, and that slot's recent moves."""
-
-    lineno: int
-    line: TraceLine
-    slot: int | None
-    error: str
-    history: tuple  # Move, oldest first
-
-
-class Leak(NamedTuple):
-    slot: int
-    record: Slot
-    last: Move | None
-
-
-class Report(NamedTuple):
-    capacity: int
-    lines: int
-    events: Counter
-    slots: tuple  # every slot id a line moved
-    findings: tuple  # Finding, in line order
-    leaks: tuple  # Leak, in slot order
-    moves: tuple  # Move, in line order: the timeline the plot draws
-
-    @property
-    def clean(self) -> bool:
-        return not self.findings and not self.leaks
 
 
 def read(path: Path) -> tuple[int | None, list[tuple[int, TraceLine]]]:
@@ -160,19 +115,6 @@ def _moved(m: Move, slot: int) -> bool:
     return m.line.ids[0] == slot
 
 
-def _show(s: Slot) -> str:
-    """`LENT (session 5, lent to request 3)`: the state and who holds the slot."""
-    return s.state.name + (f" ({holder(s)})" if holder(s) else "")
-
-
-def holder(s: Slot) -> str:
-    """Who holds `s`, in words (empty for a slot nobody holds)."""
-    kind = LIFECYCLE.spec(s.state).owner
-    if kind is None or s.owner == NOBODY:
-        return ""
-    return f"{kind.name.lower()} {s.owner}" + (f", lent to request {s.borrower}" if s.borrower != NOBODY else "")
-
-
 def render(report: Report, name: str) -> str:
     """The report as text: first finding with its slot's history, leaks, summary."""
     out = []
@@ -190,11 +132,12 @@ def render(report: Report, name: str) -> str:
         out.append(f"leaks at the end ({len(report.leaks)} slot{'s' if len(report.leaks) > 1 else ''} not FREE):")
         for leak in report.leaks:
             last = f", last moved on {leak.last}" if leak.last else ""
-            out.append(f"  slot {leak.slot}: {_show(leak.record)}{last}")
+            out.append(f"  slot {leak.slot}: {show(leak.record)}{last}")
     events = ", ".join(f"{e} {n}" for e, n in sorted(report.events.items()))
     verdict = "clean" if report.clean else f"{len(report.findings)} illegal moves, {len(report.leaks)} leaks"
     out.append(
-        f"{name}: {report.lines} event lines, {len(report.slots)} slots moved of {report.capacity}; events: {events or 'none'}; {verdict}"
+        f"{name}: {report.lines} event lines, {len(report.slots)} slots moved of {report.capacity}; events: "
+        f"{events or 'none'}; {verdict}"
     )
     return "\n".join(out)
 

@@ -11,16 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from slotwarden.cli.args import (
-    Parser,
-    UsageError,
-    count,
-    device,
-    output_file,
-    output_folder,
-    positive_int,
-    positive_seconds,
-)
+from slotwarden.cli.args import Parser, count, device, output_file, positive_int, positive_seconds
+from slotwarden.verification.usage import UsageError, output_folder
 
 DOCS = Path("docs")
 
@@ -140,10 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="The full verification: the declaration's derived forms agree; CrossHair proves the model's "
         "safety properties; the exhaustive model checker covers the abstract scheduler within its bounds, firing "
         "every declared rule and reaching every `sometimes` goal; the abstract scheduler follows the runtime's on "
-        "random workloads (differential); the Hypothesis machines run the pool, a guarded engine allocator and the scheduler (overlap off and on); the "
+        "random workloads (differential); the Hypothesis machines run the pool, a guarded engine allocator and the "
+        "scheduler (overlap off and on); the "
         "runtime's own transition path agrees with the model; every finished request's tokens and state equal a "
         "replay of its transcript, with the prefix cache off and on; every seeded runtime fault is caught; and "
-        "every bug of the history, injected as a mutant, is caught for the expected reason. Exits 0 only if every proof is CONFIRMED, every "
+        "every bug of the history, injected as a mutant, is caught for the expected reason. Exits 0 only if every "
+        "proof is CONFIRMED, every "
         "check holds and every fault and mutant is caught.",
     )
     level = p.add_mutually_exclusive_group()

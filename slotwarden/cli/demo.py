@@ -1,30 +1,17 @@
 """`slotwarden demo`: a synthetic serving workload through the scheduler, ending with the audit.
 
-Streaming sessions (2-4 short turns each, every turn sent a few steps after the previous one
-ended; some closed by their client, one of them while its last turn still runs, the rest left to
-the idle-session reaper) and plain requests (arrivals spread over the steps, some prompts longer
-than the prefill chunk, random lengths), a few aborts (a queued request, a running one, a running
-session turn), all through a tight pool so that candidates are rolled back and running requests
-retracted. The layer is TinyMamba (float32) on the default device: the state really flows
-through the slots. See `slotwarden.bench.workload` for the workload and the client that drives it.
-
-At the end: throughput, peak slot use by state, the lifecycle events counted, and the final
-audit (`Scheduler.check_audit()` plus every slot FREE). Exits 0 only with a clean audit.
-
-With `--prefix-cache` the scheduler shares recurrent state by prefix, and half the plain
-requests continue an earlier one once it ended (its prompt and output, then a few new tokens),
-as a stateless chat client does; the summary adds the hit rate and the input tokens saved (the
-cache is flushed before the final audit), and `--plot` draws the tokens saved over the steps.
-
-With `--n N` every fresh plain prompt is sent as N parallel samples (`Scheduler.submit_n`,
-temperature 1, seeded by the arrival); with the prefix cache on, each group's prompt request
-prefills the prompt once for its siblings to copy, and the summary reports the prefill tokens
-saved net of that prefill (none, or fewer than it cost, when evictions, retractions or too few
-slots make the siblings prefill the prompt again).
-
-A safety net around the scheduler: a run that launches nothing for many steps while requests
-wait stops as a failure (`Stalled`, naming who holds the slots and who waits) instead of
-spinning until max_steps; the audit line then reports it.
+Streaming sessions of short turns and plain requests (`slotwarden.bench.workload`), a few aborts
+and client closes, all through a tight pool so that candidates are rolled back and running
+requests retracted; the layer is TinyMamba (float32) on the default device, so the state really
+flows through the slots. At the end: throughput, peak slot use by state, the lifecycle events
+counted, and the final audit (`Scheduler.check_audit()` plus every slot FREE). Exits 0 only with
+a clean audit. With `--prefix-cache` the scheduler shares recurrent state by prefix and half the
+plain requests continue an earlier one, as a stateless chat client does (the summary adds the
+hit rate and the input tokens saved; `--plot` draws them over the steps). With `--n N` every
+fresh plain prompt is sent as N parallel samples (`Scheduler.submit_n`); with the cache on, the
+summary reports the prefill tokens saved net of the group's own prefill. A run that launches
+nothing for many steps while requests wait stops as a failure (`Stalled`, naming who holds the
+slots and who waits) instead of spinning until max_steps.
 """
 
 from __future__ import annotations
@@ -86,7 +73,8 @@ def _stall_report(sched: Scheduler, steps: int) -> str:
     counts = {g.name: n for g, n in sched.pool.ledger.counts().items() if n}
     return (
         f"no batch for {steps} steps while {len(sched.waiting)} requests wait: the head, request {head.rid}"
-        f"{f' (session {head.session})' if head.session is not None else ''}, starved of a slot or a seat for {head.waited} steps; "
+        f"{f' (session {head.session})' if head.session is not None else ''}, starved of a slot or a seat for "
+        f"{head.waited} steps; "
         f"{len(sched.running)} running; slots {counts}; {len(holders)} sessions hold a slot, {queued} of them with "
         "a turn pending"
     )
@@ -239,27 +227,31 @@ def format_summary(r: dict) -> str:
     aborts = ", ".join(f"{k} (request {v})" for k, v in r["aborts"].items()) or "none"
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(r["steps_by_kind"].items()))
     lines = [
-        f"slotwarden demo  device={r['device']}  TinyMamba {r['dtype']}  pool {r['slots']} slots  overlap={'on' if r['overlap'] else 'off'}",
+        f"slotwarden demo  device={r['device']}  TinyMamba {r['dtype']}  pool {r['slots']} slots  "
+        f"overlap={'on' if r['overlap'] else 'off'}",
         f"  workload: {w['sessions']} sessions ({w['turns']} turns sent), {w['requests']} requests "
         f"({w['long_prompts']} with prompts longer than chunk_size {cfg['chunk_size']}), seed {w['seed']}",
         f"  scheduler: max_running {cfg['max_running']}, token_budget {cfg['token_budget']}, "
         f"retract_after {cfg['retract_after']}, session_timeout {cfg['session_timeout']}",
         f"steps                 {r['steps']}  ({kinds})",
-        f"tokens generated      {r['tokens_generated']}  (+ {r['prefill_tokens']} input tokens fed by prefill, refeeds after retraction included)",
+        f"tokens generated      {r['tokens_generated']}  (+ {r['prefill_tokens']} input tokens fed by prefill, "
+        "refeeds after retraction included)",
         f"wall time             {r['wall_s']:.2f} s",
         f"throughput            {r['tokens_per_s']:.0f} tokens/s, {r['steps_per_s']:.0f} steps/s",
         f"peak slots in use     {r['peak_in_use']} of {r['slots']}  (peak by state: {by_state})",
         f"rollbacks             {r['rollbacks']}",
         f"retractions           {r['retractions']}",
         f"aborts                {len(r['aborts'])}: {aborts}",
-        f"sessions closed       {r['sessions_closed_by_client']} by their client ({r['deferred_closes']} deferred while a turn ran), "
+        f"sessions closed       {r['sessions_closed_by_client']} by their client ({r['deferred_closes']} deferred "
+        "while a turn ran), "
         f"{r['sessions_closed_by_reaper']} by the reaper",
         "finish reasons        " + ", ".join(f"{k} {v}" for k, v in sorted(r["finish_reasons"].items())),
     ]
     c = r.get("prefix_cache")
     if c is not None:
         lines.append(
-            f"prefix cache          hit rate {c['hit_rate']:.0%} ({c['hits']} of {c['lookups']} plain requests admitted), "
+            f"prefix cache          hit rate {c['hit_rate']:.0%} ({c['hits']} of {c['lookups']} plain requests "
+            "admitted), "
             f"{c['tokens_saved']} input tokens saved; {c['inserts']} slots donated, {c['evictions']} evicted"
         )
     n = w.get("samples", 1)
@@ -312,7 +304,8 @@ def plot(result: dict, path) -> None:
     ax.set_ylabel("slots")
     ax.set_title(
         f"slot occupancy by state  ({result['slots']} slots, {result['workload']['sessions']} sessions, "
-        f"{result['workload']['requests']} requests, overlap {'on' if result['overlap'] else 'off'}; sampled before each fence)",
+        f"{result['workload']['requests']} requests, overlap {'on' if result['overlap'] else 'off'}; sampled before "
+        "each fence)",
         fontsize=9,
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)

@@ -13,7 +13,7 @@ from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.palette import LINE, REFUSED, colour, ink
 from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, Group
 
-from slotwarden.cli.check_trace import Report
+from slotwarden.cli.trace_report import Report
 
 BEFORE, AFTER = 16, 4
 """How many lines before and after the first finding the plot shows."""

@@ -49,16 +49,17 @@ def no_work(monkeypatch):
     """Any handler reaching its work fails the test: errors must come first."""
     import slotwarden.cli.demo
     import slotwarden.cli.docs
-    import slotwarden.verification.verify.run as vmain
+    import slotwarden.verification.verify.jobs as vjobs
+    import slotwarden.verification.verify.workers as vworkers
 
     def started(*_, **__):
         raise AssertionError("work started before the arguments were checked")
 
     monkeypatch.setattr(slotwarden.cli.demo, "simulate", started)
     monkeypatch.setattr(slotwarden.cli.docs, "write_docs", started)
-    monkeypatch.setattr(vmain, "_agreement", started)
-    monkeypatch.setattr(vmain, "_checker_job", started)
-    monkeypatch.setattr(vmain, "_machine", started)
+    monkeypatch.setattr(vjobs, "_agreement", started)
+    monkeypatch.setattr(vworkers, "checker_job", started)
+    monkeypatch.setattr(vjobs, "_machine", started)
     import slotwarden.cli.check_trace
 
     monkeypatch.setattr(slotwarden.cli.check_trace, "run", started)

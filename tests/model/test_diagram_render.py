@@ -74,7 +74,10 @@ def render_fresh(dot_text: str, fmt: str) -> bytes:
     """`dot_text` rendered by graphviz in a new process, as `slotwarden docs` does. Graphviz
     keeps attribute defaults from one graph to the next within a process, so a graph that
     leaves its node labels to the default can come out differently after another one."""
-    code = "import sys, pygraphviz; sys.stdout.buffer.write(pygraphviz.AGraph(string=sys.stdin.read()).draw(format=sys.argv[1], prog='dot'))"
+    code = (
+        "import sys, pygraphviz; "
+        "sys.stdout.buffer.write(pygraphviz.AGraph(string=sys.stdin.read()).draw(format=sys.argv[1], prog='dot'))"
+    )
     done = subprocess.run([sys.executable, "-c", code, fmt], input=dot_text.encode(), capture_output=True, check=True)
     return done.stdout
 

@@ -144,7 +144,7 @@ def test_the_one_move_proofs_range_over_exactly_the_well_formed_records():
     from slotwarden.model.lifecycle import LIFECYCLE
     from slotwarden.model.properties import exclusive
     from slotwarden.model.vocabulary import MAX_READERS
-    from slotwarden.verification.mutants.declaration import records
+    from slotwarden.verification.mutants.fast_checks import records
 
     for state in State:
         for r in records(LIFECYCLE, state):

@@ -174,9 +174,6 @@ def test_the_registry_is_the_one_source_of_words_and_predicates():
     assert all(p.on_move is not None for p in registry.MOVE_PROPERTIES)
     assert all(abstract.PROPERTIES[name] == registry.text(name) for name in abstract.PROPERTIES)
     assert {n for n, p in props.items() if registry.CHECKER in p.checks} == set(abstract.PROPERTIES)
-    from slotwarden.model.properties import SLOT_PROPERTIES  # the old name still works, read from the registry
-
-    assert SLOT_PROPERTIES == registry.texts()
     # a wrong move is named by the properties it breaks
     lent = Slot(State.LENT, owner=7, borrower=3)
     assert registry.move_faults(lent, Event.CLOSE, Actor.session(7), NOBODY, 1, Slot(State.RELEASED, fence=1)) == (

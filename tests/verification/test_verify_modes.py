@@ -5,13 +5,15 @@ import json
 
 from slotwarden.cli.commands import main
 from slotwarden.model import proofs
-from slotwarden.verification.verify import run as verify
+from slotwarden.verification.verify import jobs as verify
+from slotwarden.verification.verify.report import verdict
+from slotwarden.verification.verify.workers import cost
 
 
 def test_a_quick_pass_says_the_proofs_were_skipped():
-    assert verify.verdict(True, "quick") == "PASS (quick: proofs skipped)"
-    assert verify.verdict(True, "default") == "PASS"
-    assert verify.verdict(False, "quick") == "FAIL"
+    assert verdict(True, "quick") == "PASS (quick: proofs skipped)"
+    assert verdict(True, "default") == "PASS"
+    assert verdict(False, "quick") == "FAIL"
     skipped = verify.skipped_by_quick()
     assert skipped[0] == f"the {len(proofs.PROOFS)} CrossHair proofs"
     assert any("exhaustive bounds" in s for s in skipped)
@@ -38,7 +40,8 @@ def test_an_exhaustive_row_fails_on_counts_other_than_its_pin(monkeypatch):
     """A tiny bounds checked against its pin, a wrong pin, no pin, and no pin while it is one of
     the default run's bounds."""
     from slotwarden.verification.checker import pins
-    from slotwarden.verification.checker.search import TEST_BOUNDS, check
+    from slotwarden.verification.checker.bounds import TEST_BOUNDS
+    from slotwarden.verification.checker.search import check
 
     bounds = TEST_BOUNDS[0]
     result = check(bounds)
@@ -62,7 +65,7 @@ def test_the_pooled_jobs_start_longest_first():
 
     every = verify.jobs(verify.LEVELS["default"], 300.0, None, None)
     unpinned = ("exhaustive", "new", (Bounds(slots=9, requests=9, sessions=0),))
-    pooled = sorted([j for j in every if not callable(j[2])] + [unpinned], key=verify._cost, reverse=True)
+    pooled = sorted([j for j in every if not callable(j[2])] + [unpinned], key=cost, reverse=True)
     biggest = max(verify.DEFAULT_BOUNDS, key=lambda b: pins.pin_of(b)[1])
     assert pooled[0] == unpinned and pooled[1][1] == str(biggest)
     names = [j[1] for j in pooled]

@@ -1,15 +1,15 @@
 """The abstract scheduler: requests, streaming sessions and overlapped steps over the model pool.
 
-A pure, finite model of the scheduler that the bounded model checker (`checker.py`) explores
-breadth-first, in files of one concern each, gathered here under one name:
+A pure, finite model of the scheduler that the bounded model checker (`checker.search`) explores
+breadth-first, in modules of one concern each, gathered here under one name:
 
-- `abstract_world`: bounds, requests, sessions, steps, the world, the initial world;
-- `abstract_policy`: the scheduler's decisions (`Policy`; mutants override one method);
-- `abstract_actions`: the actions, the successors of a world, the memoised model pool;
-- `abstract_faults`: the properties judged in every world and on every slot move;
-- `abstract_words`: worlds, moves and outcomes as text.
+- `world`: bounds, requests, sessions, steps, the world, the initial world;
+- `policy`: the scheduler's decisions (`Policy`; mutants override one method);
+- `actions`: the actions, the successors of a world, the memoised model pool;
+- `judged`: the properties the checker judges in every world and on every slot move;
+- `words`: worlds, moves and outcomes as text.
 
-`differential.py` checks that this model and the runtime's scheduler agree on slot ownership.
+`differential` checks that this model and the runtime's scheduler agree on slot ownership.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from slotwarden.verification.abstract.judged import (
     PROPERTIES,
     RUN_PROPERTIES,
     STATE_PROPERTIES,
-    move_fault,
-    state_fault,
+    judge_move,
+    judge_world,
 )
 from slotwarden.verification.abstract.policy import Alloc, Fire, Policy, req_actor, ses_actor
 from slotwarden.verification.abstract.words import describe, show_move, show_slot, show_slots, show_world
@@ -49,7 +49,7 @@ from slotwarden.verification.abstract.world import (
 
 __all__ = [
     "Action", "Move", "Outcome", "alloc", "apply", "fence", "forget", "successors",
-    "MOVE_PROPERTIES", "PROPERTIES", "RUN_PROPERTIES", "STATE_PROPERTIES", "move_fault", "state_fault",
+    "MOVE_PROPERTIES", "PROPERTIES", "RUN_PROPERTIES", "STATE_PROPERTIES", "judge_move", "judge_world",
     "Alloc", "Fire", "Policy", "req_actor", "ses_actor",
     "describe", "show_move", "show_slot", "show_slots", "show_world",
     "CANDIDATE", "CLOSED", "CLOSING", "DONE", "OPEN", "PENDING", "PHASES", "RUNNING", "SESSION_BASE",

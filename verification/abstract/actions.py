@@ -2,29 +2,9 @@
 
 Every change to a slot goes through the declared lifecycle (`slotwarden.model.pool.apply /
 alloc / fence`); nothing here restates a transition. An `IllegalMove` or `BadSlotId` the model
-raises during an action is a violation, reported as an `Outcome` with its error.
-
-- without overlap at most one step is in flight and it completes before anything else
-  happens; with overlap up to two are in flight (the next batch is built while one runs).
-- Time: the scheduler fences whatever the device has finished after every action (a release
-  while nothing is in flight is free at once). Epochs are kept relative to the last completed
-  step (`completed` is always 0 in a stored world): shifting every epoch by the same amount
-  changes nothing the lifecycle can see, since it only compares epochs, and it keeps the state
-  space finite.
-- A request finishes any time after it has been in one completed step. Any request not done
-  can be aborted: a PENDING turn is one queued behind its session's turn in flight (or not yet
-  sent); it becomes DONE, and so do the session's queued turns when it closes.
-- The prefix cache (`Bounds.nodes` > 0): a request taking a fresh slot may instead match a
-  published node (`match`: a fresh slot and a lock on the cached one, as `Request.src`); its
-  first launched step performs the copy (`Step.copies`) and the lock is let go at that step's
-  fence. A request leaving before then lets go at once. A plain request that may finish may
-  donate its slot to a new node instead (`donate`), published at the fence of the step in
-  flight; the cache may evict any unlocked node at any time (`evict`: a CACHING one is an
-  aborted write, dropped unread).
-- Any running request can be retracted (the runtime retracts for a slot or for a seat in the
-  running batch, which this model does not count): it waits again, holding nothing. A session
-  turn keeps its place as its session's turn in flight; its lent slot goes back to the session
-  (LENT_RUNNING --RETRACT--> PARKED) and is lent to it again when it is taken again.
+raises during an action is a violation, reported as an `Outcome` with its error. What the model
+allows when (steps in flight, time, aborts, the prefix cache, retraction) is in the comment
+below the imports.
 """
 
 from __future__ import annotations
@@ -55,6 +35,29 @@ from slotwarden.verification.abstract.world import (
     cached_ids,
     session_of,
 )
+
+# The model's rules:
+# - without overlap at most one step is in flight and it completes before anything else
+#   happens; with overlap up to two are in flight (the next batch is built while one runs).
+# - Time: the scheduler fences whatever the device has finished after every action (a release
+#   while nothing is in flight is free at once). Epochs are kept relative to the last completed
+#   step (`completed` is always 0 in a stored world): shifting every epoch by the same amount
+#   changes nothing the lifecycle can see, since it only compares epochs, and it keeps the state
+#   space finite.
+# - A request finishes any time after it has been in one completed step. Any request not done
+#   can be aborted: a PENDING turn is one queued behind its session's turn in flight (or not yet
+#   sent); it becomes DONE, and so do the session's queued turns when it closes.
+# - The prefix cache (`Bounds.nodes` > 0): a request taking a fresh slot may instead match a
+#   published node (`match`: a fresh slot and a lock on the cached one, as `Request.src`); its
+#   first launched step performs the copy (`Step.copies`) and the lock is let go at that step's
+#   fence. A request leaving before then lets go at once. A plain request that may finish may
+#   donate its slot to a new node instead (`donate`), published at the fence of the step in
+#   flight; the cache may evict any unlocked node at any time (`evict`: a CACHING one is an
+#   aborted write, dropped unread).
+# - Any running request can be retracted (the runtime retracts for a slot or for a seat in the
+#   running batch, which this model does not count): it waits again, holding nothing. A session
+#   turn keeps its place as its session's turn in flight; its lent slot goes back to the session
+#   (LENT_RUNNING --RETRACT--> PARKED) and is lent to it again when it is taken again.
 
 
 class Move(NamedTuple):

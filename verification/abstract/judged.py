@@ -1,6 +1,7 @@
-"""What the checker judges in the abstract scheduler: the state properties of a world and the
-per-transition properties of a slot move, each the model's own predicate
-(`slotwarden.model.properties`), memoised on exactly what it reads."""
+"""The properties the checker judges in the abstract scheduler: the state properties of a world
+(`judge_world`) and the per-transition properties of a slot move (`judge_move`), each the
+model's own predicate (`slotwarden.model.properties`), memoised on exactly what it reads. A
+judge returns the first property broken, as (name, message), or None."""
 
 from __future__ import annotations
 
@@ -56,10 +57,10 @@ def _handles(world: World) -> dict:
     return found
 
 
-def state_fault(world: World) -> tuple[str, str] | None:
+def judge_world(world: World) -> tuple[str, str] | None:
     """The first state property `world` breaks, as (name, message), or None."""
     slots = world.pool.slots
-    found = _pool_fault(world.pool) or _holder_fault(world)
+    found = _judge_pool(world.pool) or _judge_holders(world)
     if found:
         return found
     for st in world.steps:
@@ -70,7 +71,7 @@ def state_fault(world: World) -> tuple[str, str] | None:
                     f"(in flight: {len(world.steps)})"
                 )
     if world.pool.locks is not None:
-        found = _cache_fault(world)
+        found = _judge_cache(world)
         if found:
             return found
     if is_final(world) and not quiescent(slots):
@@ -78,10 +79,10 @@ def state_fault(world: World) -> tuple[str, str] | None:
     return None
 
 
-def _pool_fault(pool: Pool) -> tuple[str, str] | None:
+def _judge_pool(pool: Pool) -> tuple[str, str] | None:
     """Conservation and exclusive ownership: properties of the pool alone (memoised)."""
     try:
-        return _POOL_FAULTS[pool]
+        return _POOL_VERDICTS[pool]
     except KeyError:
         pass
     slots, free, found = pool.slots, pool.free, None
@@ -92,11 +93,11 @@ def _pool_fault(pool: Pool) -> tuple[str, str] | None:
             if not exclusive(s):
                 found = "exclusive", f"slot {i + 1} is {show_slot(s)}"
                 break
-    _POOL_FAULTS[pool] = found
+    _POOL_VERDICTS[pool] = found
     return found
 
 
-def _holder_fault(world: World) -> tuple[str, str] | None:
+def _judge_holders(world: World) -> tuple[str, str] | None:
     """No orphans and matching handles: the pool against who is alive and what each holds
     (memoised on exactly those)."""
     slots = world.pool.slots
@@ -106,7 +107,7 @@ def _holder_fault(world: World) -> tuple[str, str] | None:
         tuple(s.handle if s.status != CLOSED else -2 - (s.handle or 0) for s in world.sessions),
     )
     try:
-        return _HOLDER_FAULTS[key]
+        return _HOLDER_VERDICTS[key]
     except KeyError:
         pass
     found = None
@@ -117,11 +118,11 @@ def _holder_fault(world: World) -> tuple[str, str] | None:
         found = "no_orphans", f"slots {show_slots(slots)}; live requests {live_r}, live sessions {live_s}"
     elif not handles_match(slots, handles):
         found = "handles_match", f"slots {show_slots(slots)}; handles {show_handles(handles)}"
-    _HOLDER_FAULTS[key] = found
+    _HOLDER_VERDICTS[key] = found
     return found
 
 
-def _cache_fault(world: World) -> tuple[str, str] | None:
+def _judge_cache(world: World) -> tuple[str, str] | None:
     """The prefix cache against the steps in flight and the requests: every copy in flight
     holds its lock on its source (so the source cannot be evicted under it); no slot a step in
     flight writes is published; every lock the pool counts is held by a live match or a copy
@@ -155,14 +156,14 @@ def _cache_fault(world: World) -> tuple[str, str] | None:
 
 
 _NOT_UNDER_A_STEP = (State.FREE, State.TAKEN)  # TAKEN: freed under the step and taken again
-_POOL_FAULTS: dict = {}
-_HOLDER_FAULTS: dict = {}
+_POOL_VERDICTS: dict = {}
+_HOLDER_VERDICTS: dict = {}
 
 
-def move_fault(move: Move) -> tuple[str, str] | None:
+def judge_move(move: Move) -> tuple[str, str] | None:
     """The first per-transition property `move` breaks, as (name, message), or None."""
     try:
-        return _MOVE_FAULTS[move]
+        return _MOVE_VERDICTS[move]
     except KeyError:
         pass
     b, e, a, x = move.before, move.event, move.actor, move.after
@@ -178,9 +179,9 @@ def move_fault(move: Move) -> tuple[str, str] | None:
         if not holds():
             found = name, f"{e.name} by {a} on slot {move.slot_id}: {show_slot(b)} -> {show_slot(x)}"
             break
-    _MOVE_FAULTS[move] = found
+    _MOVE_VERDICTS[move] = found
     return found
 
 
-_MOVE_FAULTS: dict = {}  # moves repeat across worlds: judge each distinct one once
-_FORGETTERS.extend((_POOL_FAULTS.clear, _HOLDER_FAULTS.clear, _MOVE_FAULTS.clear))
+_MOVE_VERDICTS: dict = {}  # moves repeat across worlds: judge each distinct one once
+_FORGETTERS.extend((_POOL_VERDICTS.clear, _HOLDER_VERDICTS.clear, _MOVE_VERDICTS.clear))

@@ -1,21 +1,16 @@
 """The abstract scheduler's world: requests, streaming sessions and steps in flight over the
 model pool. Worlds are immutable and hashable.
 
-The workload is fixed by `Bounds`:
-
-- all requests but the last are session turns, dealt session by session, at most `turns` per
-  session (the first session gets the first two requests, the next one the next two, ...); the
-  last request and any surplus are plain. E.g. 3 requests, 1 session: s100 = (r0, r1), r2
-  plain; 4 requests, 2 sessions: s100 = (r0, r1), s101 = (r2,), r3 plain. Sessions left without
-  turns only open and close.
-- plain requests start WAITING; a session's turns start PENDING and are submitted in order,
-  one in flight at a time, while the session is OPEN.
-- request ids count from 0 and session ids from `SESSION_BASE`, so an id of one kind used
-  where the other belongs never names a live actor by coincidence.
-- with `nodes` > 0 the scheduler runs a prefix cache of at most `nodes` nodes, each holding one
-  slot. A node is named by the slot it holds (`NODE_BASE` + slot id): the tree's shape is
-  abstracted away, so every request may match every published node (shared prefixes), which
-  over-approximates any real tree. With `nodes` = 0 nothing touches the cache.
+The workload is fixed by `Bounds`: all requests but the last are session turns, dealt session
+by session, at most `turns` per session (3 requests, 1 session: s100 = (r0, r1), r2 plain; 4
+requests, 2 sessions: s100 = (r0, r1), s101 = (r2,), r3 plain; a session left without turns
+only opens and closes). Plain requests start WAITING; a session's turns start PENDING and are
+submitted in order, one in flight at a time, while the session is OPEN. Request ids count from
+0 and session ids from `SESSION_BASE`, so an id of one kind used where the other belongs never
+names a live actor. With `nodes` > 0 the scheduler runs a prefix cache of at most `nodes`
+nodes, each holding one slot and named by it (`NODE_BASE` + slot id): the tree's shape is
+abstracted away, so every request may match every published node, which over-approximates any
+real tree. With `nodes` = 0 nothing touches the cache.
 """
 
 from __future__ import annotations

@@ -2,15 +2,10 @@
 transitions) of each checked bounds, keyed by the bounds' text. Any change to the model, the
 scheduler's policy or the state reduction shows here. `slotwarden verify` compares every
 exhaustive row with its pin (a mismatch fails the row; a bounds with no pin is "unpinned", which
-fails only for a bounds of the default run); tests/verification/checker/test_search.py re-checks the cheap ones.
-
-The counts are of classes of worlds under the renaming of requests, sessions and slot ids
-(`symmetry.py`). Renaming slot ids too (before, only requests and sessions were renamed, and
-the free list's order kept apart worlds that a renaming of free slots relates) divided the
-counts of bounds with several slots by up to twenty: e.g. slots=4 requests=3 sessions=1
-overlap=on went from 152,320 states to 7,573, and slots=4 requests=5 sessions=2 overlap=on
-turns=1 from 1,911,648 to 101,025; the rules fired and goals reached, and each mutant's
-verdict, are the same."""
+fails only for a bounds of the default run); tests/verification/checker/test_search.py
+re-checks the cheap ones. The counts are of classes of worlds under the renaming of requests,
+sessions and slot ids (`symmetry`).
+"""
 
 from __future__ import annotations
 

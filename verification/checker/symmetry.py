@@ -1,68 +1,32 @@
 """Symmetry reduction and a compact, decodable encoding of the abstract scheduler's worlds.
 
-Request ids and session ids are names: nothing the correct scheduler decides depends on their
-numbers (any waiting request may take a slot, in any order). So two worlds that differ only by
-a renaming of requests and sessions have the same future up to that renaming, and the checker
-needs to visit one of them. The renamings of actors are: any permutation of the plain requests,
-times any permutation of the sessions with as many turns, a session moving together with its
-turns position by position. A session's turns (submitted in order) and its turn in flight
-(kept as a position among its turns) are not names.
-
-Slot ids are names too, with one wrinkle. Every slot id in a world is renamed together: the
-pool's records and free list, handles, a copy's source, the slots of a step in flight, the lock
-record, and the cache node a slot names. Alloc takes the head of the free list, which the
-renaming carries along; the one thing that reads a slot id's number is a fence, which appends
-the slots it frees to the free list in id order. Two renamed worlds therefore have futures that
-agree up to the renaming except in the order of slots freed by the same fence, and those are
-free slots: identical records that nothing else names (a free slot under a step in flight, or
-named by a live handle, breaks a state property, and the search stops there). Worlds that
-differ only in the order of such slots are themselves renamings of each other (swap the two
-free slots), so the quotient is exact for every property that reads no slot number.
-
-The group `G` is the product of the two. A world's key is the exact image of the world under
-one element of `G`: the slots are first renamed into a canonical order (`Codec.slot_renaming`:
-by what each slot is and who holds it, described without ids; free slots in free-list order),
-then the actor blocks are sorted. Two worlds with one key are thus renamings of each other
-(sound whatever order is chosen); the better the order, the more renamed worlds meet.
-
-The encoding (`Codec`) packs a world into `bytes` (whose hash Python caches) so that no actor
-id appears anywhere but in the order of the actor blocks:
-
-- a header: the epochs, the steps in flight (their epochs and slot sets), each slot's state,
-  fence and readers count, the free list: nothing here names an actor;
-- one block per request (phase, handle, lent, ran, the cached slot it matched, then three
-  masks: the slots it owns, the slots lent to it, the steps in flight that advance it; with the
-  prefix cache also the slots it holds a lock on and the slot it copies from in each step in
-  flight) and per session (status, handle, its turn in flight as a position, the slots it owns
-  and borrows). A slot's owner and borrower are read back from the masks (a cache-owned slot's
-  owner is the node its slot names), a step's requests and copies from theirs, the pool's lock
-  record from the lock masks, a record's id from its block's place.
-
-`plain_key` lays the blocks out in id order: an exact, decodable image of the world (`world`
-decodes it). `key` renames the slots canonically, then sorts the blocks of each class of
-interchangeable actors (a session's block carries its turns' blocks along): a renaming of
-actors only permutes the blocks of a class. `world(key)` then decodes a representative of the
-class, which the checker expands in place of the world it met (for a symmetric policy the
-futures agree up to the renaming).
-
-A world outside the compact range (an id that names no actor of the workload, a field out of a
-byte, a node not named by its slot: none that the correct scheduler reaches) raises
-`OutOfRange` while it is packed and is kept exactly as `(EXACT, world)`; the reduction then
-merges nothing for it. Any other error while packing is a bug of the codec and is raised.
+Request, session and slot ids are names: nothing the correct scheduler decides depends on their
+numbers, so two worlds that differ only by a renaming have the same future up to it and the
+checker visits one of them. A world's key (`key`) is the exact image of the world under one
+renaming: the slots first put in a canonical order (`slot_order`), then the blocks of each class
+of interchangeable actors sorted (plain requests; sessions with as many turns, each carrying its
+turns along). Two worlds with one key are renamings of each other, so the key is sound whatever
+order is chosen. `plain_key` packs the world as it is; `Codec.world` decodes either
+(`decoding`). The encoding (`packing`) names no actor id but by the order of the actor blocks.
+A world outside the compact range raises `OutOfRange` while packed and is kept exactly as
+`(EXACT, world)`; any other error while packing is a bug of the codec and is raised.
 """
 
 from __future__ import annotations
 
 from slotwarden.model.pool import Pool
-from slotwarden.model.lifecycle import LIFECYCLE
-from slotwarden.model.vocabulary import NOBODY, ActorKind, Slot
-
+from slotwarden.model.vocabulary import NOBODY, Slot
 from slotwarden.verification.abstract.world import Request, Session, Step, World, node_of
-
-_CACHE_OWNED = frozenset(spec.state for spec in LIFECYCLE.states if spec.owner is ActorKind.CACHE)
-
-EXACT = "exact"
-"""The tag of a key that holds its world as it is (a world outside the compact range)."""
+from slotwarden.verification.checker.decoding import Decoding
+from slotwarden.verification.checker.packing import (
+    CACHE_OWNED,
+    EXACT,
+    SLOT_BYTES,
+    OutOfRange,
+    epoch_byte,
+    small,
+)
+from slotwarden.verification.checker.slot_order import SlotOrder
 
 FIELDS = {  # the fields the codec packs, per record; a field added elsewhere must be classified here
     World: ("pool", "requests", "sessions", "launched", "completed", "steps", "nodes"),
@@ -72,13 +36,7 @@ FIELDS = {  # the fields the codec packs, per record; a field added elsewhere mu
     Slot: ("state", "owner", "borrower", "fence", "readers"),
     Pool: ("slots", "free", "locks"),
 }
-_NOONE = (-1,)  # the description of nobody holding a slot (`Codec.slot_renaming`)
 _KEYS_KEPT = 1 << 17  # how many worlds' keys a codec remembers
-_SLOT_BYTES = 3  # a slot in the header: state, fence, readers (owner and borrower: the actors' masks)
-
-
-class OutOfRange(ValueError):
-    """A world the compact encoding cannot hold (kept as `(EXACT, world)` instead)."""
 
 
 def _check_fields() -> None:
@@ -93,27 +51,14 @@ def _check_fields() -> None:
 _check_fields()
 
 
-def _small(v) -> int:
-    """A plain value (None, a bool, a small int) as one byte: None -> 0, v -> v + 3."""
-    if v is None:
-        return 0
-    if not -3 < v < 253:
-        raise OutOfRange(v)
-    return int(v) + 3
-
-
-def _epoch(v: int) -> int:
-    """An epoch (relative to the last completed step) as one byte: v -> v + 8."""
-    if not -8 <= v < 248:
-        raise OutOfRange(v)
-    return v + 8
-
-
-def _value(b: int):
-    return None if b == 0 else b - 3
-
-
-class Codec:
+# The key's layout: a header (the epochs, the steps in flight as epoch and slot mask, each
+# slot's state, fence and readers, the free list: nothing here names an actor), then one block
+# per session (status, handle, its turn in flight as a position, the slots it owns and borrows)
+# followed by its turns' blocks, then the plain requests' blocks (phase, handle, lent, ran, the
+# cached slot it matched, and masks: the slots it owns, is lent, holds a lock on, copies from in
+# each step in flight, and the steps that advance it). A slot's owner and borrower are read back
+# from the masks (a cache-owned slot's owner is the node its slot names).
+class Codec(SlotOrder, Decoding):
     """The encoding of the worlds of one workload (the actors of `root`, with their sessions and
     turns; those never change). `key`, `plain_key`: a world to bytes; `world`: back."""
 
@@ -184,7 +129,7 @@ class Codec:
         except KeyError:
             pool_code, tails = self._pools[pool_key] = self._pool_code(world.pool, new)
         steps = world.steps
-        head = bytes((_epoch(world.launched), _epoch(world.completed), len(steps))) + pool_code
+        head = bytes((epoch_byte(world.launched), epoch_byte(world.completed), len(steps))) + pool_code
         req_codes, ses_codes = self._req, self._ses
         if len(world.requests) != len(tails[0]) or len(world.sessions) != len(tails[1]):
             raise OutOfRange("not a world of this workload")
@@ -230,7 +175,7 @@ class Codec:
                 if not 1 <= i <= self.slots:
                     raise OutOfRange(st)
                 mask |= 1 << (new[i] - 1)
-            out += (_epoch(st.epoch), mask)
+            out += (epoch_byte(st.epoch), mask)
             for rid in st.requests:
                 if rid not in index:
                     raise OutOfRange(st)
@@ -262,13 +207,13 @@ class Codec:
             if rid not in self.req_index or not 1 <= i <= self.slots:
                 raise OutOfRange(pool)
             locks[self.req_index[rid]] |= 1 << (new[i] - 1)
-        head = [0] * (_SLOT_BYTES * self.slots)
+        head = [0] * (SLOT_BYTES * self.slots)
         for k, s in enumerate(pool.slots):
-            code = (int(s.state), _small(s.fence), _small(s.readers))
+            code = (int(s.state), small(s.fence), small(s.readers))
             self._slot_back[code] = s.state, s.fence, s.readers
             at = new[k + 1] - 1
-            head[_SLOT_BYTES * at : _SLOT_BYTES * at + _SLOT_BYTES] = code
-            if s.state in _CACHE_OWNED:  # its owner is the node named by its slot: no actor's mask
+            head[SLOT_BYTES * at : SLOT_BYTES * at + SLOT_BYTES] = code
+            if s.state in CACHE_OWNED:  # its owner is the node named by its slot: no actor's mask
                 if s.owner != node_of(k + 1):
                     raise OutOfRange(s)
             elif s.owner != NOBODY:
@@ -297,17 +242,17 @@ class Codec:
         """A field that names a slot (a handle, a copy's source), renamed, as one byte."""
         if type(v) is int and 1 <= v <= self.slots:
             v = new[v]
-        return _small(v)
+        return small(v)
 
     def _req_code(self, k: int, r: Request, new: tuple) -> bytes:
         if (r.id, r.session) != self.requests[k]:
             raise OutOfRange(r)
         return bytes(
             (
-                _small(r.phase),
+                small(r.phase),
                 self._slot_value(r.handle, new),
-                _small(r.lent),
-                _small(r.ran),
+                small(r.lent),
+                small(r.ran),
                 self._slot_value(r.src, new),
             )
         )
@@ -321,91 +266,7 @@ class Codec:
             turn = 1 + s.turns.index(s.turn)
         else:
             raise OutOfRange(s)
-        return bytes((_small(s.status), self._slot_value(s.handle, new), turn))
-
-    # -- the slots' canonical order ------------------------------------------------------------
-    def slot_renaming(self, world: World) -> tuple:
-        """The renaming of slot ids (old id -> new id, index 0 unused) that puts the slots in
-        a canonical order: sorted by what each slot is (state, fence, readers, the steps in
-        flight using it) and by who holds it, described without ids (an actor's kind, class
-        and position, its phase or status, and whether its handle names the slot); the free
-        slots last among equals, in free-list order; remaining ties by id. Any order gives an
-        exact renaming (the key stays sound); this one makes renamed worlds meet."""
-        slots = world.pool.slots
-        n = self.slots
-        if len(slots) != n:
-            raise OutOfRange(world.pool)
-        used = [0] * (n + 1)
-        for b, st in enumerate(world.steps):
-            for i in st.slots:
-                if type(i) is int and 0 < i <= n:
-                    used[i] |= 1 << b
-        place = {i: p for p, i in enumerate(world.pool.free)}
-        # a slot's description starts with what it is; who holds it is described only when two
-        # slots are alike and one of them is held (else nobody's description is the same order)
-        held: dict = {}  # what a slot is -> whether a slot so described is held
-        tied = False
-        for k, s in enumerate(slots):
-            what = (s.state, s.fence, s.readers, used[k + 1])
-            mine = s.owner != NOBODY or s.borrower != NOBODY
-            if what in held:
-                if mine or held[what]:
-                    tied = True
-                    break
-                continue
-            held[what] = mine
-        if not tied:
-            sig = [
-                (int(s.state), s.fence, s.readers, used[k + 1], place.get(k + 1, -1), k) for k, s in enumerate(slots)
-            ]
-        else:
-            found: dict = {}  # session index -> its description (`_session_part`)
-            describe = self._holder
-            sig = []
-            for k, s in enumerate(slots):
-                owner = _NOONE if s.owner == NOBODY else describe(world, s.owner, k + 1, found)
-                borrower = _NOONE if s.borrower == NOBODY else describe(world, s.borrower, k + 1, found)
-                sig.append((int(s.state), s.fence, s.readers, used[k + 1], owner, borrower, place.get(k + 1, -1), k))
-        sig.sort()
-        new = [0] * (n + 1)
-        for at, t in enumerate(sig):
-            new[t[-1] + 1] = at + 1
-        return tuple(new)
-
-    def _holder(self, world: World, actor: int, slot: int, found: dict) -> tuple:
-        """Who holds a slot, with no id: (0,) not a request or a session (the cache); a
-        request's class, phase and flags, whether its handle and source name the slot, and (a
-        turn) its session as `_session_part` says; a session as `_session_part` says, and
-        whether its handle names the slot."""
-        r = self.req_index.get(actor)
-        if r is not None:
-            rec = world.requests[r]
-            sid = rec.session
-            unit = (
-                ()
-                if sid is None or sid not in self.ses_index
-                else self._session_part(world, self.ses_index[sid], found)
-            )
-            src = 0 if rec.src is None else 1 + (rec.src == slot)
-            return (1, self.req_class[r], rec.phase, rec.lent, rec.ran, rec.handle == slot, src, unit)
-        j = self.ses_index.get(actor)
-        if j is None:
-            return (0,)
-        return (2, world.sessions[j].handle == slot, self._session_part(world, j, found))
-
-    def _session_part(self, world: World, j: int, found: dict) -> tuple:
-        """A session with no id: its turns' count, its status, its turn in flight as a position,
-        and each turn's phase and flags."""
-        try:
-            return found[j]
-        except KeyError:
-            pass
-        rec = world.sessions[j]
-        turn = 0 if rec.turn is None else 1 + rec.turns.index(rec.turn) if rec.turn in rec.turns else -1
-        reqs = world.requests
-        turns = tuple((reqs[i].phase, reqs[i].lent, reqs[i].ran) for i in self.req_turns[j])
-        out = found[j] = (len(rec.turns), rec.status, turn, turns)
-        return out
+        return bytes((small(s.status), self._slot_value(s.handle, new), turn))
 
     def plain_key(self, world: World):
         """The world packed as it is: the blocks in id order."""
@@ -450,89 +311,6 @@ class Codec:
                 plain.sort()
             out += plain
         return b"".join(out)
-
-    # -- decoding ----------------------------------------------------------------------------
-    def world(self, key) -> World:
-        """The world a `plain_key` packed; for a `key`, the representative of its class (ids
-        given to the sorted blocks in order)."""
-        if isinstance(key, tuple):
-            return key[1]
-        n_steps = key[2]
-        end_pool = 3 + _SLOT_BYTES * self.slots
-        end_pool += 1 + key[end_pool]
-        at = end_pool + 2 * n_steps  # the first actor block
-        n_slots, rb, sb = self.slots, self.req_block, self.ses_block
-        owner = [NOBODY] * n_slots
-        borrower = [NOBODY] * n_slots
-        requests: list = [None] * len(self.requests)
-        sessions: list = [None] * len(self.sessions)
-        members: list = [[] for _ in range(n_steps)]
-        copies: list = [[] for _ in range(n_steps)]
-        locks: list = []
-        tail = self.tail
-        for is_request, index, actor, offset in self.places:
-            b = at + offset
-            if is_request:
-                plain = key[b : b + rb - tail]
-                rec = self._req_back.get((index, plain)) or self._request_back(index, plain)
-                requests[index] = rec
-                owns, borrows, steps = key[b + rb - tail], key[b + rb - tail + 1], key[b + rb - 1]
-                if self.cache:
-                    locks += [(actor, k + 1) for k in _BITS[key[b + rb - 4]]]
-                    for n in range(n_steps):
-                        if key[b + rb - 3 + n]:
-                            copies[n].append((actor, key[b + rb - 3 + n]))
-                for n in _BITS[steps]:
-                    members[n].append(actor)
-            else:
-                plain = key[b : b + sb - 2]
-                rec = self._ses_back.get((index, plain)) or self._session_back(index, plain)
-                sessions[index] = rec
-                owns, borrows = key[b + sb - 2], key[b + sb - 1]
-            for k in _BITS[owns]:
-                owner[k] = actor
-            for k in _BITS[borrows]:
-                borrower[k] = actor
-        pool_key = (key[3:end_pool], tuple(owner), tuple(borrower), tuple(sorted(locks)) if self.cache else None)
-        pool = self._pool_back.get(pool_key) or self._pool_of(pool_key)
-        steps = tuple(
-            Step(
-                key[end_pool + 2 * n] - 8,
-                _SLOT_SETS[key[end_pool + 2 * n + 1]],
-                frozenset(members[n]),
-                frozenset(copies[n]),
-            )
-            for n in range(n_steps)
-        )
-        return World(pool, tuple(requests), tuple(sessions), key[0] - 8, key[1] - 8, steps, self.nodes)
-
-    def _request_back(self, index: int, plain: bytes) -> Request:
-        rid, sid = self.requests[index]
-        fields = [_value(b) for b in plain]
-        fields[2], fields[3] = bool(fields[2]), bool(fields[3])  # lent, ran
-        found = self._req_back[(index, plain)] = Request(rid, sid, *fields)
-        return found
-
-    def _session_back(self, index: int, plain: bytes) -> Session:
-        sid, turns = self.sessions[index]
-        turn = None if plain[2] == 0 else turns[plain[2] - 1]
-        found = self._ses_back[(index, plain)] = Session(sid, _value(plain[0]), _value(plain[1]), turn, turns)
-        return found
-
-    def _pool_of(self, pool_key: tuple) -> Pool:
-        head, owner, borrower, locks = pool_key
-        slots = []
-        for k in range(self.slots):
-            at = _SLOT_BYTES * k
-            state, fence, readers = self._slot_back[(head[at], head[at + 1], head[at + 2])]
-            who = node_of(k + 1) if state in _CACHE_OWNED else owner[k]
-            slots.append(Slot(state, who, borrower[k], fence, readers))
-        found = self._pool_back[pool_key] = Pool(tuple(slots), tuple(head[_SLOT_BYTES * self.slots + 1 :]), locks)
-        return found
-
-
-_BITS = tuple(tuple(k for k in range(8) if m >> k & 1) for m in range(256))  # mask -> its bits
-_SLOT_SETS = tuple(frozenset(k + 1 for k in bits) for bits in _BITS)  # mask -> the slot ids it names
 
 
 _CODECS: dict = {}

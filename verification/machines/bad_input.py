@@ -3,16 +3,14 @@ contract: each call succeeds or raises a typed error (a `LifecycleError`), and a
 raised changed nothing.
 
 - `BadInputMachine`: a `StatePool` (its ledger called directly too) and an engine allocator
-  behind a `LedgerGuard`. Junk arguments (wrong types, out-of-range and duplicate ids, junk
-  events and actors, NaN, huge ints, strings, None, 2-D, non-contiguous, bool and float
-  tensors) interleaved with moves the lifecycle allows, so the slots are in varied states. On
-  an error: the ledger snapshot, the state tensors, the recorder and the engine's free list
-  are as they were. On success: both audits find no integrity problem and the engine's free
-  list is the guard's FREE set.
+  behind a `LedgerGuard`, given junk arguments (wrong types, out-of-range and duplicate ids, junk
+  events and actors, NaN, huge ints, strings, None, 2-D, non-contiguous, bool and float tensors)
+  between legal moves. On an error the ledger, the state tensors, the recorder and the engine's
+  free list are as they were; on success both audits pass and the engine's free list is the
+  guard's FREE set.
 - `SchedulerBadInputMachine`: junk prompts, token counts, session and request ids at the
-  scheduler's `submit`, `abort` and `close_session`, between legal submits and steps. On an
-  error (a refusal at the door, `scheduler_errors`): no request, session, queue or slot changed.
-
+  scheduler's `submit`, `abort` and `close_session`, between legal submits and steps; an error
+  (a refusal at the door) changed no request, session, queue or slot.
 `TestX = Machine.TestCase` binds one in a test; `slotwarden verify` runs both as a stage.
 """
 
@@ -29,13 +27,13 @@ from slotwarden.model.errors import LifecycleError
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
 from slotwarden.runtime.scheduler.build import build
+from slotwarden.runtime.free_list import FreeList as TensorFreeList
 from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.runtime.pool import StatePool
 from slotwarden.runtime.scheduler.errors import BadRequest, SessionClosed, UnknownRequest, UnknownSession
 from slotwarden.runtime.scheduler.shapes import pool_config
 from slotwarden.verification.machines import paths
-
-from slotwarden.verification.machines.stateful import MODEL, TensorFreeList
+from slotwarden.verification.machines.shared import MODEL
 
 # -- junk --------------------------------------------------------------------------------------
 small = st.integers(-2, 6)

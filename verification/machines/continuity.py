@@ -1,27 +1,17 @@
 """State continuity: the numbers, not only the bookkeeping, survive the lifecycle.
 
-`ContinuityMachine` runs the scheduler machine's random workloads (rollbacks, retractions,
-aborts, session closes, overlap) and checks, bit for bit on a float64 model, every request
-that finished against a reference computed from the transcript alone: one fresh request fed
-the concatenated input from a zeroed state.
-
-- the tokens: a plain request's output is the continuation of its prompt (greedy, or sampled
-  with its temperature and seed: `sampled_continuation`); a session turn's is that of every
-  earlier completed turn of its session (prompt and output) followed by its prompt. Aborted or dropped turns add nothing to the session's transcript.
-- the state: the conv and SSM state of the request's slot when it finished or parked (taken
-  by `Recording` just before the slot is given back) equals the reference state after that
-  input and all but the last output token (the last one is never fed).
-- a parked session not marked stale holds exactly the state of its transcript (its next turn,
-  if queued, has not touched the slot yet).
-
-The transcript is what the machine itself submitted and saw come back, never the scheduler's
-own record of it, so a scheduler that corrupts both its record and its state is caught.
-
-`CachedContinuityMachine` runs the same checks with the prefix cache on, and adds follow-ups:
-plain requests whose prompt extends a finished request's prompt and output, which match the
-state that request donated (copy-on-write), under eviction pressure from the small pools; and
-groups of parallel samples (`Scheduler.submit_n`), greedy or sampled, whose siblings copy the
-prompt state their group's prompt request donated (that request is checked like any other).
+`ContinuityMachine` runs the scheduler machine's random workloads and checks, bit for bit on a
+float64 model, every finished request against a reference computed from the transcript alone
+(one fresh request fed the concatenated input from a zeroed state): its tokens (a plain
+request's output continues its prompt, greedy or sampled with its temperature and seed; a
+session turn's continues every earlier completed turn of its session, then its prompt; aborted
+or dropped turns add nothing), and the conv and SSM state of its slot when it finished or parked
+(taken by `Recording` just before the slot is given back) against the reference state after all
+but the last output token. A parked session not marked stale holds exactly its transcript's
+state. The transcript is what the machine itself submitted and saw come back, never the
+scheduler's own record, so a scheduler that corrupts both its record and its state is caught.
+`CachedContinuityMachine` adds the prefix cache: follow-ups matching a donated state
+(copy-on-write) under eviction pressure, and parallel-sampling groups copying their prompt state.
 """
 
 from __future__ import annotations
@@ -38,7 +28,8 @@ from slotwarden.kernels.sample import sample
 from slotwarden.runtime.scheduler.request import SessionStatus
 from slotwarden.runtime.scheduler.scheduler import Scheduler
 from slotwarden.model.vocabulary import State
-from slotwarden.verification.machines.stateful import MODEL, CachedSchedulerMachine, SchedulerMachine, _marks_broken
+from slotwarden.verification.machines.scheduler import CachedSchedulerMachine, SchedulerMachine, marks_broken
+from slotwarden.verification.machines.shared import MODEL
 
 
 @lru_cache(maxsize=4096)
@@ -207,7 +198,7 @@ class CachedContinuityMachine(ContinuityMachine, CachedSchedulerMachine):
         temperature=st.sampled_from([1.0, 0.0, 0.5]),
         seed=st.integers(0, 3),
     )
-    @_marks_broken
+    @marks_broken
     def submit_group(self, n, size, new, first, temperature, seed):
         """n samples of one prompt: the siblings wait for their prompt request's donation."""
         for rid in self.sched.submit_n(

@@ -4,13 +4,10 @@ a plain reference: a dict from token tuple to (slot, published, lock holders, la
 Its moves are the scheduler's: insert (donate), admit (match a prompt, lock what it found),
 lock, unlock, publish one node or fence them all, drop an aborted write, evict.
 
-Checked at every call: `match` gives the longest published prefix with room for one more lock
-(never an unpublished one, nor one at the bound);
+Checked at every call: `match` gives the longest published prefix with room for one more lock;
 `insert` donates to a new prefix and not to one already held; `evictable` proposes only
-published, unlocked nodes, slot-free below first, least recently used first, and as many as
-asked for or exist; every refusal (a slot held twice, a lock by a holder or past the bound, an
-unlock by a request that holds no lock, evicting a locked or unpublished node, publishing or
-dropping the wrong thing) raises its typed error and changes nothing. Checked after every
+published, unlocked nodes, slot-free below first, least recently used first, as many as asked
+for or exist; every refusal raises its typed error and changes nothing. Checked after every
 step: the tree's own `check()`, and every held prefix's node, slot, flag, holders and recency
 against the reference, its sizes, and its slot index.
 """

@@ -21,7 +21,7 @@ from slotwarden.verification.machines.continuity import (
     recording,
 )
 from slotwarden.verification.machines.campaign import Budget, run_machine
-from slotwarden.verification.machines.stateful import MODEL
+from slotwarden.verification.machines import MODEL
 
 BASE = [1, 2, 3]
 

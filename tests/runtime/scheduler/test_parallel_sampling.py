@@ -21,7 +21,7 @@ from slotwarden.verification.machines.continuity import (
     recording,
     sampled_continuation,
 )
-from slotwarden.verification.machines.stateful import MODEL
+from slotwarden.verification.machines import MODEL
 
 PROMPT = [3, 1, 4, 1, 5, 9]
 N = 4

@@ -17,14 +17,8 @@ from slotwarden.verification.abstract import (
     ses_actor,
     session_of,
 )
-from slotwarden.verification.checker.search import (
-    DEFAULT_BOUNDS,
-    TEST_BOUNDS,
-    THOROUGH_BOUNDS,
-    CheckResult,
-    check,
-    check_all,
-)
+from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS
+from slotwarden.verification.checker.search import CheckResult, check, check_all
 from slotwarden.verification.checker.pins import DEFAULT_COUNTS, THOROUGH_COUNTS, pin_of
 
 # -- the correct scheduler ---------------------------------------------------------------------
@@ -144,7 +138,7 @@ def test_early_release_epoch_is_an_overlap_bug_only():
     # slot the step in flight still uses
     v = check(OVERLAP, EarlyReleaseEpoch()).violation
     assert "RETRACT" in v.trace[-1] and "FENCE" in v.trace[-1] and "launch" in v.trace
-    # without overlap nothing is in flight when a slot is released: the same state space, no fault
+    # without overlap nothing is in flight when a slot is released: the same state space, no violation
     quiet = check(TEST_BOUNDS[1], EarlyReleaseEpoch())
     assert quiet.ok and quiet.states == pin_of(TEST_BOUNDS[1])[0]
 
@@ -169,7 +163,7 @@ def test_violation_reads_as_a_numbered_trace():
 
 # -- rule coverage and `sometimes` goals ---------------------------------------------------------
 from slotwarden.model.vocabulary import Relation, State  # noqa: E402
-from slotwarden.verification.checker.search import GOALS, UNREACHABLE, coverage  # noqa: E402
+from slotwarden.verification.checker.goals import GOALS, UNREACHABLE, coverage  # noqa: E402
 
 
 def test_the_test_bounds_fire_every_reachable_rule_and_reach_every_goal():
@@ -443,7 +437,7 @@ def test_the_checker_judges_every_cache_move():
 
     from slotwarden.model.declaration import Source, declare
     from slotwarden.model.lifecycle import EVENTS, RULES, STATES
-    from slotwarden.verification.mutants.declaration import checker_check
+    from slotwarden.verification.mutants.search_checks import checker_check
 
     grabs = tuple(
         dataclasses.replace(r, effect=r.effect._replace(owner=Source.ACTOR))
@@ -467,7 +461,8 @@ def test_the_codec_packs_the_cache_exactly():
     codec = Codec(root)
     w = root
     for kind, who, slot in (("take", 0, None), ("admit", 0, None), ("launch", None, None), ("complete", None, None),
-                            ("donate", 0, None), ("match", 1, 1), ("admit", 1, None), ("launch", None, None)):  # fmt: skip
+                            ("donate", 0, None), ("match", 1, 1), ("admit", 1, None),
+                            ("launch", None, None)):  # fmt: skip
         w = perform(w, Policy(), kind, who, slot=slot).world
         key = codec.plain_key(w)
         assert not (isinstance(key, tuple) and key[0] == EXACT) and codec.world(key) == w, w

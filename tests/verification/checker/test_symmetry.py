@@ -10,7 +10,7 @@ import pytest
 
 from slotwarden.model.pool import Pool
 from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, State
-from slotwarden.verification.checker import symmetry
+from slotwarden.verification.checker import packing, symmetry
 from slotwarden.verification.abstract import Bounds, Policy, initial, successors
 from slotwarden.verification.abstract.world import Request, node_of
 from slotwarden.verification.checker.symmetry import EXACT, Codec
@@ -185,7 +185,7 @@ class KeepsHandlesUnrenamed(Codec):
     request holds a different one of two like slots than its handle says."""
 
     def _slot_value(self, v, new):
-        return symmetry._small(v)
+        return packing.small(v)
 
 
 class RenamesNoSlots(Codec):

@@ -8,7 +8,7 @@ from slotwarden.runtime.scheduler.build import build
 from slotwarden.runtime.pool import StatePool
 from slotwarden.verification.machines.campaign import Budget, run_machine
 from slotwarden.verification.machines.continuity import CachedContinuityMachine, ContinuityMachine, continuation, replay
-from slotwarden.verification.machines.stateful import MODEL
+from slotwarden.verification.machines import MODEL
 
 
 ContinuityMachine.TestCase.settings = settings(max_examples=15, stateful_step_count=20, deadline=None)

@@ -3,7 +3,7 @@ guard, and the scheduler (with and without overlap)."""
 
 from hypothesis import settings
 
-from slotwarden.verification.machines.stateful import GuardMachine, PoolMachine, SchedulerMachine
+from slotwarden.verification.machines import GuardMachine, PoolMachine, SchedulerMachine
 
 PoolMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 GuardMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
@@ -20,7 +20,7 @@ import torch  # noqa: E402
 from slotwarden.model.vocabulary import Actor  # noqa: E402
 from slotwarden.runtime.scheduler.scheduler import Scheduler  # noqa: E402
 from slotwarden.verification.machines.campaign import Budget, run_machine  # noqa: E402
-from slotwarden.verification.machines.stateful import GuardUnderTest, SESSION_IDS, TensorFreeList, machine_for  # noqa: E402
+from slotwarden.verification.machines import GuardUnderTest, SESSION_IDS, TensorFreeList, machine_for  # noqa: E402
 
 
 class LifoFreeList(TensorFreeList):
@@ -71,7 +71,7 @@ import pytest  # noqa: E402
 
 from slotwarden.model import pool as model_pool  # noqa: E402
 from slotwarden.model.vocabulary import Event  # noqa: E402
-from slotwarden.verification.machines.stateful import PoolMachine, StatePoolUnderTest  # noqa: E402
+from slotwarden.verification.machines import PoolMachine, StatePoolUnderTest  # noqa: E402
 
 
 class Pick:

@@ -8,10 +8,10 @@ import pytest
 from slotwarden.runtime.scheduler.request import Phase
 from slotwarden.runtime.scheduler.scheduler import Scheduler
 from slotwarden.model.vocabulary import Actor
-from slotwarden.verification.verify import run as main
+from slotwarden.verification.verify import jobs as main
 from slotwarden.verification.machines.campaign import run_machine
 from slotwarden.verification.differential import check_differential
-from slotwarden.verification.machines.stateful import machine_for
+from slotwarden.verification.machines import machine_for
 
 
 class SiblingLocksUnpublished(Scheduler):

@@ -10,6 +10,8 @@ from slotwarden.model.declaration import RETURN, Rule, declare
 from slotwarden.model.lifecycle import EVENTS, LIFECYCLE, RULES, STATES
 from slotwarden.model.vocabulary import Event, Relation, State
 from slotwarden.verification.mutants import declaration as D
+from slotwarden.verification.mutants import fast_checks as F
+from slotwarden.verification.mutants import search_checks as S
 from slotwarden.verification.abstract import Bounds
 from slotwarden.verification.checker.search import check
 
@@ -63,7 +65,7 @@ def test_a_wrong_declaration_is_killed_by_the_fast_checks(name):
 @pytest.mark.parametrize("name", list(WRONG))
 def test_the_stage_fails_when_the_declaration_itself_is_wrong(name):
     rules, prop = WRONG[name]
-    found = D.baseline_check(declare(name, STATES, EVENTS, rules))
+    found = F.baseline_check(declare(name, STATES, EVENTS, rules))
     assert prop in found.split(":")[0].split(", "), found
 
 
@@ -82,8 +84,8 @@ def test_the_same_wrong_declarations_are_mutants_of_the_stage():
 
 
 def test_the_declaration_as_written_passes_the_fast_checks():
-    assert D.move_check(LIFECYCLE) == "" and D.shutdown_check(LIFECYCLE) == ""
-    assert D.pool_check(LIFECYCLE, ((State.RUNNING, Event.FINISH),)) == ""
+    assert F.move_check(LIFECYCLE) == "" and F.shutdown_check(LIFECYCLE) == ""
+    assert F.pool_check(LIFECYCLE, ((State.RUNNING, Event.FINISH),)) == ""
 
 
 def test_a_dropped_rule_the_scheduler_needs_is_killed_by_the_checker_through_the_mutant():
@@ -98,9 +100,9 @@ def test_declared_as_points_the_checker_at_the_mutant_and_back():
     lent_rollback_frees = declare(
         "lent rollback frees", STATES, EVENTS, changed(State.LENT, Event.ROLLBACK, dest=State.FREE)
     )
-    with D.declared_as(lent_rollback_frees):
-        assert D.checker_check(lent_rollback_frees, (Bounds(slots=1, requests=3, sessions=1),)) != ""
-    assert D.checker_check(LIFECYCLE, (Bounds(slots=1, requests=3, sessions=1),)) == ""
+    with S.declared_as(lent_rollback_frees):
+        assert S.checker_check(lent_rollback_frees, (Bounds(slots=1, requests=3, sessions=1),)) != ""
+    assert S.checker_check(LIFECYCLE, (Bounds(slots=1, requests=3, sessions=1),)) == ""
 
 
 def test_an_unlisted_survivor_and_a_wrongly_listed_mutant_fail_the_stage(monkeypatch):
@@ -121,7 +123,7 @@ def test_the_pool_check_flags_a_freed_slot_that_names_its_owner():
         ),
     )
     wrong = declare("rollback keeps the owner", STATES, EVENTS, keep_owner)
-    assert D.pool_check(wrong, ((State.TAKEN, Event.ROLLBACK),)).startswith("conserved: ROLLBACK")
+    assert F.pool_check(wrong, ((State.TAKEN, Event.ROLLBACK),)).startswith("conserved: ROLLBACK")
 
 
 def test_the_thorough_stage_kills_a_survivor_crosshair_does_not_confirm(monkeypatch):
@@ -136,9 +138,9 @@ def test_the_thorough_stage_kills_a_survivor_crosshair_does_not_confirm(monkeypa
         )
 
     monkeypatch.setattr(C, "prove", verdict)
-    assert D.crosshair_check(LIFECYCLE, 1.0) == "borrow_safe: POST_FAIL false when calling ..."
+    assert S.crosshair_check(LIFECYCLE, 1.0) == "borrow_safe: POST_FAIL false when calling ..."
     monkeypatch.setattr(C, "prove", lambda name, lifecycle, timeout: C.ProofResult(name, "", "CONFIRMED", 0.0, ""))
-    assert D.crosshair_check(LIFECYCLE, 1.0) == ""
+    assert S.crosshair_check(LIFECYCLE, 1.0) == ""
 
 
 CACHE_KILLED_BY_THE_CHECKER = {  # no one-move property can tell them apart; the checker's cache worlds can
@@ -151,7 +153,7 @@ CACHE_KILLED_BY_THE_CHECKER = {  # no one-move property can tell them apart; the
 
 
 def test_the_cache_mutants_no_move_property_sees_are_killed_by_the_checker():
-    cache_bounds = tuple(b for b in D.CHECKER_BOUNDS if b.nodes)
+    cache_bounds = tuple(b for b in S.CHECKER_BOUNDS if b.nodes)
     result = D.run_stage(cache_bounds, names=set(CACHE_KILLED_BY_THE_CHECKER))
     assert result.ok and not (set(CACHE_KILLED_BY_THE_CHECKER) & set(D.EQUIVALENT))
     for k in result.kills:
@@ -165,16 +167,16 @@ def test_the_checker_searches_again_only_for_a_mutant_whose_steps_differ(monkeyp
     """The checker's search on the declaration records its steps; a mutant that gives each of
     them the same outcome is judged by that search, any other is searched again, and the
     comparison is what kills: with it broken, a mutant only the checker kills survives."""
-    cache_bounds = tuple(b for b in D.CHECKER_BOUNDS if b.nodes)
+    cache_bounds = tuple(b for b in S.CHECKER_BOUNDS if b.nodes)
     equivalent, killed = "RUNNING --PARK [OWNER]: fence from CLEAR", "CACHED --LOCK [NONE]: dropped"
     searched = []
-    real = D._run_checker
+    real = S._run_checker
     monkeypatch.setattr(
-        D, "_run_checker", lambda lifecycle, bounds: searched.append(lifecycle.name) or real(lifecycle, bounds)
+        S, "_run_checker", lambda lifecycle, bounds: searched.append(lifecycle.name) or real(lifecycle, bounds)
     )
-    monkeypatch.setattr(D, "_SEARCHES", {})
+    monkeypatch.setattr(S, "_SEARCHES", {})
     result = D.run_stage(cache_bounds, names={equivalent, killed})
     assert result.ok and {k.mutant: k.killed_by for k in result.kills} == {equivalent: "", killed: "checker"}
     assert searched == [LIFECYCLE.name, killed]  # the declaration once, then only the mutant whose steps differ
-    monkeypatch.setattr(D, "_same_steps", lambda lifecycle, steps: True)
+    monkeypatch.setattr(S, "_same_steps", lambda lifecycle, steps: True)
     assert D.run_stage(cache_bounds, names={killed}).unlisted == (killed,)

@@ -12,11 +12,11 @@ from slotwarden.verification.machines.campaign import Budget, run_machine
 from slotwarden.verification.checker.search import check
 from slotwarden.verification.mutants.history import MUTANTS
 from slotwarden.verification.machines.continuity import ContinuityMachine, continuity_machine_for, continuation
-from slotwarden.verification.machines.stateful import machine_for
+from slotwarden.verification.machines import machine_for
 from slotwarden.model.vocabulary import Actor
 from slotwarden.runtime.scheduler.build import build
 from slotwarden.runtime.scheduler.scheduler import Scheduler
-from slotwarden.verification.machines.stateful import MODEL
+from slotwarden.verification.machines import MODEL
 
 EXPECTED = {  # mutant -> (checker property, where the runtime catches it)
     "lent_rollback_frees": ("legal", "IllegalMove"),
@@ -176,7 +176,7 @@ def test_the_runtime_catches_it_in_a_scripted_scenario(name):
 
 
 def test_verify_flags_a_catch_for_the_wrong_reason(monkeypatch):
-    from slotwarden.verification.verify import run as main
+    from slotwarden.verification.verify import jobs as main
     from slotwarden.verification.machines.campaign import Budget, CampaignResult
 
     mutant = {m.name: m for m in MUTANTS}["sentinel_freed"]
@@ -190,7 +190,7 @@ def test_verify_flags_a_catch_for_the_wrong_reason(monkeypatch):
 
 
 def test_verify_hunts_a_state_bug_with_the_continuity_machine(monkeypatch):
-    from slotwarden.verification.verify import run as main
+    from slotwarden.verification.verify import jobs as main
     from slotwarden.verification.machines.campaign import CampaignResult
 
     mutant = {m.name: m for m in MUTANTS}["retract_keeps_partial_turn"]
@@ -282,7 +282,7 @@ def test_the_cache_mutants_are_caught_by_verify_for_the_right_reason():
     """verify's mutant row for each prefix-cache mutant (no shrinking here): hunted by the
     cached scheduler machine, whose follow-ups share donated prefixes, and caught with an
     expected error."""
-    from slotwarden.verification.verify import run as main
+    from slotwarden.verification.verify import jobs as main
 
     assert CACHE == set(CACHE_SCRIPTS)
     for name in sorted(CACHE):
@@ -309,7 +309,7 @@ def test_the_cache_mutants_bounds_are_clean_under_the_correct_policy():
 
 
 def test_verify_judges_a_mutant_without_a_runtime_variant_by_the_checker():
-    from slotwarden.verification.verify import run as main
+    from slotwarden.verification.verify import jobs as main
     from slotwarden.verification.abstract import Policy
 
     mutant = {m.name: m for m in MUTANTS}["evict_ignores_pin"]._replace(cls=None, runtime_catch=())

@@ -8,8 +8,8 @@ from slotwarden.runtime.scheduler import admission
 from slotwarden.runtime.scheduler.build import build
 from slotwarden.runtime.scheduler.scheduler import Scheduler
 from slotwarden.verification.machines.continuity import continuation, recording, replay
-from slotwarden.verification.machines.stateful import MODEL
-from slotwarden.verification.verify.run import LEVELS, RUNTIME_LEVELS, fault_stages
+from slotwarden.verification.machines import MODEL
+from slotwarden.verification.verify.jobs import LEVELS, RUNTIME_LEVELS, fault_stages
 from slotwarden.verification.mutants.seeded import FAULTS, Fault, hunt
 
 QUICK = fault_stages(RUNTIME_LEVELS["quick"], LEVELS["quick"], 0)

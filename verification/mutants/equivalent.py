@@ -1,0 +1,110 @@
+"""The declaration mutants no check kills, each with the reason it changes nothing the
+properties protect. The stage fails on a survivor missing here, and on an entry here that some
+check kills."""
+
+_NO_BORROWER = "the source state has no borrower (`exclusive`, proved inductive): KEEP and CLEAR both give NOBODY"
+_NO_FENCE = "the source state has no fence (`exclusive`, proved inductive): KEEP and CLEAR both give 0"
+_NO_OWNER = "a RELEASED record names no owner (`exclusive`, proved inductive): KEEP and CLEAR both give NOBODY"
+_ACTOR_IS_OWNER = "only the owner fires the rule (relation OWNER): ACTOR and KEEP give the same owner"
+_ACTOR_IS_BORROWER = "only the borrower fires the rule (relation BORROWER): ACTOR and KEEP give the same borrower"
+_NO_OP = "a self-loop that rewrites nothing: the move leaves the record as it was"
+_SAME_MOVE = (
+    "the same move as a declared rule of that state (the turn gives its session back the slot) "
+    "under another event's name"
+)
+_LATER = "a candidate's slot, which no step used, waits for a fence instead of being free at once: later, never unsafe"
+
+_NO_COUNT = "the source state counts no locks (`exclusive`, proved inductive): KEEP and CLEAR both give 0"
+_UNLOCKED = "only an unlocked node is evicted (relation OWNER, not PINNED): KEEP and CLEAR both give 0 locks"
+_CACHE = {
+    **{
+        f"{r}: readers from {src}": _NO_COUNT
+        for r, src in (
+            ("FREE --ALLOC [NONE]", "KEEP"),
+            ("TAKEN --ADMIT [OWNER]", "CLEAR"),
+            ("TAKEN --ROLLBACK [OWNER]", "KEEP"),
+            ("TAKEN --ABORT [OWNER]", "KEEP"),
+            ("RUNNING --FINISH [OWNER]", "KEEP"),
+            ("RUNNING --RETRACT [OWNER]", "KEEP"),
+            ("RUNNING --ABORT [OWNER]", "KEEP"),
+            ("RUNNING --PARK [OWNER]", "CLEAR"),
+            ("PARKED --LEND [OWNER]", "CLEAR"),
+            ("LENT --ADMIT [BORROWER]", "CLEAR"),
+            ("LENT --ROLLBACK [BORROWER]", "CLEAR"),
+            ("LENT --ABORT [BORROWER]", "CLEAR"),
+            ("LENT_RUNNING --FINISH [BORROWER]", "CLEAR"),
+            ("LENT_RUNNING --RETRACT [BORROWER]", "CLEAR"),
+            ("LENT_RUNNING --ABORT [BORROWER]", "CLEAR"),
+            ("PARKED --CLOSE [OWNER]", "KEEP"),
+            ("RELEASED --FENCE [DUE]", "KEEP"),
+            ("RUNNING --INSERT [OWNER]", "KEEP"),
+            ("CACHING --FENCE [DUE]", "KEEP"),
+            ("CACHING --EVICT [OWNER]", "KEEP"),
+        )
+    },
+    "CACHED --EVICT [OWNER]: readers from KEEP": _UNLOCKED,
+    **{
+        f"{r}: borrower from {src}": _NO_BORROWER
+        for r, src in (
+            ("RUNNING --INSERT [OWNER]", "KEEP"),
+            ("CACHING --FENCE [DUE]", "KEEP"),
+            ("CACHING --EVICT [OWNER]", "KEEP"),
+            ("CACHED --EVICT [OWNER]", "KEEP"),
+            ("CACHED --LOCK [NONE]", "CLEAR"),
+            ("CACHED --LOCK [READER]", "CLEAR"),
+            ("CACHED --UNLOCK [READER]", "CLEAR"),
+            ("CACHED --UNLOCK [FULL]", "CLEAR"),
+        )
+    },
+    **{
+        f"CACHED --{e}: fence from CLEAR": _NO_FENCE
+        for e in (
+            "LOCK [NONE]",
+            "LOCK [READER]",
+            "UNLOCK [READER]",
+            "UNLOCK [FULL]",
+        )
+    },
+}
+"""The prefix cache's equivalent mutants (and the other rules' mutants of the lock count)."""
+
+EQUIVALENT: dict[str, str] = {
+    **_CACHE,
+    "FREE --ALLOC [NONE]: borrower from KEEP": "a FREE record has no borrower (`exclusive`): KEEP and CLEAR both give "
+    "NOBODY",
+    "FREE --ALLOC [NONE]: fence from KEEP": "a FREE record has no fence (`exclusive`): KEEP and CLEAR both give 0",
+    "TAKEN --ADMIT [OWNER]: owner from ACTOR": _ACTOR_IS_OWNER,
+    "TAKEN --ADMIT [OWNER]: borrower from CLEAR": _NO_BORROWER,
+    "TAKEN --ADMIT [OWNER]: fence from CLEAR": _NO_FENCE,
+    "TAKEN --ADMIT [OWNER]: also from RUNNING": _NO_OP,
+    "TAKEN --ROLLBACK [OWNER]: borrower from KEEP": _NO_BORROWER,
+    "TAKEN --ROLLBACK [OWNER]: fence from KEEP": _NO_FENCE,
+    "TAKEN --ABORT [OWNER]: borrower from KEEP": _NO_BORROWER,
+    "TAKEN --ABORT [OWNER]: fence from KEEP": _NO_FENCE,
+    "RUNNING --FINISH [OWNER]: borrower from KEEP": _NO_BORROWER,
+    "RUNNING --FINISH [OWNER]: also from TAKEN": _LATER,
+    "RUNNING --RETRACT [OWNER]: borrower from KEEP": _NO_BORROWER,
+    "RUNNING --RETRACT [OWNER]: also from TAKEN": _LATER,
+    "RUNNING --ABORT [OWNER]: borrower from KEEP": _NO_BORROWER,
+    "RUNNING --PARK [OWNER]: borrower from KEEP": _NO_BORROWER,
+    "RUNNING --PARK [OWNER]: fence from CLEAR": _NO_FENCE,
+    "PARKED --LEND [OWNER]: owner from ACTOR": _ACTOR_IS_OWNER,
+    "PARKED --LEND [OWNER]: fence from CLEAR": _NO_FENCE,
+    "LENT --ADMIT [BORROWER]: borrower from ACTOR": _ACTOR_IS_BORROWER,
+    "LENT --ADMIT [BORROWER]: fence from CLEAR": _NO_FENCE,
+    "LENT --ADMIT [BORROWER]: also from LENT_RUNNING": _NO_OP,
+    "LENT --ROLLBACK [BORROWER]: fence from CLEAR": _NO_FENCE,
+    "LENT --ROLLBACK [BORROWER]: also from LENT_RUNNING": _SAME_MOVE,
+    "LENT --ABORT [BORROWER]: fence from CLEAR": _NO_FENCE,
+    "LENT_RUNNING --FINISH [BORROWER]: fence from CLEAR": _NO_FENCE,
+    "LENT_RUNNING --FINISH [BORROWER]: also from LENT": _SAME_MOVE,
+    "LENT_RUNNING --RETRACT [BORROWER]: fence from CLEAR": _NO_FENCE,
+    "LENT_RUNNING --RETRACT [BORROWER]: also from LENT": _SAME_MOVE,
+    "LENT_RUNNING --ABORT [BORROWER]: fence from CLEAR": _NO_FENCE,
+    "PARKED --CLOSE [OWNER]: borrower from KEEP": _NO_BORROWER,
+    "RELEASED --FENCE [DUE]: owner from KEEP": _NO_OWNER,
+    "RELEASED --FENCE [DUE]: borrower from KEEP": "a RELEASED record has no borrower (`exclusive`): KEEP and CLEAR "
+    "both give NOBODY",
+}
+"""Mutants no check kills, each with the reason it changes nothing the properties protect.
+The stage fails on a survivor missing here, and on an entry here that some check kills."""

@@ -1,0 +1,398 @@
+"""The jobs of `slotwarden verify`: its levels (how much each stage checks), one function per
+kind of job that runs it and returns its `Row`, and `jobs()`, the campaign as a fixed list.
+
+The stages: the declaration (the `transitions` machine, `step()`, the table and the runtime's
+own path agree on every move; every single-rule mutant of it is killed), the CrossHair proofs,
+the exhaustive model checker over the abstract scheduler and its coverage, the differential
+stage (the checker's model follows the runtime's scheduler), the Hypothesis machines,
+continuity (tokens and state against a replay of the transcript), the runtime faults seeded
+and hunted, the mutant matrix (each bug of the history caught by the checker and the scheduler
+machine, each for the reason it names) and bad input at every entry point.
+A job whose thunk is a tuple runs in a worker process (`workers.run_pooled`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, NamedTuple
+
+from slotwarden.model import proofs as model_proofs
+from slotwarden.runtime.scheduler.scheduler import Scheduler
+from slotwarden.verification.agreement import judge, judge_runtime
+from slotwarden.verification.checker import pins
+from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS
+from slotwarden.verification.checker.goals import UNREACHABLE, coverage, show_rule
+from slotwarden.verification.checker.search import check
+from slotwarden.verification.crosshair_proofs import prove, prove_moves
+from slotwarden.verification.differential import check_differential, runtime_has_cache
+from slotwarden.verification.machines.bad_input import BadInputMachine, SchedulerBadInputMachine
+from slotwarden.verification.machines.campaign import Budget, CampaignResult, run_machine
+from slotwarden.verification.machines.continuity import (
+    CachedContinuityMachine,
+    ContinuityMachine,
+    continuity_machine_for,
+)
+from slotwarden.verification.machines.guard import GuardMachine
+from slotwarden.verification.machines.pool import PoolMachine
+from slotwarden.verification.machines.scheduler import machine_for
+from slotwarden.verification.mutants import declaration as declaration_mutants
+from slotwarden.verification.mutants.history import MUTANTS
+from slotwarden.verification.mutants.seeded import FAULTS, hunt
+
+LEVELS = {  # examples per machine, steps per example, mutant examples, checker bounds
+    "quick": dict(
+        differential=40,
+        pool=Budget(40, 25),
+        scheduler=Budget(25, 20),
+        mutant=Budget(300, 25),
+        bounds=TEST_BOUNDS,
+        proofs=False,
+        shrink=False,
+    ),
+    "default": dict(
+        differential=300,
+        pool=Budget(200, 30),
+        scheduler=Budget(100, 25),
+        mutant=Budget(500, 40),  # 30 steps rarely reached an aborted running lent turn (SGLang 40251)
+        bounds=DEFAULT_BOUNDS,
+        proofs=True,
+        shrink=False,  # the checker's trace is the shortest; --thorough also shrinks Hypothesis's
+    ),
+    "thorough": dict(
+        differential=2000,
+        pool=Budget(2000, 40),
+        scheduler=Budget(1000, 40),
+        mutant=Budget(2000, 40),
+        bounds=THOROUGH_BOUNDS,
+        proofs=True,
+        shrink=True,
+    ),
+}
+
+RUNTIME_LEVELS = {  # the continuity machine; the machines that hunt a seeded runtime fault (they
+    # stop at the first catch, so their budget is spent only by a fault that escapes)
+    "quick": dict(continuity=Budget(25, 20), cached=Budget(15, 20), hunt=Budget(100, 20)),
+    "default": dict(continuity=Budget(100, 25), cached=Budget(40, 25), hunt=Budget(200, 25)),
+    "thorough": dict(continuity=Budget(1000, 40), cached=Budget(400, 40), hunt=Budget(1000, 40)),
+}
+
+
+class Row(NamedTuple):
+    stage: str
+    name: str
+    ok: bool
+    seconds: float
+    summary: str  # one line for the table
+    detail: dict  # everything for report.json
+    cpu: float = 0.0  # CPU seconds of the process that ran it (`timed`), however loaded the machine
+
+
+def _agreement(_) -> Row:
+    start = time.perf_counter()
+    verdicts = judge()
+    bad = [v for v in verdicts if not v.agrees]
+    legal = sum(v.step is not None for v in verdicts)
+    text = (
+        f"{len(verdicts) - len(bad)}/{len(verdicts)} (state, event, actor, relation) combinations agree ({legal} legal)"
+    )
+    detail = {"combinations": len(verdicts), "legal": legal, "disagreements": [str(v) for v in bad[:20]]}
+    return Row("declaration", "machine = step() = table", not bad, time.perf_counter() - start, text, detail)
+
+
+def declaration_mutants_job(crosshair_timeout: float | None) -> Row:
+    r = declaration_mutants.run_stage(crosshair_timeout=crosshair_timeout)
+    return Row(
+        "mutations",
+        "declaration mutants",
+        r.ok,
+        r.seconds,
+        declaration_mutants.summary(r),
+        declaration_mutants.detail(r),
+    )
+
+
+def _runtime_agreement(_) -> Row:
+    start = time.perf_counter()
+    verdicts = judge_runtime()
+    bad = [v for v in verdicts if not v.agrees]
+    text = (
+        f"{len(verdicts) - len(bad)}/{len(verdicts)} moves on real ledger columns agree with step() "
+        "(check strict and off; per-slot, compiled and numpy paths)"
+    )
+    detail = {"moves": len(verdicts), "disagreements": [f"{v.case} [{v.check}]: {v.problem}" for v in bad[:20]]}
+    return Row("declaration", "runtime look_up/write = step()", not bad, time.perf_counter() - start, text, detail)
+
+
+def _continuity(budget: Budget, seed, machine: type = ContinuityMachine, name: str = "continuity") -> Row:
+    r = run_machine(name, machine, budget, seed)
+    text = f"{r.examples} examples, tokens and state bit for bit" + ("" if r.passed else f"; FAILED: {r.error}")
+    what = "state = transcript's reference" + (", prefix cache on" if machine is CachedContinuityMachine else "")
+    return Row("continuity", what, r.passed, r.seconds, text, r._asdict())
+
+
+def fault_stages(runtime_level: dict, level: dict, seed) -> dict:
+    """The stages that hunt a seeded runtime fault: name -> check ("" when it passes)."""
+
+    def machine(name, m, budget):
+        def run() -> str:
+            r = run_machine(name, m, budget, seed, shrink=False)
+            return "" if r.passed else f"{r.error} (example {r.examples})"
+
+        return run
+
+    def agreement() -> str:
+        bad = [v for v in judge_runtime() if not v.agrees]
+        return (
+            ""
+            if not bad
+            else (
+                f"{len(bad)} moves disagree, e.g. {bad[0].case.slot.state.name} {bad[0].case.event.name} by "
+                f"{bad[0].case.actor}: {bad[0].problem}"
+            )
+        )
+
+    hunt_budget = runtime_level["hunt"]
+    pool_steps = max(level["pool"].steps, 40)  # a dirty slot shows only after write, release, fence, alloc, check
+    return {
+        "agreement": agreement,
+        "pool": machine("pool", PoolMachine, Budget(hunt_budget.examples, pool_steps)),
+        "guard": machine("guard", GuardMachine, Budget(hunt_budget.examples, level["pool"].steps)),
+        "continuity": machine("continuity", ContinuityMachine, hunt_budget),
+        "scheduler": machine("scheduler", machine_for(Scheduler), hunt_budget),
+    }
+
+
+def _fault(fault, stages: dict) -> Row:
+    c = hunt(fault, stages)
+    text = f"caught by {c.stage}: {c.error}" if c.caught else f"ESCAPED {', '.join(c.tried)}"
+    return Row("faults", fault.name, c.caught, c.seconds, text[:200], {"what": fault.what, **c._asdict()})
+
+
+def proofs_job(name: str, timeout: float) -> list[Row]:
+    """The rows of one proof job: a proof of `model_proofs.PROOFS`, or `EVERY_MOVE`, the
+    one-move proofs in one exploration (a row each)."""
+    results = prove_moves(timeout=timeout) if name == EVERY_MOVE else [prove(name, timeout=timeout)]
+    return [
+        Row(
+            "proofs",
+            r.name,
+            r.confirmed,
+            r.seconds,
+            f"{r.verdict}  {r.property}",
+            {"verdict": r.verdict, "message": r.message, "property": r.property},
+        )
+        for r in results
+    ]
+
+
+EVERY_MOVE = "every one-move proof"
+"""The proof job of the one-move proofs at once (`crosshair_proofs.prove_moves`)."""
+
+
+def checker_job(bounds) -> tuple:
+    """One exhaustive bounds in a worker process: its row and its result (for the coverage job)."""
+    r = check(bounds)
+    return _checker_row(r), r
+
+
+def _checker_row(r) -> Row:
+    """A bounds' row: it fails on a violation, an incomplete search, or counts other than its
+    pin (`verification/checker/pins.py`); a bounds with no pin says so, and fails if it is one of the
+    default run's."""
+    bounds, v = r.bounds, r.violation
+    pin = pins.pin_of(bounds)
+    got = (r.states, r.transitions)
+    text = f"{r.states} states, {r.transitions} transitions, depth {r.max_depth}" + (
+        f"; VIOLATION {v.property}" if v else ""
+    )
+    pinned = True
+    if pin is None:
+        pinned = bounds not in DEFAULT_BOUNDS
+        text += "; unpinned" + ("" if pinned else " (every bounds of the default run has a pin)")
+    elif v is None and r.complete and got != pin:
+        pinned = False
+        text += f"; PIN MISMATCH: pinned {pin[0]} states, {pin[1]} transitions"
+    detail = {
+        "bounds": bounds._asdict(),
+        "states": r.states,
+        "transitions": r.transitions,
+        "depth": r.max_depth,
+        "pinned": None if pin is None else list(pin),
+        "violation": None
+        if v is None
+        else {"property": v.property, "message": v.message, "trace": list(map(str, v.trace))},
+    }
+    return Row("exhaustive", str(bounds), v is None and r.complete and pinned, r.seconds, text, detail)
+
+
+CHECKED: dict = {}  # bounds -> CheckResult of this process's exhaustive jobs, for the coverage job
+
+
+def _coverage(bounds_list) -> Row:
+    """Every declared rule fired and every `sometimes` goal reached over the run's bounds
+    (bounds this process did not check, e.g. in another shard, are checked here)."""
+    start = time.perf_counter()
+    results = [CHECKED.get(b) or check(b) for b in bounds_list]
+    cover = coverage(results)
+    detail = {
+        "missed_rules": list(cover.missed_rules),
+        "stale_unreachable": list(cover.stale_unreachable),
+        "missed_goals": list(cover.missed_goals),
+        "unreachable": {show_rule(k): why for k, why in UNREACHABLE.items()},
+    }
+    return Row(
+        "exhaustive",
+        "rule coverage and goals",
+        cover.ok,
+        time.perf_counter() - start,
+        str(cover),
+        detail | {"states": 0},
+    )
+
+
+def _differential(workloads: int, seed) -> Row:
+    start = time.perf_counter()
+    r = check_differential(workloads, 40, seed=0 if seed is None else seed)
+    runs = [r]
+    if runtime_has_cache():  # and with the prefix cache on (follow-ups share donated prefixes)
+        runs.append(check_differential(max(workloads // 2, 1), 40, seed=0 if seed is None else seed, cache=True))
+    texts = []
+    for run in runs:
+        text = f"{run.workloads} workloads, {run.operations} operations, {run.moves} slot moves followed"
+        text += (
+            f"; DIVERGED: {run.divergence}"
+            if run.divergence
+            else f"; never made: {', '.join(run.unexercised)}"
+            if run.unexercised
+            else ""
+        )
+        texts.append(("with the prefix cache: " if run.cache else "") + text)
+    return Row(
+        "differential",
+        "model = runtime scheduler",
+        all(run.ok for run in runs),
+        time.perf_counter() - start,
+        "; ".join(texts),
+        r._asdict()
+        | {"unexercised": list(r.unexercised)}
+        | {"cache": [run._asdict() | {"unexercised": list(run.unexercised)} for run in runs[1:]]},
+    )
+
+
+def _machine(name: str, machine: type, budget: Budget, seed) -> Row:
+    r = run_machine(name, machine, budget, seed)
+    text = f"{r.examples} examples" + ("" if r.passed else f"; FAILED: {r.error}")
+    return Row("hypothesis", name, r.passed, r.seconds, text, r._asdict())
+
+
+def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
+    start = time.perf_counter()
+    c = check(mutant.bounds, mutant.policy()) if mutant.policy is not None else None
+    hunter = continuity_machine_for if mutant.machine == "continuity" else machine_for
+    if mutant.cls is None:  # only the checker's half is in the catalogue: the runtime's is n/a
+        h = CampaignResult(mutant.name, True, 0.0, 0, "", "", "")
+    else:
+        h = run_machine(mutant.name, hunter(mutant.cls, **mutant.needs), budget, seed, shrink)
+    prop = c.violation.property if c is not None and c.violation else None
+    caught_checker, caught_hypothesis = mutant.caught_for_the_right_reason(prop, h.error)
+    where = {"call": "raised at the call", "audit": "idle audit", "invariant": "invariant"}.get(h.caught_by, "-")
+    if h.caught_by == "invariant":
+        where = f"{mutant.machine} invariant"
+    c_text = (
+        "n/a: no slot move is wrong, the state's numbers are"
+        if c is None
+        else "MISSED"
+        if prop is None
+        else prop
+        if caught_checker
+        else f"WRONG REASON {prop} (want {'/'.join(mutant.checker_catch)})"
+    )
+    kind = h.error.split(":")[0]
+    h_text = (
+        "n/a: no runtime variant in the catalogue"
+        if mutant.cls is None
+        else "MISSED"
+        if h.passed
+        else kind
+        if caught_hypothesis
+        else f"WRONG REASON {kind} (want {'/'.join(mutant.runtime_catch)})"
+    )
+    text = (
+        f"checker: {c_text} (trace {len(c.violation.trace) if c is not None and c.violation else '-'})"
+        f"; hypothesis: {h_text} after {h.examples} examples, {where}"
+    )
+    detail = {
+        "bug": mutant.bug,
+        "rule": mutant.rule,
+        "expected": {"checker": list(mutant.checker_catch), "runtime": list(mutant.runtime_catch)},
+        "machine": mutant.machine,
+        "right_reason": {"checker": caught_checker, "hypothesis": caught_hypothesis},
+        "checker": {
+            "property": prop,
+            "applies": c is not None,
+            "states": c.states if c is not None else 0,
+            "trace": list(map(str, c.violation.trace)) if c is not None and c.violation else [],
+            "seconds": c.seconds if c is not None else 0.0,
+        },
+        "hypothesis": h._asdict(),
+    }
+    return Row("mutants", mutant.name, caught_checker and caught_hypothesis, time.perf_counter() - start, text, detail)
+
+
+def mutant_job(name: str, budget: Budget, seed, shrink: bool) -> Row:
+    return _mutant({m.name: m for m in MUTANTS}[name], budget, seed, shrink)
+
+
+def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, Callable]]:
+    """Every job of the campaign as (stage, name, thunk), in a fixed order (for sharding). A
+    job whose thunk is a tuple runs in the worker processes: `workers.run_pooled(stage, thunk)`."""
+    out = [("declaration", "agreement", lambda: _agreement(None))]
+    survivors_timeout = proof_timeout if level is LEVELS["thorough"] else None  # CrossHair on unlisted survivors
+    out += [("mutations", "declaration mutants", (survivors_timeout,))]
+    out += [("declaration", "runtime agreement", lambda: _runtime_agreement(None))]
+    if level["proofs"]:
+        names = only or [EVERY_MOVE] + [n for n in model_proofs.PROOFS if n not in model_proofs.MOVE_PROOFS]
+        out += [("proofs", n, (n, proof_timeout)) for n in names]
+    out += [("exhaustive", str(b), (b,)) for b in level["bounds"]]
+    out.append(("exhaustive", "coverage", lambda: _coverage(level["bounds"])))
+    out.append(("differential", "model = runtime", lambda: _differential(level["differential"], seed)))
+    machines = [
+        ("pool", PoolMachine, level["pool"]),
+        ("guard", GuardMachine, level["pool"]),
+        ("scheduler", machine_for(Scheduler, overlap=False), level["scheduler"]),
+        ("scheduler+overlap", machine_for(Scheduler, overlap=True), level["scheduler"]),
+    ]
+    out += [("hypothesis", n, lambda n=n, m=m, b=b: _machine(n, m, b, seed)) for n, m, b in machines]
+    runtime = RUNTIME_LEVELS[next((k for k, v in LEVELS.items() if v == level), "default")]
+    out.append(("continuity", "continuity", lambda: _continuity(runtime["continuity"], seed)))
+    out.append(
+        (
+            "continuity",
+            "continuity+cache",
+            lambda: _continuity(runtime["cached"], seed, CachedContinuityMachine, "continuity+cache"),
+        )
+    )
+    stages = fault_stages(runtime, level, seed)
+    out += [("faults", f.name, lambda f=f: _fault(f, stages)) for f in FAULTS]
+    out += [("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"])) for m in MUTANTS]
+    junk = [("pool, ledger, guard", BadInputMachine), ("scheduler", SchedulerBadInputMachine)]
+    out += [
+        ("bad input", n, lambda n=n, m=m: _machine(n, m, level["scheduler"], seed)._replace(stage="bad input"))
+        for n, m in junk
+    ]
+    return out
+
+
+def skipped_by_quick() -> list[str]:
+    """What `--quick` leaves out of the default run, read from the two levels."""
+    quick, default = LEVELS["quick"], LEVELS["default"]
+    out = [f"the {len(model_proofs.PROOFS)} CrossHair proofs"]
+    out.append(
+        f"{len(default['bounds']) - len(quick['bounds'])} of the exhaustive bounds (runs {len(quick['bounds'])} small "
+        f"ones, plus their rule coverage: {len(quick['bounds']) + 1} exhaustive checks)"
+    )
+    for key in ("pool", "scheduler", "mutant"):
+        q, d = quick[key], default[key]
+        out.append(f"{key} machines at {q.examples}x{q.steps} examples x steps instead of {d.examples}x{d.steps}")
+    out.append(f"differential at {quick['differential']} workloads instead of {default['differential']}")
+    return out

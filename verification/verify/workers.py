@@ -1,0 +1,67 @@
+"""The worker side of `slotwarden verify`: the jobs that run in the two worker processes (the
+declaration mutants, the proofs, the exhaustive bounds and the mutants), started longest first
+(`cost`) as copies of the parent process, and the CPU seconds of every job's rows (`timed`)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from typing import Callable
+
+from slotwarden.verification.checker import pins
+from slotwarden.verification.verify.jobs import (
+    EVERY_MOVE,
+    Row,
+    checker_job,
+    declaration_mutants_job,
+    mutant_job,
+    proofs_job,
+)
+
+
+def run_pooled(stage: str, args: tuple) -> tuple[list[Row], object]:
+    """Run one job in a worker process: its rows, and for an exhaustive bounds its result."""
+    if stage == "exhaustive":
+        searched = []
+
+        def search() -> list[Row]:
+            row, result = checker_job(*args)
+            searched.append(result)
+            return [row]
+
+        return timed(search), searched[0]
+    if stage == "proofs":
+        return timed(lambda: proofs_job(*args)), None
+    if stage == "mutations":
+        return timed(lambda: [declaration_mutants_job(*args)]), None
+    return timed(lambda: [mutant_job(*args)]), None
+
+
+def timed(run: Callable[[], list]) -> list[Row]:
+    """The rows `run` returns, their CPU seconds (this process's) shared among them."""
+    start = time.process_time()
+    rows = run()
+    cpu = (time.process_time() - start) / max(len(rows), 1)
+    return [r._replace(cpu=cpu) for r in rows]
+
+
+FORK = multiprocessing.get_context("fork")
+"""Workers start as copies of this process (nothing to import again)."""
+
+PROOF_COST = {EVERY_MOVE: 20.0, "conserved": 16.0}
+"""Rough CPU seconds of the longest proof jobs, only to order the jobs longest first (a wrong
+guess costs at most an idle tail); any other proof counts as a few seconds."""
+
+
+def cost(job: tuple) -> float:
+    """A job's rough CPU seconds, to start the longest first so that no long job runs alone at
+    the end. An exhaustive bounds costs about one second per 20,000 transitions of its pin (an
+    unpinned one, its size unknown, counts as the longest); a proof counts as its usual cost,
+    and the declaration mutants and a mutant as a few seconds each."""
+    stage, name, args = job
+    if stage == "exhaustive":
+        pin = pins.pin_of(args[0])
+        return float("inf") if pin is None else pin[1] / 20_000
+    if stage == "proofs":
+        return PROOF_COST.get(name, 4.0)
+    return 4.0
