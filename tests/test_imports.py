@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {
@@ -23,21 +22,6 @@ FOLDERS = {
     "verification": "slotwarden.verification",
 }
 """Source folder -> the package it installs as (pyproject.toml's package-dir)."""
-
-CYCLES_THE_LEAD_IS_REWRITING = (
-    frozenset(
-        {
-            "slotwarden.runtime.scheduler.admission",
-            "slotwarden.runtime.scheduler.contract",
-            "slotwarden.runtime.scheduler.scheduler",
-        }
-    ),
-)
-"""Known cycles, tolerated (as strict xfails) until the scheduler and radix rewrite removes them:
-empty this once they are gone. Only modules under slotwarden.runtime.scheduler and
-slotwarden.runtime.radix may be listed here."""
-
-LEAD_PACKAGES = ("slotwarden.runtime.scheduler.", "slotwarden.runtime.radix.")
 
 
 def modules(folders: dict[str, str], root: Path = ROOT) -> dict[str, tuple[Path, bool]]:
@@ -162,19 +146,8 @@ def test_the_package_has_no_import_cycle():
     graph = import_graph(FOLDERS)
     assert {"slotwarden.cli.commands", "slotwarden.model.lifecycle", "slotwarden.verification.machines"} <= set(graph)
     assert sum(map(len, graph.values())) > len(graph)  # the imports were read: not a vacuous pass
-    found = [c for c in cycles(graph) if frozenset(c) not in CYCLES_THE_LEAD_IS_REWRITING]
+    found = cycles(graph)
     assert not found, f"{len(found)} import cycles:\n{describe(graph, found)}"
-
-
-def test_the_tolerated_cycles_are_only_the_leads():
-    for cycle in CYCLES_THE_LEAD_IS_REWRITING:
-        assert all(m.startswith(LEAD_PACKAGES) for m in cycle), sorted(cycle)
-
-
-@pytest.mark.xfail(strict=True, reason="the scheduler and radix rewrite removes it; then empty the constant")
-@pytest.mark.parametrize("cycle", [sorted(c) for c in CYCLES_THE_LEAD_IS_REWRITING])
-def test_a_tolerated_cycle_is_gone(cycle):
-    assert frozenset(cycle) not in map(frozenset, cycles(import_graph(FOLDERS)))
 
 
 def test_the_finder_names_a_planted_cycle(tmp_path):
