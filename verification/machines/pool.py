@@ -45,7 +45,7 @@ class PoolMachine(RuleBasedStateMachine):
 
     # `path`: the ledger's path for every batch the machine makes (`paths.PATHS`: a slot at a
     # time, the compiled move in runs or slot by slot, numpy); the mixed sizes around the
-    # switch-over point are drawn by tests/runtime/test_pool_hypothesis.py, the bad-input machine and
+    # switch-over point are drawn by tests/runtime/pool/test_hypothesis.py, the bad-input machine and
     # tests/runtime/ledger/test_paths.py
     @initialize(capacity=st.integers(1, 5), path=st.sampled_from(paths.PATHS))
     def setup(self, capacity, path):

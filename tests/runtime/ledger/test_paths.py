@@ -4,7 +4,7 @@ consecutive slots through slices of the columns (the run lane, from `ledger.run_
 gathers. Three ledgers, one forced onto each (per-slot; vectorised with the run lane; vectorised
 with gathers only), get the same calls; after every call they must agree on the outcome (the
 ids, or the error's type and text), every column, the counters, the free list and the flight
-recorder, slot by slot. (The model-differential machines, tests/runtime/test_pool_hypothesis.py and
+recorder, slot by slot. (The model-differential machines, tests/runtime/pool/test_hypothesis.py and
 verification/, draw the switch-over point and the run lane too.)"""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """StatePool: tensors, zeroed allocation, copy/fork, queries, audit and the flight recorder (bad
-input: test_pool_bad_input.py)."""
+input: test_bad_input.py)."""
 
 import pytest
 import torch

@@ -19,7 +19,7 @@ import torch
 
 from slotwarden.bench import common as bench_common
 from slotwarden.bench.common import device_of, host_clock, loadavg, machine, sync_for
-from slotwarden.bench.pool_contenders import (  # noqa: F401 (the bench's API)
+from slotwarden.bench.pool.contenders import (  # noqa: F401 (the bench's API)
     CONTENDERS,
     DOING,
     INSTALL_HINT,
@@ -31,8 +31,8 @@ from slotwarden.bench.pool_contenders import (  # noqa: F401 (the bench's API)
     sglang_version,
     zeroing_steps,
 )
-from slotwarden.bench.pool_report import TARGETS, format_report, format_table, row, targets  # noqa: F401
-from slotwarden.bench.timing import MAX_REPEATS, time_side_by_side
+from slotwarden.bench.pool.report import TARGETS, format_report, format_table, row, targets  # noqa: F401
+from slotwarden.bench.pool.timing import MAX_REPEATS, time_side_by_side
 from slotwarden.runtime.config import PoolConfig
 from slotwarden.runtime.ledger import compiled
 from slotwarden.runtime.ledger.ledger import SlotLedger

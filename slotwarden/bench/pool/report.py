@@ -4,7 +4,7 @@ text the command prints (information only, never an exit code)."""
 from __future__ import annotations
 
 from slotwarden.bench.common import loaded_note
-from slotwarden.bench.pool_contenders import LABELS
+from slotwarden.bench.pool.contenders import LABELS
 
 # (contender, n, most it may cost as a multiple of SGLang's allocator), bookkeeping alone
 TARGETS = (

@@ -288,7 +288,7 @@ def test_the_howto_names_sglangs_real_attributes():
     root = Path(importlib.util.find_spec("sglang").submodule_search_locations[0]) / "srt"
     pool_src = (root / "mem_cache" / "memory_pool.py").read_text()
     session_src = (root / "session" / "streaming_session.py").read_text()
-    howto = (Path(__file__).resolve().parents[2] / "docs" / "howto.md").read_text()
+    howto = (Path(__file__).resolve().parents[3] / "docs" / "howto.md").read_text()
     assert "class HybridReqToTokenPool" in pool_src and "self.mamba_allocator = MambaSlotAllocator(" in pool_src
     assert (
         "mid = self.mamba_allocator.alloc(1)" in pool_src
