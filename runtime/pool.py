@@ -9,10 +9,9 @@ faults from below included: alloc zeroes (fork copies) its slots after every che
 the ledger writes. Single-threaded, like its ledger (`WrongThread`).
 
 The prefix cache's moves are pool events too: `insert`, `lock`/`unlock` (checked against the
-ledger's record of who holds each lock, so an unlock by a request holding none is refused even
-when others hold some), `evict`, and `copy` from a cached slot the request has locked. Copy and
-fork read only a slot the actor holds or a cached slot it has locked. A LOCK or UNLOCK fired
-through the generic `fire`/`fire_each` takes the same checked path.
+ledger's record of who holds each lock), `evict`, and `copy` from a cached slot the request has
+locked. Copy and fork read only a slot the actor holds or a cached slot it has locked; a LOCK or
+UNLOCK fired through `fire`/`fire_each` takes the same checked path.
 """
 
 from __future__ import annotations
