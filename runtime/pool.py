@@ -5,7 +5,7 @@ host, so checking an operation never waits for the device. Slot ids go in and co
 int64 tensors (or anything array-like); `on_device(ids)` gives the copy kernels index with.
 Every operation is a batch of one lifecycle event, checked whole before anything changes (bad
 input: `BadInput` and its kinds; an illegal batch: `IllegalMove`/`BadSlotId`). All or nothing,
-faults from below included: alloc zeroes (fork copies) its slots after every check and before
+failures from below included: alloc zeroes (fork copies) its slots after every check and before
 the ledger writes. Single-threaded, like its ledger (`WrongThread`).
 
 The prefix cache's moves are pool events too: `insert`, `lock`/`unlock` (checked against the

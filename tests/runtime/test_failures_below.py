@@ -1,4 +1,4 @@
-"""All or nothing when the fault comes from below: a zeroing or copy kernel that raises, an
+"""All or nothing when a failure comes from below: a zeroing or copy kernel that raises, an
 engine whose `free` raises. The operation raises that error, and the pool tensors, the ledger,
 the free list, the recorder and the engine's free list are exactly as they were; the same
 operation succeeds once the fault is gone."""

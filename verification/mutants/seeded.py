@@ -1,16 +1,16 @@
-"""Faults seeded into the runtime itself, each of which some stage of `verify` must catch.
+"""Bugs seeded into the runtime's own code, each of which some stage of `verify` must catch.
 
-Each fault is applied in process for the duration of a `with fault.applied():` block (a
-monkeypatch of one function of the ledger, the pool, the scheduler or the kernels, restored
-in `finally`); production code has no fault branches. A fault of the ledger is seeded into each
-of its paths alike: the per-slot path, the numpy kernel and the compiled move (whose C code is
-reached through what it is handed: its table, built while the fault is applied, or its
-arguments). `hunt` runs the stages that should catch
-a fault, then the others, and reports the first that did: the runtime-agreement check, the
-pool machine (records, free list and state contents against the model), the guard machine
-(an engine allocator behind `LedgerGuard`, its free list against the model's), the continuity
-machine (tokens and state against the transcript), or the scheduler machine (invariants and
-idle audit).
+Each seeded bug is applied in process for the duration of a `with bug.applied():` block (a
+monkeypatch of one function of the ledger, the pool, the scheduler or the kernels, restored in
+`finally`); production code has no seeded branches. A ledger bug is seeded into each of its
+paths alike: the per-slot path, the numpy kernel and the compiled move (reached through the table
+built while the bug is applied, or its arguments). `hunt` runs the stages that should catch it,
+then the others, and reports the first that did: the runtime-agreement check, the pool machine,
+the guard machine, the continuity machine, or the scheduler machine.
+
+(`verify` reports these under its stage "faults"; a *fault* elsewhere is an exception raised
+during a call, which the scheduler's fault contract covers, and a failure from below is one
+raised by a kernel or the engine's allocator.)
 """
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ def _wrong_row(decode):
 
 
 # -- the catalogue -------------------------------------------------------------------------------
-class Fault(NamedTuple):
+class SeededBug(NamedTuple):
     name: str
     what: str
     patches: tuple  # (owner, attribute, wrapper): the wrapper gets the original, returns the fault
@@ -319,8 +319,8 @@ def _all(patches):
 
 _LENT_TURNS_FIRST = (admission, "pick_victim", _lent_turns_first)
 
-FAULTS = (
-    Fault(
+SEEDED_BUGS = (
+    SeededBug(
         "ledger_skips_owner_check",
         "the ledger skips the owner check for FINISH",
         (
@@ -331,67 +331,67 @@ FAULTS = (
         ),
         ("agreement",),
     ),
-    Fault(
+    SeededBug(
         "retract_lent_by_finish",
         "a retracted session turn gives its lent slot back by the finish path",
         (_LENT_TURNS_FIRST, (Scheduler, "release_retracted", _retract_by_finish)),
         ("continuity",),
     ),
-    Fault(
+    SeededBug(
         "copy_into_foreign_slot",
         "copy, fork and zero write into a slot someone else holds",
         ((StatePool, "_require_mine", _copy_anywhere),),
         ("pool",),
     ),
-    Fault(
+    SeededBug(
         "copy_reads_foreign_slot",
         "copy and fork read a slot another request or session holds (its state is not theirs)",
         ((StatePool, "_require_readable", _read_any_held),),
         ("pool",),
     ),
-    Fault(
+    SeededBug(
         "no_duplicate_check",
         "the duplicate-id check within a batch is removed",
         ((SlotLedger, "_ids", _no_duplicate_check), (SlotLedger, "_move", _no_duplicate_check_compiled)),
         ("pool",),
     ),
-    Fault(
+    SeededBug(
         "lend_zeroes_state",
         "LEND zeroes the lent slot, so a session loses its state between turns",
         ((StatePool, "lend", _lend_zeroes),),
         ("continuity",),
     ),
-    Fault(
+    SeededBug(
         "retract_turn_not_stale",
         "a session turn retracted by the legal RETRACT without marking the session stale",
         (_LENT_TURNS_FIRST, (Scheduler, "turn_retracted", _retracted_not_stale)),
         ("continuity",),
     ),
-    Fault(
+    SeededBug(
         "free_ring_before_fence",
         "the free ring takes a released slot before its step's fence",
         ((SlotLedger, "_apply", _early_push),),
         ("scheduler", "pool"),
     ),
-    Fault(
+    SeededBug(
         "alloc_not_zeroed",
         "alloc hands out a slot that still holds its last owner's state",
         ((StatePool, "alloc", _alloc_not_zeroed),),
         ("pool",),
     ),
-    Fault(
+    SeededBug(
         "decode_wrong_row",
         "decode reads and writes the state of another slot's row",
         ((TinyMamba, "decode", _wrong_row),),
         ("continuity",),
     ),
-    Fault(
+    SeededBug(
         "table_lent_rollback_frees",
         "the compiled table frees a rolled-back lent slot",
         ((ledger_state, "compile_events", _lent_rollback_entry),),
         ("agreement",),
     ),
-    Fault(
+    SeededBug(
         "write_keeps_borrower",
         "the batched scatter never clears the borrower",
         (
@@ -402,7 +402,7 @@ FAULTS = (
         ),
         ("agreement",),
     ),
-    Fault(
+    SeededBug(
         "guard_frees_before_fence",
         "the guard gives a released slot back to the engine before its fence",
         ((LedgerGuard, "fire", _guard_gives_back_released),),
@@ -420,7 +420,7 @@ class Catch(NamedTuple):
     tried: tuple  # the stages run, in order
 
 
-def hunt(fault: Fault, stages: dict[str, Callable[[], str]]) -> Catch:
+def hunt(fault: SeededBug, stages: dict[str, Callable[[], str]]) -> Catch:
     """Apply `fault` and run `stages` (name -> check returning "" when it passes, else what it
     found): the fault's own stages first, then the others, until one catches it."""
     order = [s for s in fault.stages if s in stages] + [s for s in stages if s not in fault.stages]

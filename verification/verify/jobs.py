@@ -5,7 +5,7 @@ The stages: the declaration (the `transitions` machine, `step()`, the table and 
 own path agree on every move; every single-rule mutant of it is killed), the CrossHair proofs,
 the exhaustive model checker over the abstract scheduler and its coverage, the differential
 stage (the checker's model follows the runtime's scheduler), the Hypothesis machines,
-continuity (tokens and state against a replay of the transcript), the runtime faults seeded
+continuity (tokens and state against a replay of the transcript), the runtime bugs seeded
 and hunted, the mutant matrix (each bug of the history caught by the checker and the scheduler
 machine, each for the reason it names) and bad input at every entry point.
 A job whose thunk is a tuple runs in a worker process (`workers.run_pooled`).
@@ -37,7 +37,7 @@ from slotwarden.verification.machines.pool import PoolMachine
 from slotwarden.verification.machines.scheduler import machine_for
 from slotwarden.verification.mutants import declaration as declaration_mutants
 from slotwarden.verification.mutants.history import MUTANTS
-from slotwarden.verification.mutants.seeded import FAULTS, hunt
+from slotwarden.verification.mutants.seeded import SEEDED_BUGS, hunt
 
 LEVELS = {  # examples per machine, steps per example, mutant examples, checker bounds
     "quick": dict(
@@ -130,7 +130,7 @@ def _continuity(budget: Budget, seed, machine: type = ContinuityMachine, name: s
     return Row("continuity", what, r.passed, r.seconds, text, r._asdict())
 
 
-def fault_stages(runtime_level: dict, level: dict, seed) -> dict:
+def seeded_bug_stages(runtime_level: dict, level: dict, seed) -> dict:
     """The stages that hunt a seeded runtime fault: name -> check ("" when it passes)."""
 
     def machine(name, m, budget):
@@ -162,7 +162,7 @@ def fault_stages(runtime_level: dict, level: dict, seed) -> dict:
     }
 
 
-def _fault(fault, stages: dict) -> Row:
+def _seeded_bug(fault, stages: dict) -> Row:
     c = hunt(fault, stages)
     text = f"caught by {c.stage}: {c.error}" if c.caught else f"ESCAPED {', '.join(c.tried)}"
     return Row("faults", fault.name, c.caught, c.seconds, text[:200], {"what": fault.what, **c._asdict()})
@@ -372,8 +372,8 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
             lambda: _continuity(runtime["cached"], seed, CachedContinuityMachine, "continuity+cache"),
         )
     )
-    stages = fault_stages(runtime, level, seed)
-    out += [("faults", f.name, lambda f=f: _fault(f, stages)) for f in FAULTS]
+    stages = seeded_bug_stages(runtime, level, seed)
+    out += [("faults", f.name, lambda f=f: _seeded_bug(f, stages)) for f in SEEDED_BUGS]
     out += [("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"])) for m in MUTANTS]
     junk = [("pool, ledger, guard", BadInputMachine), ("scheduler", SchedulerBadInputMachine)]
     out += [

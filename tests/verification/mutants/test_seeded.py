@@ -9,13 +9,13 @@ from slotwarden.runtime.scheduler.build import build
 from slotwarden.runtime.scheduler.scheduler import Scheduler
 from slotwarden.verification.machines.continuity import continuation, recording, replay
 from slotwarden.verification.machines import MODEL
-from slotwarden.verification.verify.jobs import LEVELS, RUNTIME_LEVELS, fault_stages
-from slotwarden.verification.mutants.seeded import FAULTS, Fault, hunt
+from slotwarden.verification.verify.jobs import LEVELS, RUNTIME_LEVELS, seeded_bug_stages
+from slotwarden.verification.mutants.seeded import SEEDED_BUGS, SeededBug, hunt
 
-QUICK = fault_stages(RUNTIME_LEVELS["quick"], LEVELS["quick"], 0)
+QUICK = seeded_bug_stages(RUNTIME_LEVELS["quick"], LEVELS["quick"], 0)
 
 
-@pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
+@pytest.mark.parametrize("fault", SEEDED_BUGS, ids=[f.name for f in SEEDED_BUGS])
 def test_each_fault_is_caught_by_its_stage(fault):
     originals = [getattr(owner, name) for owner, name, _ in fault.patches]
     catch = hunt(fault, {name: QUICK[name] for name in fault.stages})
@@ -25,7 +25,7 @@ def test_each_fault_is_caught_by_its_stage(fault):
 
 
 def test_the_six_faults_of_the_record_are_in_the_catalogue():
-    names = {f.name for f in FAULTS}
+    names = {f.name for f in SEEDED_BUGS}
     assert {
         "ledger_skips_owner_check",
         "retract_lent_by_finish",
@@ -34,18 +34,18 @@ def test_the_six_faults_of_the_record_are_in_the_catalogue():
         "lend_zeroes_state",
         "retract_turn_not_stale",
     } <= names
-    assert len(names) == len(FAULTS) >= 9
+    assert len(names) == len(SEEDED_BUGS) >= 9
 
 
 def test_an_escaping_fault_is_reported_as_escaped():
     ran = []
     stages = {"a": lambda: ran.append("a") or "", "b": lambda: ran.append("b") or ""}
-    catch = hunt(Fault("nothing", "changes nothing", (), ("b",)), stages)
+    catch = hunt(SeededBug("nothing", "changes nothing", (), ("b",)), stages)
     assert not catch.caught and catch.tried == ("b", "a") and ran == ["b", "a"]
 
 
 def test_a_fault_is_restored_when_its_stage_raises():
-    fault = next(f for f in FAULTS if f.name == "retract_turn_not_stale")
+    fault = next(f for f in SEEDED_BUGS if f.name == "retract_turn_not_stale")
     original = Scheduler.turn_retracted
     with pytest.raises(RuntimeError):
         with fault.applied():
@@ -82,8 +82,8 @@ def test_a_correct_session_turn_retraction_keeps_continuity_and_the_faults_do_no
     """The control: the scheduler's own retraction of a session turn (RETRACT, the session
     marked stale, the turn fed again from the transcript with the tokens it had made) keeps
     tokens and state equal to the transcript's reference; the two faulty retractions do not."""
-    control = Fault("correct", "", (), ())
-    for fault, should_hold in [(control, True)] + [(f, False) for f in FAULTS if f.name.startswith("retract_")]:
+    control = SeededBug("correct", "", (), ())
+    for fault, should_hold in [(control, True)] + [(f, False) for f in SEEDED_BUGS if f.name.startswith("retract_")]:
         with fault.applied():
             req, history, state, retracted = retracted_turn_scenario()
         assert retracted and req.done and req.finish_reason == "length", fault.name
