@@ -14,6 +14,7 @@ plain Mermaid `stateDiagram-v2` cannot colour an edge, so such a Mermaid view is
 
 from __future__ import annotations
 
+from slotwarden.model.errors import SlotwardenError
 from collections import defaultdict
 from typing import NamedTuple
 
@@ -26,11 +27,11 @@ from slotwarden.model.vocabulary import Event, State
 FORMATS = ("mermaid", "dot", "svg", "png")
 
 
-class RenderUnavailable(RuntimeError):
+class RenderUnavailable(SlotwardenError, RuntimeError):
     """SVG/PNG output needs pygraphviz, which is not installed."""
 
 
-class UnknownName(ValueError):
+class UnknownName(SlotwardenError, ValueError):
     """A name to highlight that is neither an event nor a state of the lifecycle."""
 
 

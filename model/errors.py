@@ -5,11 +5,16 @@ from __future__ import annotations
 from slotwarden.model.vocabulary import NOBODY, Actor, Event, Slot
 
 
-class DeclarationError(ValueError):
+class SlotwardenError(Exception):
+    """The root of every error slotwarden raises on purpose: lifecycle, input, scheduler, cache,
+    trace and usage errors all inherit it (and keep their other bases)."""
+
+
+class DeclarationError(SlotwardenError, ValueError):
     """A lifecycle declaration is malformed (unknown state, duplicate transition, ...)."""
 
 
-class LifecycleError(RuntimeError):
+class LifecycleError(SlotwardenError, RuntimeError):
     """Base of every error the lifecycle raises at run time."""
 
 

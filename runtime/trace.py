@@ -8,6 +8,7 @@ is added to their path at all.
 
 from __future__ import annotations
 
+from slotwarden.model.errors import SlotwardenError
 import json
 from pathlib import Path
 from typing import NamedTuple
@@ -63,7 +64,7 @@ class Header(NamedTuple):
         return json.dumps({"slotwarden_trace": FORMAT, "capacity": self.capacity})
 
 
-class TraceFormatError(ValueError):
+class TraceFormatError(SlotwardenError, ValueError):
     """A line that is not a trace line; names the line number."""
 
     def __init__(self, lineno: int, why: str):

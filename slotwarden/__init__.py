@@ -25,6 +25,7 @@ _HOME = {
     "State": "slotwarden.model.vocabulary",
     "IllegalMove": "slotwarden.model.errors",
     "LifecycleError": "slotwarden.model.errors",
+    "SlotwardenError": "slotwarden.model.errors",
     "StatePool": "slotwarden.runtime.pool",
     "PoolConfig": "slotwarden.runtime.config",
     "LedgerGuard": "slotwarden.runtime.guard",

@@ -9,6 +9,7 @@ raises `Divergence`.
 
 from __future__ import annotations
 
+from slotwarden.model.errors import SlotwardenError
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.pool import new_pool
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
@@ -31,7 +32,7 @@ from slotwarden.verification.workloads import new_requests
 SETTINGS = ("overlap", "token_budget", "chunk_size", "max_running", "retract_after", "prefix_cache")
 
 
-class Divergence(AssertionError):
+class Divergence(SlotwardenError, AssertionError):
     """The runtime made a move the model cannot follow, or their slots disagree."""
 
 

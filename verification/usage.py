@@ -4,11 +4,12 @@ named on the command line takes new files. verify raises them; the CLI imports t
 
 from __future__ import annotations
 
+from slotwarden.model.errors import SlotwardenError
 import os
 from pathlib import Path
 
 
-class UsageError(Exception):
+class UsageError(SlotwardenError):
     """A user error on the command line; the message is one line."""
 
 

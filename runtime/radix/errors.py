@@ -4,8 +4,10 @@ request where there is one."""
 
 from __future__ import annotations
 
+from slotwarden.model.errors import SlotwardenError
 
-class CacheError(Exception):
+
+class CacheError(SlotwardenError):
     """Base of the prefix tree's errors. `call` is the tree method refused; `node`, `rid` and
     `slot` are the node id, request id and slot id involved (None where there is none)."""
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from slotwarden.model.errors import SlotwardenError
 
-class SchedulerError(Exception):
+
+class SchedulerError(SlotwardenError):
     """Base of the scheduler's own errors."""
 
 

@@ -8,12 +8,13 @@ dtype. `Scheduler` checks this when it is built, so a mismatch never reaches a s
 
 from __future__ import annotations
 
+from slotwarden.model.errors import SlotwardenError
 import torch
 
 from slotwarden.runtime.config import PoolConfig
 
 
-class PoolMismatch(ValueError):
+class PoolMismatch(SlotwardenError, ValueError):
     """A pool whose state does not have the layer's shapes or dtype; the message names every
     field that differs, with the pool's value and the layer's (`fields` holds their names)."""
 

@@ -16,6 +16,7 @@ slots and who waits) instead of spinning until max_steps.
 
 from __future__ import annotations
 
+from slotwarden.model.errors import SlotwardenError
 import sys
 import time
 from collections import Counter
@@ -60,7 +61,7 @@ def _sample_before_fence(sched: Scheduler, samples: list) -> None:
     pool.fence = sampled_fence
 
 
-class Stalled(RuntimeError):
+class Stalled(SlotwardenError, RuntimeError):
     """Requests wait and no batch has launched for `stall_steps` steps: the scheduler is stuck
     (a safety net; admission is meant never to get here). The message names the head of the
     queue and who holds the slots."""

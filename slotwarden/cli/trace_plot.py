@@ -9,6 +9,7 @@ With no finding the plot shows the end of the trace.
 
 from __future__ import annotations
 
+from slotwarden.model.errors import SlotwardenError
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.palette import LINE, REFUSED, colour, ink
 from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, Group
@@ -21,7 +22,7 @@ BEFORE, AFTER = 16, 4
 MAX_LANES = 12
 
 
-class PlotUnavailable(RuntimeError):
+class PlotUnavailable(SlotwardenError, RuntimeError):
     """matplotlib is not installed."""
 
 
