@@ -141,6 +141,24 @@ class WrongThread(LifecycleError):
     it. They are single-threaded: one thread at a time, handed over with `adopt()`."""
 
 
+SHOWN = 200
+"""How many characters of a bad value an error message shows (then it says how long it was)."""
+
+
+def cut(text: str, limit: int = SHOWN) -> str:
+    """`text`, or its first `limit` characters and how many there were."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def shown(value, limit: int = SHOWN) -> str:
+    """A bounded rendering of any value for an error message, even one whose `repr` raises."""
+    try:
+        text = str(value) if isinstance(value, Actor) else repr(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    return cut(text, limit)
+
+
 def _show(value, limit: int = 60) -> str:
     """A short rendering of any value, even one whose `str` raises (junk input)."""
     try:
@@ -151,7 +169,7 @@ def _show(value, limit: int = 60) -> str:
 
 
 def _show_event(event) -> str:
-    return event.name.lower() if isinstance(event, Event) else str(event)
+    return event.name.lower() if isinstance(event, Event) else shown(event)
 
 
 class FenceError(LifecycleError):
