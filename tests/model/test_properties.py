@@ -2,7 +2,8 @@
 
 from slotwarden.model import pool as P
 from slotwarden.model.errors import BadSlotId, IllegalMove
-from slotwarden.model import proofs, registry
+from slotwarden.model import registry
+from slotwarden.model import proofs
 from slotwarden.model.properties import (
     authority,
     borrow_safe,

@@ -15,7 +15,7 @@ deliberately wrong declaration and watch them fail."""
 
 from __future__ import annotations
 
-from slotwarden.model.move_proofs import (
+from slotwarden.model.proofs.one_move import (
     prove_authority,
     prove_borrow_safe,
     prove_cache_read_only,
@@ -31,8 +31,8 @@ from slotwarden.model.move_proofs import (
     prove_release_waits,
     prove_session_kept,
 )
-from slotwarden.model.pool_proofs import BATCHES, pool_step, prove_conserved, prove_quiescent, record, shut_down
-from slotwarden.model.proof_move import MOVE_CLAIMS, SUBJECT, Move, holds, move, record_of
+from slotwarden.model.proofs.pool import BATCHES, pool_step, prove_conserved, prove_quiescent, record, shut_down
+from slotwarden.model.proofs.move import MOVE_CLAIMS, SUBJECT, Move, holds, move, record_of
 
 PROOFS = {
     "session_kept": prove_session_kept,

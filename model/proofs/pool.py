@@ -9,7 +9,7 @@ from __future__ import annotations
 from slotwarden.model.declaration import Lifecycle
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.pool import Pool, apply
-from slotwarden.model.proof_move import SUBJECT
+from slotwarden.model.proofs.move import SUBJECT
 from slotwarden.model.properties import conserved, exclusive, quiescent  # noqa: F401  (contracts)
 from slotwarden.model.step import step
 from slotwarden.model.vocabulary import FREE_SLOT, MAX_READERS, NOBODY, Actor, ActorKind, Event, Slot, State  # noqa: F401

@@ -8,7 +8,7 @@ of CrossHair's cost per path).
 
 from __future__ import annotations
 
-from slotwarden.model.proof_move import MOVE_CLAIMS, SUBJECT, Move, holds, move, record_of  # noqa: F401  (contracts)
+from slotwarden.model.proofs.move import MOVE_CLAIMS, SUBJECT, Move, holds, move, record_of  # noqa: F401  (contracts)
 from slotwarden.model.properties import exclusive  # noqa: F401  the contracts in the docstrings call it
 from slotwarden.model.vocabulary import ActorKind, Event, State
 

@@ -27,7 +27,7 @@ from slotwarden.verification.abstract.world import (
     World,
     node_of,
 )
-from slotwarden.verification.workloads import new_requests
+from slotwarden.verification.differential.workloads import new_requests
 
 SETTINGS = ("overlap", "token_budget", "chunk_size", "max_running", "retract_after", "prefix_cache")
 

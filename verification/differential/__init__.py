@@ -22,8 +22,8 @@ from slotwarden.model.vocabulary import Event, Group
 from slotwarden.runtime.scheduler.scheduler import Scheduler
 
 from slotwarden.verification.abstract.policy import Policy
-from slotwarden.verification.pair import Divergence, Pair
-from slotwarden.verification.workloads import config, new_requests, workload
+from slotwarden.verification.differential.pair import Divergence, Pair
+from slotwarden.verification.differential.workloads import config, new_requests, workload
 from slotwarden.verification.abstract.world import (
     DONE,
     OPEN,
