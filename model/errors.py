@@ -169,7 +169,10 @@ def _show(value, limit: int = 60) -> str:
 
 
 def _show_event(event) -> str:
-    return event.name.lower() if isinstance(event, Event) else shown(event)
+    """An event, or the name of the caller's operation ("free"), in at most `SHOWN` characters."""
+    if isinstance(event, Event):
+        return event.name.lower()
+    return cut(event) if isinstance(event, str) else shown(event)
 
 
 class FenceError(LifecycleError):

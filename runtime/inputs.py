@@ -74,7 +74,8 @@ def actor(value, event=None) -> Actor:
 
 def actor_ids(value, n: int, event=None) -> np.ndarray:
     """One actor id per slot of a batch of `n` (`SlotLedger.apply_each`): a 1-D integer
-    array, list or tuple of int64 ids, none of them NOBODY, as an int64 numpy array."""
+    array, list or tuple of int64 ids, none of them NOBODY, as an int64 numpy array (a negative
+    id other than NOBODY is an actor, as in `actor`: `GuardedAllocator`'s unattributed -2)."""
     if type(value) is list and len(value) == n and n and _INTS.issuperset(map(type, value)):
         if min(value) >= 0 and max(value) <= ID_MAX:  # the common case (a scheduler's request ids), no ufunc
             return np.array(value, dtype=np.int64)
@@ -92,8 +93,10 @@ def actor_ids(value, n: int, event=None) -> np.ndarray:
     if value.dtype.kind == "u" and value.size and value.max() > ID_MAX:
         raise BadActor("an actor id is an int64", argument="actor_ids", value=value, event=event)
     value = np.array(value, dtype=np.int64)
-    if value.size and (value < 0).any():
-        raise BadActor("actor ids are >= 0 (NOBODY, -1, is no actor)", argument="actor_ids", value=value, event=event)
+    if value.size and (value == NOBODY).any():  # other negative ids are actors (`inputs.actor`)
+        raise BadActor(
+            "an actor id is not NOBODY (-1), which is no actor", argument="actor_ids", value=value, event=event
+        )
     return value
 
 
