@@ -22,11 +22,12 @@ from contextvars import ContextVar
 import numpy as np
 import torch
 
-from slotwarden.model.errors import LifecycleError
+from slotwarden.model.errors import BadInput, LifecycleError
 from slotwarden.model.free import free_rule, free_rule_for
 from slotwarden.model.table import NO_KIND
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, State
 
+from slotwarden.runtime import inputs
 from slotwarden.runtime.guard import LedgerGuard
 
 ACTING: ContextVar[Actor | None] = ContextVar("slotwarden_acting", default=None)
@@ -75,8 +76,8 @@ class GuardedAllocator:
     acting = staticmethod(acting)
 
     def __init__(self, allocator, capacity: int | None = None, *, unattributed: str = "refuse", trace=None):
-        if unattributed not in UNATTRIBUTED:
-            raise ValueError(f"unattributed must be one of {UNATTRIBUTED}, not {unattributed!r}")
+        if not (isinstance(unattributed, str) and unattributed in UNATTRIBUTED):
+            raise BadInput(f"unattributed must be one of {UNATTRIBUTED}", argument="unattributed", value=unattributed)
         if capacity is None:
             capacity = int(allocator.available_size())
         self.unattributed = unattributed
@@ -165,6 +166,7 @@ class GuardedAllocator:
     def fire(self, event: Event, ids, target: int = NOBODY) -> None:
         """The acting actor fires `event` on `ids` (e.g. the rollback, finish or abort of a
         turn that borrows its session's slot, which returns the slot to the session)."""
+        event = inputs.event(event, ACTING.get())  # before its name is read
         self.guard.fire(event, ids, self._required(event.name.lower()), target)
         self.guard.fence()
 
@@ -202,16 +204,19 @@ class GuardedAllocator:
 
     # -- internals ---------------------------------------------------------------------------
     def _actor(self, call: str) -> Actor | None:
+        """The acting actor (checked: `BadActor` for one that is not), or None when trusted."""
         actor = ACTING.get()
-        if actor is None and self.unattributed == "refuse":
-            raise Unattributed(call)
-        return actor
+        if actor is None:
+            if self.unattributed == "refuse":
+                raise Unattributed(call)
+            return None
+        return inputs.actor(actor, call)
 
     def _required(self, call: str) -> Actor:
         actor = ACTING.get()
         if actor is None:
             raise Unattributed(call)
-        return actor
+        return inputs.actor(actor, call)
 
     def _moves(self, ids: np.ndarray, actor: Actor | None) -> list:
         """The moves of a free: (event, by, ids) groups, one per event (one for the usual
