@@ -155,7 +155,9 @@ def cut(text: str, limit: int = SHOWN) -> str:
 _BRIEF = reprlib.Repr()  # a repr that never builds the whole text of a long builtin container or string
 _BRIEF.maxlevel, _BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlong = 3, SHOWN, SHOWN, SHOWN
 _BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = _BRIEF.maxset = _BRIEF.maxfrozenset = _BRIEF.maxdeque = 16
-_UNITS = ((str, "characters"), ((bytes, bytearray), "bytes"), ((list, tuple, dict, set, frozenset), "items"))
+_UNITS = {str: "characters", bytes: "bytes", bytearray: "bytes"} | dict.fromkeys(
+    (list, tuple, dict, set, frozenset), "items"
+)
 
 
 def shown(value, limit: int = SHOWN) -> str:
@@ -163,10 +165,17 @@ def shown(value, limit: int = SHOWN) -> str:
     most `limit` characters of it, and how long it was when that is cut (its characters, items
     or elements). A long string or list is never rendered whole (`reprlib`); an array or a
     tensor summarises itself."""
-    try:
-        text = str(value) if isinstance(value, Actor) else _BRIEF.repr(value)
-    except Exception:
-        text = f"<{type(value).__name__}>"
+    text = None
+    if isinstance(value, Actor):
+        try:
+            text = str(value)
+        except Exception:  # a junk actor (a kind that is not an ActorKind): its fields, below
+            pass
+    if text is None:
+        try:
+            text = _BRIEF.repr(value)
+        except Exception:
+            text = f"<{type(value).__name__}>"
     size = _size(value) if len(text) > limit or "..." in text else None  # cut here, or abbreviated by its repr
     if size is None:
         return cut(text, limit)
@@ -176,9 +185,9 @@ def shown(value, limit: int = SHOWN) -> str:
 def _size(value) -> tuple[int, str] | None:
     """How long `value` is, and in what (None: not a sized value, or its size is unreadable)."""
     try:
-        for types, unit in _UNITS:
-            if isinstance(value, types):
-                return len(value), unit
+        unit = _UNITS.get(type(value))  # the builtins themselves (a NamedTuple's fields are no items)
+        if unit is not None:
+            return len(value), unit
         n = getattr(value, "size", None)  # a numpy array; a tensor's `size` is a method, its `numel` the count
         n = value.numel() if callable(n) and callable(getattr(value, "numel", None)) else n
         return (int(n), "elements") if isinstance(n, int) and not isinstance(n, bool) else None

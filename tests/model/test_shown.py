@@ -54,3 +54,9 @@ def test_every_input_error_shows_a_huge_value_bounded(value):
     ]
     for e in errors:
         assert len(str(e)) < 600 and len(repr(e)) < 700, str(e)[:300]
+
+
+def test_a_junk_actor_is_shown_by_its_fields():
+    """An `Actor` whose kind is no `ActorKind` has no str: its fields are shown (was `<Actor>`)."""
+    assert shown(Actor(0, -1)) == "Actor(kind=0, id=-1)"
+    assert len(shown(Actor(9, "x" * 10**6))) <= SHOWN + 30
