@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Iterable, NamedTuple
 
-from slotwarden.model.errors import DeclarationError
+from slotwarden.model.errors import DeclarationError, shown
 from slotwarden.model.vocabulary import MAX_READERS, NOBODY, Actor, ActorKind, Event, Group, Relation, Slot, State
 
 
@@ -171,7 +171,7 @@ def declare(
         if not isinstance(e.actor, ActorKind):
             raise DeclarationError(f"{name}: event {e.event.name} has no actor that may fire it")
     if initial not in specs:
-        raise DeclarationError(f"{name}: initial state {initial!r} is not declared")
+        raise DeclarationError(f"{name}: initial state {shown(initial)} is not declared")
     table: dict = {}
     for r in rules:
         for s in (r.source, r.dest):
@@ -206,7 +206,7 @@ def _index(items, what, key, enum):
     for item in items:
         k = key(item)
         if not isinstance(k, enum):
-            raise DeclarationError(f"unknown {what} {k!r}: not a member of {enum.__name__}")
+            raise DeclarationError(f"unknown {what} {shown(k)}: not a member of {enum.__name__}")
         if k in found:
             raise DeclarationError(f"{what} {k.name} is declared twice")
         found[k] = item

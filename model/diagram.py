@@ -14,7 +14,7 @@ plain Mermaid `stateDiagram-v2` cannot colour an edge, so such a Mermaid view is
 
 from __future__ import annotations
 
-from slotwarden.model.errors import SlotwardenError
+from slotwarden.model.errors import SlotwardenError, shown
 from collections import defaultdict
 from typing import NamedTuple
 
@@ -59,13 +59,14 @@ def parse_highlight(name: str, lifecycle: Lifecycle = LIFECYCLE) -> Event | Stat
     events = {e.event.name: e.event for e in lifecycle.events}
     states = {s.state.name: s.state for s in lifecycle.states}
     if key in events and key in states:
-        raise UnknownName(f"{name!r} names both an event and a state")
+        raise UnknownName(f"{shown(name)} names both an event and a state")
     if key in events:
         return events[key]
     if key in states:
         return states[key]
     raise UnknownName(
-        f"unknown event or state {name!r}; events: {', '.join(e.lower() for e in events)}; states: {', '.join(states)}"
+        f"unknown event or state {shown(name)}; events: {', '.join(e.lower() for e in events)}; "
+        f"states: {', '.join(states)}"
     )
 
 
@@ -241,7 +242,7 @@ def render(
     if fmt == "dot":
         return dot(lifecycle, highlight, refuse).encode()
     if fmt not in FORMATS:
-        raise ValueError(f"unknown diagram format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        raise ValueError(f"unknown diagram format {shown(fmt)}; choose one of {', '.join(FORMATS)}")
     try:
         import pygraphviz
     except ImportError as exc:

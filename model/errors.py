@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import reprlib
+
 from slotwarden.model.vocabulary import NOBODY, Actor, Event, Slot
 
 
@@ -150,26 +152,59 @@ def cut(text: str, limit: int = SHOWN) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
+_BRIEF = reprlib.Repr()  # a repr that never builds the whole text of a long builtin container or string
+_BRIEF.maxlevel, _BRIEF.maxstring, _BRIEF.maxother, _BRIEF.maxlong = 3, SHOWN, SHOWN, SHOWN
+_BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = _BRIEF.maxset = _BRIEF.maxfrozenset = _BRIEF.maxdeque = 16
+_UNITS = {str: "characters", bytes: "bytes", bytearray: "bytes"} | dict.fromkeys(
+    (list, tuple, dict, set, frozenset), "items"
+)
+
+
 def shown(value, limit: int = SHOWN) -> str:
-    """A bounded rendering of any value for an error message, even one whose `repr` raises."""
+    """A bounded rendering of any value for an error message, even one whose `repr` raises: at
+    most `limit` characters of it, and how long it was when that is cut (its characters, items
+    or elements). A long string or list is never rendered whole (`reprlib`); an array or a
+    tensor summarises itself."""
+    text = None
+    if isinstance(value, Actor):
+        try:
+            text = str(value)
+        except Exception:  # a junk actor (a kind that is not an ActorKind): its fields, below
+            pass
+    if text is None:
+        try:
+            text = _BRIEF.repr(value)
+        except Exception:
+            text = f"<{type(value).__name__}>"
+    size = _size(value) if len(text) > limit or "..." in text else None  # cut here, or abbreviated by its repr
+    if size is None:
+        return cut(text, limit)
+    return f"{text[:limit]}... ({size[0]} {size[1]})" if len(text) > limit else f"{text} ({size[0]} {size[1]})"
+
+
+def _size(value) -> tuple[int, str] | None:
+    """How long `value` is, and in what (None: not a sized value, or its size is unreadable)."""
     try:
-        text = str(value) if isinstance(value, Actor) else repr(value)
+        unit = _UNITS.get(type(value))  # the builtins themselves (a NamedTuple's fields are no items)
+        if unit is not None:
+            return len(value), unit
+        n = getattr(value, "size", None)  # a numpy array; a tensor's `size` is a method, its `numel` the count
+        n = value.numel() if callable(n) and callable(getattr(value, "numel", None)) else n
+        return (int(n), "elements") if isinstance(n, int) and not isinstance(n, bool) else None
     except Exception:
-        text = f"<{type(value).__name__}>"
-    return cut(text, limit)
+        return None
 
 
 def _show(value, limit: int = 60) -> str:
-    """A short rendering of any value, even one whose `str` raises (junk input)."""
-    try:
-        text = str(value) if isinstance(value, Actor) else repr(value)
-    except Exception:
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    """A short rendering of any value (`shown`, in at most `limit` characters)."""
+    return shown(value, limit)
 
 
 def _show_event(event) -> str:
-    return event.name.lower() if isinstance(event, Event) else shown(event)
+    """An event, or the name of the caller's operation ("free"), in at most `SHOWN` characters."""
+    if isinstance(event, Event):
+        return event.name.lower()
+    return cut(event) if isinstance(event, str) else shown(event)
 
 
 class FenceError(LifecycleError):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import NamedTuple, Sequence
 
 from slotwarden.model.declaration import Lifecycle
-from slotwarden.model.errors import BadSlotId, IllegalMove
+from slotwarden.model.errors import BadSlotId, IllegalMove, shown
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.step import step
 from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, Actor, Event, State
@@ -39,7 +39,7 @@ def check_ids(ids: Sequence[int], capacity: int, event: Event, actor: Actor) -> 
     seen = set()
     for i in ids:
         if isinstance(i, bool) or not isinstance(i, int):
-            raise BadSlotId(f"not an integer: {i!r}", slot_id=i, event=event, actor=actor)
+            raise BadSlotId(f"not an integer: {shown(i)}", slot_id=i, event=event, actor=actor)
         if i == 0:
             raise BadSlotId("slot 0 is the pad slot, never allocated or freed", slot_id=i, event=event, actor=actor)
         if not 1 <= i <= capacity:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from slotwarden.model.errors import cut, shown
+
 from dataclasses import dataclass, field
 
 import torch
@@ -31,7 +33,7 @@ class PoolConfig:
         for name in ("num_slots", "layers", "conv_kernel", "heads", "head_dim", "state_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"PoolConfig.{name} must be a positive int, not {value!r}")
+                raise ValueError(f"PoolConfig.{name} must be a positive int, not {shown(value)}")
         if self.conv_kernel < 2:
             raise ValueError(
                 "PoolConfig.conv_kernel must be at least 2 (the window keeps kernel - 1 columns), "
@@ -42,15 +44,19 @@ class PoolConfig:
             or not self.conv_dims
             or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in self.conv_dims)
         ):
-            raise ValueError(f"PoolConfig.conv_dims must be a non-empty tuple of positive ints, not {self.conv_dims!r}")
+            raise ValueError(
+                f"PoolConfig.conv_dims must be a non-empty tuple of positive ints, not {shown(self.conv_dims)}"
+            )
         for name in ("conv_dtype", "ssm_dtype"):
             dtype = getattr(self, name)
             if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-                raise ValueError(f"PoolConfig.{name} must be a floating torch dtype, not {dtype!r}")
+                raise ValueError(f"PoolConfig.{name} must be a floating torch dtype, not {shown(dtype)}")
         try:
             torch.device(self.device)
         except (RuntimeError, TypeError) as e:  # torch raises these for a malformed device
-            raise ValueError(f"PoolConfig.device must name a torch device, not {self.device!r} ({e})") from None
+            raise ValueError(
+                f"PoolConfig.device must name a torch device, not {shown(self.device)} ({cut(str(e), 80)})"
+            ) from None
 
     def conv_shapes(self) -> list[tuple]:
         return [(self.layers, self.num_slots + 1, d, self.conv_kernel - 1) for d in self.conv_dims]

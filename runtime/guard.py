@@ -21,7 +21,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from slotwarden.model.errors import BadInput, BadSlotId
+from slotwarden.model.errors import BadInput, BadSlotId, shown
 from slotwarden.model.step import legal_rule
 from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, Actor, Event, State
 
@@ -79,7 +79,9 @@ class LedgerGuard:
             self._refuse_shape(ids, n, owner)
         try:
             if ids.numel() != n:
-                raise BadSlotId(f"the engine's alloc({n}) gave {ids!r}", slot_id=None, event=Event.ALLOC, actor=owner)
+                raise BadSlotId(
+                    f"the engine's alloc({n}) gave {shown(ids)}", slot_id=None, event=Event.ALLOC, actor=owner
+                )
             self.ledger.apply(Event.ALLOC, ids, owner)
         except Exception:
             self.allocator.free(ids)
@@ -92,7 +94,7 @@ class LedgerGuard:
         what it holds goes back to the engine flattened to a 1-D int64 tensor, where it can be,
         and the alloc is refused (`BadSlotId`, the engine's own failure to take it back chained)."""
         refused = BadSlotId(
-            f"the engine's alloc({n}) gave {type(ids).__name__} {ids!r:.80}, not a 1-D tensor of slot ids",
+            f"the engine's alloc({n}) gave {type(ids).__name__} {shown(ids)}, not a 1-D tensor of slot ids",
             slot_id=None,
             event=Event.ALLOC,
             actor=owner,

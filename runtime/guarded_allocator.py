@@ -22,11 +22,12 @@ from contextvars import ContextVar
 import numpy as np
 import torch
 
-from slotwarden.model.errors import LifecycleError
+from slotwarden.model.errors import BadInput, LifecycleError
 from slotwarden.model.free import free_rule, free_rule_for
 from slotwarden.model.table import NO_KIND
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, State
 
+from slotwarden.runtime import inputs
 from slotwarden.runtime.guard import LedgerGuard
 
 ACTING: ContextVar[Actor | None] = ContextVar("slotwarden_acting", default=None)
@@ -75,14 +76,14 @@ class GuardedAllocator:
     acting = staticmethod(acting)
 
     def __init__(self, allocator, capacity: int | None = None, *, unattributed: str = "refuse", trace=None):
-        if unattributed not in UNATTRIBUTED:
-            raise ValueError(f"unattributed must be one of {UNATTRIBUTED}, not {unattributed!r}")
+        if not (isinstance(unattributed, str) and unattributed in UNATTRIBUTED):
+            raise BadInput(f"unattributed must be one of {UNATTRIBUTED}", argument="unattributed", value=unattributed)
         if capacity is None:
             capacity = int(allocator.available_size())
         self.unattributed = unattributed
         self.guard = LedgerGuard(allocator, capacity, trace=trace)
         self.ledger = self.guard.ledger
-        self._free_event = _free_table(self.ledger.lifecycle)
+        self._free_event, self._free_dest = _free_table(self.ledger.lifecycle)
         # the same tables as lists, for the per-slot path of small frees
         self._free_lists = self._free_event.tolist()
         self._owner_kinds, self._lent = self.ledger.owner_kinds.tolist(), self.ledger.lent.tolist()
@@ -114,13 +115,27 @@ class GuardedAllocator:
         the engine with the move, released ones with the fence that follows it. If the engine's
         `free` raises, the ledger keeps the slots where they were for that call (a rollback:
         still held; a finish: RELEASED, handed to the engine again at the next fence), so no slot
-        is FREE in the ledger while missing from the engine's free list."""
+        is FREE in the ledger while missing from the engine's free list. A free of the slots of
+        several owners (trusted) is one multi-actor ledger call (`apply_each`), and one of
+        several events calls the engine once, in its first ledger call, before any is written."""
         if isinstance(free_index, torch.Tensor) and free_index.numel() == 0:
             return
         actor = self._actor("free")
         ids = self.ledger.checked_ids(free_index, "free", actor or Actor.request(ANONYMOUS))
-        for event, by, group in self._moves(ids, actor):  # all checked: only the engine can raise below
-            self.ledger.apply(event, group, by, before_write=self._give_freed)
+        groups = self._moves(ids, actor)  # all checked: only the engine can raise below
+        # one ledger call per event (one for the usual free, whatever its owners: one actor per
+        # slot); the engine's free once, in the first call's hook, with every slot the free
+        # makes FREE (the later calls are checked already: they cannot refuse)
+        hook = self._give_freed
+        if len(groups) > 1:
+            freed = ids[self._move_vectors(ids, actor)[2]]
+            hook = lambda batch: self.guard._give_back(freed)  # noqa: E731
+        for event, by, group in groups:
+            if isinstance(by, Actor):
+                self.ledger.apply(event, group, by, before_write=hook)
+            else:
+                self.ledger.apply_each(event, group, by, before_write=hook)
+            hook = None
         # releases whose step has finished (all of them, with no step launched): this call's
         # slots first, in its order, as the engine's own free would list them
         self.ledger.fence(before_write=lambda batch: self.guard._give_back(_first(ids, batch.ids)))
@@ -151,6 +166,7 @@ class GuardedAllocator:
     def fire(self, event: Event, ids, target: int = NOBODY) -> None:
         """The acting actor fires `event` on `ids` (e.g. the rollback, finish or abort of a
         turn that borrows its session's slot, which returns the slot to the session)."""
+        event = inputs.event(event, ACTING.get())  # before its name is read
         self.guard.fire(event, ids, self._required(event.name.lower()), target)
         self.guard.fence()
 
@@ -188,33 +204,40 @@ class GuardedAllocator:
 
     # -- internals ---------------------------------------------------------------------------
     def _actor(self, call: str) -> Actor | None:
+        """The acting actor (checked: `BadActor` for one that is not), or None when trusted."""
         actor = ACTING.get()
-        if actor is None and self.unattributed == "refuse":
-            raise Unattributed(call)
-        return actor
+        if actor is None:
+            if self.unattributed == "refuse":
+                raise Unattributed(call)
+            return None
+        return inputs.actor(actor, call)
 
     def _required(self, call: str) -> Actor:
         actor = ACTING.get()
         if actor is None:
             raise Unattributed(call)
-        return actor
+        return inputs.actor(actor, call)
 
     def _moves(self, ids: np.ndarray, actor: Actor | None) -> list:
-        """The moves of a free, as (event, actor, ids) groups (one group for the usual batch:
-        one move by the acting actor). Raises the model's `IllegalFree` for the first slot
-        that has no legal free."""
+        """The moves of a free: (event, by, ids) groups, one per event (one for the usual
+        batch), `by` the acting actor, the one owner, or (trusted, several owners) their ids,
+        one per slot. Raises the model's `IllegalFree` for the first slot that has no legal
+        free."""
         if actor is not None and ids.size <= self.ledger.small:
             events = self._move_slots(ids.tolist(), actor)
             if events is not None and events.count(events[0]) == len(events):
                 return [(self._event[events[0]], actor, ids)]
-        events, kinds, who = self._move_vectors(ids, actor)
+        events, who, _ = self._move_vectors(ids, actor)
         if actor is not None and (events[1:] == events[0]).all():
             return [(Event(int(events[0])), actor, ids)]
-        moves = np.stack((events, np.broadcast_to(kinds, ids.shape), np.broadcast_to(who, ids.shape)), axis=1)
         groups = []
-        for event, kind, by in np.unique(moves, axis=0):
-            pick = (moves == (event, kind, by)).all(axis=1)
-            groups.append((Event(int(event)), Actor(ActorKind(int(kind)), int(by)), ids[pick]))
+        for event in np.unique(events).tolist():  # an event's actor kind is the declaration's: one per event
+            pick = events == event
+            by, kind = actor, self.ledger.lifecycle.event(Event(event)).actor
+            if actor is None:
+                mine = who[pick]
+                by = Actor(kind, int(mine[0])) if (mine == mine[0]).all() else mine
+            groups.append((Event(event), by, ids[pick]))
         return groups
 
     def _move_slots(self, ids: list, actor: Actor) -> list | None:
@@ -240,9 +263,9 @@ class GuardedAllocator:
         return events
 
     def _move_vectors(self, ids: np.ndarray, actor: Actor | None):
-        """Per slot, the event of its free, and who fires it: (events, kinds, ids), the last two
-        scalars for an acting actor, arrays when trusted. Raises the model's `IllegalFree` for
-        the first slot that has no legal free."""
+        """Per slot, the event of its free, who fires it (the acting actor's id, or each slot's
+        owner when trusted) and whether it ends FREE: (events, ids, freed). Raises the model's
+        `IllegalFree` for the first slot that has no legal free."""
         c = self.ledger.cols
         state = c.state[ids]
         owner_kind = self.ledger.owner_kinds[state]
@@ -259,6 +282,7 @@ class GuardedAllocator:
                     self.ledger.lent[state] & (c.borrower[ids] == who), int(Relation.BORROWER), relation
                 )
         events = self._free_event[kinds, state, relation]
+        freed = self._free_dest[kinds, state, relation] == _FREE
         bad = events == _ILLEGAL
         if bad.any():
             p = int(np.argmax(bad))
@@ -266,7 +290,7 @@ class GuardedAllocator:
             by = actor or Actor(ActorKind(int(kinds[p])), int(who[p]))
             free_rule(self.ledger.record(slot), by, self.ledger.lifecycle, slot)
             raise AssertionError("the free table and the model disagree")  # free_rule raised above
-        return events, kinds, who
+        return events, who, freed
 
 
 def _first(ids: np.ndarray, due: np.ndarray) -> np.ndarray:
@@ -277,13 +301,15 @@ def _first(ids: np.ndarray, due: np.ndarray) -> np.ndarray:
     return np.concatenate((ids[mine], due[~np.isin(due, ids)]))
 
 
-def _free_table(lifecycle) -> np.ndarray:
-    """[actor kind, state, relation] -> the event of a free, or -1: compiled from the model."""
+def _free_table(lifecycle) -> tuple[np.ndarray, np.ndarray]:
+    """[actor kind, state, relation] -> the event of a free, or -1; and the state it ends in
+    (or -1): compiled from the model."""
     table = np.full((len(ActorKind), len(State), len(Relation)), _ILLEGAL, dtype=np.int64)
+    dest = table.copy()
     for kind in ActorKind:
         for state in State:
             for relation in Relation:
                 rule = free_rule_for(lifecycle, state, kind, relation)
                 if rule is not None:
-                    table[kind, state, relation] = int(rule.event)
-    return table
+                    table[kind, state, relation], dest[kind, state, relation] = int(rule.event), int(rule.dest)
+    return table, dest

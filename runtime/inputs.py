@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from slotwarden.model.errors import BadActor, BadInput, BadSlotId
+from slotwarden.model.errors import BadActor, BadInput, BadSlotId, shown
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event
 
 ID_MIN, ID_MAX = -(2**63), 2**63 - 1  # actor ids, targets and owners are stored as int64
@@ -60,7 +60,7 @@ def actor(value, event=None) -> Actor:
     kind, ident = value
     if not isinstance(kind, ActorKind):
         if not (is_int(kind) and 0 <= kind < len(ActorKind)):
-            raise BadActor(f"unknown actor kind {kind!r}", argument="actor", value=value, event=event)
+            raise BadActor(f"unknown actor kind {shown(kind)}", argument="actor", value=value, event=event)
         kind = ActorKind(int(kind))
     if not is_int(ident):
         raise BadActor(f"an actor id is an int, not {type(ident).__name__}", argument="actor", value=value, event=event)
@@ -74,7 +74,8 @@ def actor(value, event=None) -> Actor:
 
 def actor_ids(value, n: int, event=None) -> np.ndarray:
     """One actor id per slot of a batch of `n` (`SlotLedger.apply_each`): a 1-D integer
-    array, list or tuple of int64 ids, none of them NOBODY, as an int64 numpy array."""
+    array, list or tuple of int64 ids, none of them NOBODY, as an int64 numpy array (a negative
+    id other than NOBODY is an actor, as in `actor`: `GuardedAllocator`'s unattributed -2)."""
     if type(value) is list and len(value) == n and n and _INTS.issuperset(map(type, value)):
         if min(value) >= 0 and max(value) <= ID_MAX:  # the common case (a scheduler's request ids), no ufunc
             return np.array(value, dtype=np.int64)
@@ -92,8 +93,10 @@ def actor_ids(value, n: int, event=None) -> np.ndarray:
     if value.dtype.kind == "u" and value.size and value.max() > ID_MAX:
         raise BadActor("an actor id is an int64", argument="actor_ids", value=value, event=event)
     value = np.array(value, dtype=np.int64)
-    if value.size and (value < 0).any():
-        raise BadActor("actor ids are >= 0 (NOBODY, -1, is no actor)", argument="actor_ids", value=value, event=event)
+    if value.size and (value == NOBODY).any():  # other negative ids are actors (`inputs.actor`)
+        raise BadActor(
+            "an actor id is not NOBODY (-1), which is no actor", argument="actor_ids", value=value, event=event
+        )
     return value
 
 
@@ -170,12 +173,19 @@ def slot(value, capacity: int, what: str, actor=None) -> int:
     raise BadSlotId(why, slot_id=value, event=what, actor=actor)
 
 
-def ids(value, event, actor) -> np.ndarray:
+def ids(value, event, actor, limit: int | None = None) -> np.ndarray:
     """A batch of slot ids as a 1-D integer numpy array (a view of `value` where it can be;
-    empty batches come back empty). Only the type is checked here; range and duplicates are
+    empty batches come back empty). Only the type is checked here, and with `limit` (a
+    ledger's capacity) the length, before anything is converted or scanned: a batch of more
+    ids than there are slots is refused by its length (`too_long`). Range and duplicates are
     the ledger's (`SlotLedger.checked_ids`)."""
     if type(value) is np.ndarray and value.dtype is _INT64 and value.ndim == 1 and value.strides == _UNIT:
-        return value  # the common case: nothing to convert
+        if limit is None or value.size <= limit:
+            return value  # the common case: nothing to convert
+    if limit is not None:
+        n = length(value)
+        if n is not None and n > limit:
+            too_long(value, n, limit, event, actor)
     batch = value  # named in every refusal
     if isinstance(value, torch.Tensor):
         if value.dtype is torch.bool or value.is_floating_point() or value.is_complex():
@@ -249,6 +259,31 @@ def ids(value, event, actor) -> np.ndarray:
     # int64 with positive unit strides, so the ids handed back can become a tensor (`torch.from_numpy`
     # refuses negative strides, which numpy keeps even on a 1-element "contiguous" array)
     return np.array(arr, dtype=np.int64)
+
+
+def length(value) -> int | None:
+    """How many ids a batch holds, read without converting it (a range's from its bounds, even
+    past `sys.maxsize`); None for what is no batch type (refused by its type, later)."""
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        return value.numel() if isinstance(value, torch.Tensor) else value.size
+    if isinstance(value, range):
+        try:
+            return len(value)
+        except OverflowError:  # longer than sys.maxsize
+            return (value.stop - value.start + value.step - (1 if value.step > 0 else -1)) // value.step
+    return len(value) if isinstance(value, (list, tuple)) else None
+
+
+def too_long(value, n: int, limit: int, event, actor) -> None:
+    """Refuse a batch of `n` ids for a ledger of `limit` slots (a batch names each slot once)."""
+    raise BadSlotId(
+        f"a batch of {n} ids, more than the {limit} slots of the pool: one is no slot or is named twice in one "
+        "batch (refused by its length)",
+        slot_id=None,
+        event=event,
+        actor=actor,
+        batch=value,
+    )
 
 
 def live(values, what: str) -> np.ndarray | None:

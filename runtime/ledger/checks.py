@@ -66,7 +66,7 @@ class Checks(LedgerState):
             return False
         n = len(ids)
         return (
-            n > 0
+            0 < n <= self.capacity
             and len(actor_ids) == n
             and _INTS.issuperset(map(type, ids))
             and _INTS.issuperset(map(type, actor_ids))
@@ -79,12 +79,15 @@ class Checks(LedgerState):
 
     def _ids(self, ids, event: Event, actor: Actor | Actors | None, allow_empty: bool = False) -> np.ndarray:
         """Normalise a batch of ids to a 1-D int64 numpy array (`inputs.ids`) and check it
-        (strict mode): real slots 1..capacity, each named once. A refusal names `actor`, or
+        (strict mode): real slots 1..capacity, each named once, so at most `capacity` of them
+        (a longer batch is refused by its length, before it is converted). A refusal names `actor`, or
         with `Actors` (one actor per slot) the actor of the first position naming the bad id."""
         if type(ids) is np.ndarray and ids.dtype is _INT64 and ids.ndim == 1 and ids.strides == _UNIT:
             arr = ids  # `inputs.ids`'s common case, inline: nothing to convert
+            if arr.size > self.capacity:  # refused by its length, before any ufunc over it
+                inputs.too_long(arr, arr.size, self.capacity, event, _one(actor))
         else:
-            arr = inputs.ids(ids, event, _one(actor))
+            arr = inputs.ids(ids, event, _one(actor), self.capacity)
         if arr.size == 0:
             if allow_empty:
                 return arr
@@ -103,7 +106,7 @@ class Checks(LedgerState):
                     return arr
             elif min(lst) >= 1 and max(lst) <= self.capacity and len(set(lst)) == n:
                 return arr
-        elif n <= self.capacity and arr.view(np.uint8)[_TOP::8].tobytes() == bytes(n):
+        elif arr.view(np.uint8)[_TOP::8].tobytes() == bytes(n):
             # No ufunc: no id is negative (the top byte of each is 0); the duplicate stamp marks
             # each id's position (an id named twice keeps only its last), the pad slot's mark
             # says whether slot 0 was named, and an id above the capacity makes the scatter
@@ -127,11 +130,6 @@ class Checks(LedgerState):
                 else f"not a slot of a pool of {self.capacity}"
             )
             raise BadSlotId(why, slot_id=bad, event=event, actor=_naming(actor, arr, bad))
-        if n > self.capacity:  # every id is real, so (pigeonhole) one is named twice
-            s = np.sort(arr)
-            twice = s[1:][s[1:] == s[:-1]]
-            bad = int(twice[0])
-            raise BadSlotId("named twice in one batch", slot_id=bad, event=event, actor=_naming(actor, arr, bad))
         seq = np.arange(n, dtype=np.int32)
         self._stamp[arr] = seq
         dup = self._stamp[arr] != seq

@@ -167,7 +167,7 @@ class SlotLedger(BatchPath, Locks, Integrity):
             if n == 1 and self.small:
                 if not 1 <= ids.tolist()[0] <= self.capacity:
                     ids = self._ids(ids, event, actor)
-            elif n <= self.small:
+            elif n <= self.small or n > self.capacity:  # too long: refused by its length
                 ids = self._ids(ids, event, actor)
             elif self.mover is not None:
                 checked = False  # the compiled lane (`_apply`)
@@ -221,7 +221,7 @@ class SlotLedger(BatchPath, Locks, Integrity):
             actors = Actors(kind, tuple(actor_ids))
             ids, who = np.array(ids, dtype=np.int64), np.array(actor_ids, dtype=np.int64)
         else:
-            arr = inputs.ids(ids, event, None)  # the batch's type: its ids are checked below, naming their actors
+            arr = inputs.ids(ids, event, None, self.capacity)  # type and length; its ids below, naming their actors
             who = inputs.actor_ids(actor_ids, arr.size, event)
             actors = Actors(kind, tuple(who.tolist()))
             ids = self._ids(arr, event, actors)

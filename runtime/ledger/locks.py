@@ -60,7 +60,7 @@ class Locks(Queries):
         self.check_thread()
         event = inputs.event(event)
         if each:
-            arr = inputs.ids(ids, event, None)
+            arr = inputs.ids(ids, event, None, self.capacity if event is Event.LOCK else None)  # a LOCK: each once
             who = inputs.actor_ids(request, arr.size, event)
             if event is Event.LOCK or arr.size == 0:
                 arr = self._ids(arr, event, None)  # a slot named twice: one lock too many

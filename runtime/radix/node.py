@@ -3,6 +3,8 @@ arguments and of one node's invariants (`check_node`)."""
 
 from __future__ import annotations
 
+from slotwarden.model.errors import shown
+
 from dataclasses import dataclass, field
 from numbers import Integral
 from typing import NamedTuple
@@ -109,7 +111,7 @@ def tokens_of(call: str, tokens, allow_empty: bool = False) -> tuple[int, ...]:
         return out
     for i, t in enumerate(out):
         if isinstance(t, bool) or not isinstance(t, Integral) or t < 0:
-            raise BadTokens(call, f"token {i} is {t!r:.40}, not a non-negative int")
+            raise BadTokens(call, f"token {i} is {shown(t)}, not a non-negative int")
     if not out and not allow_empty:
         raise BadTokens(call, "no tokens: the empty prefix holds no state")
     return tuple(int(t) for t in out)
@@ -118,4 +120,4 @@ def tokens_of(call: str, tokens, allow_empty: bool = False) -> tuple[int, ...]:
 def check_rid(call: str, rid, node: int) -> None:
     """`BadRequestId` unless `rid` is a non-negative int."""
     if isinstance(rid, bool) or not isinstance(rid, int) or rid < 0:
-        raise BadRequestId(call, f"request id {rid!r:.40} is not a non-negative int", node=node)
+        raise BadRequestId(call, f"request id {shown(rid)} is not a non-negative int", node=node)

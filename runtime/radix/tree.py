@@ -16,6 +16,8 @@ merged into it; `check()` verifies this. Recency: a clock advanced by `match`, `
 
 from __future__ import annotations
 
+from slotwarden.model.errors import shown
+
 import heapq
 
 from slotwarden.runtime.radix.errors import BadCount, BadSlot, LockRefused, TreeBroken, UnknownNode, WrongNodeState
@@ -45,7 +47,7 @@ class RadixTree:
         if max_readers is not None and (
             isinstance(max_readers, bool) or not isinstance(max_readers, int) or max_readers < 1
         ):
-            raise BadCount("RadixTree", f"max_readers must be None or an int >= 1, not {max_readers!r:.40}")
+            raise BadCount("RadixTree", f"max_readers must be None or an int >= 1, not {shown(max_readers)}")
         self.max_readers = max_readers
         self.root = Node(ROOT, (), None, 0)
         self._nodes: dict[int, Node] = {ROOT: self.root}
@@ -80,7 +82,7 @@ class RadixTree:
         kind. A node with slots below it is the shared start of longer cached prompts, so it
         goes last; it can still go (its slot is its own), so locks below never pin it."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise BadCount("evictable", f"n must be a non-negative int, not {n!r:.40}")
+            raise BadCount("evictable", f"n must be a non-negative int, not {shown(n)}")
         below = self._slot_below()
         cands = [x for x in self._nodes.values() if x.published and x.locks == 0]
         best = heapq.nsmallest(n, cands, key=lambda x: (below[x.id], x.last_access, x.id))
@@ -121,7 +123,7 @@ class RadixTree:
         changed, for empty tokens or a slot that is not real or is already in the tree."""
         tokens = tokens_of("insert", tokens)
         if isinstance(slot, bool) or not isinstance(slot, int) or slot < 1:
-            raise BadSlot("insert", f"slot {slot!r:.40} is not a real slot id (an int >= 1)", slot=slot)
+            raise BadSlot("insert", f"slot {shown(slot)} is not a real slot id (an int >= 1)", slot=slot)
         if slot in self._by_slot:
             owner = self._nodes[self._by_slot[slot]]
             raise BadSlot("insert", f"slot {slot} is already held by {describe(owner)}", node=owner.id, slot=slot)
@@ -209,7 +211,7 @@ class RadixTree:
     def _node(self, call: str, node) -> Node:
         x = self._nodes.get(node) if isinstance(node, int) and not isinstance(node, bool) else None
         if x is None:
-            raise UnknownNode(call, f"no node {node!r:.40} in the tree (never made, or evicted)", node=node)
+            raise UnknownNode(call, f"no node {shown(node)} in the tree (never made, or evicted)", node=node)
         return x
 
     def _touch(self, x: Node) -> None:

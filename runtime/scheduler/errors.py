@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slotwarden.model.errors import SlotwardenError
+from slotwarden.model.errors import SlotwardenError, shown
 
 
 class SchedulerError(SlotwardenError):
@@ -20,7 +20,7 @@ class BadConfig(SchedulerError, ValueError):
 
     def __init__(self, field: str, value, want: str):
         self.field, self.value = field, value
-        super().__init__(f"bad SchedulerConfig.{field} {value!r:.60}: {want}")
+        super().__init__(f"bad SchedulerConfig.{field} {shown(value)}: {want}")
 
 
 class UnknownRequest(SchedulerError, LookupError):

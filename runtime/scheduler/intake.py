@@ -3,6 +3,8 @@ naming the bad value, before anything is recorded."""
 
 from __future__ import annotations
 
+from slotwarden.model.errors import shown
+
 import math
 from collections.abc import Sequence
 
@@ -26,7 +28,7 @@ def prompt_tokens(prompt, vocab: int | None) -> list[int]:
         # a set or a dict has no order to feed; an iterator could not be read twice
         raise BadRequest(
             f"a prompt is an ordered sequence of token ids (a list, tuple, range, 1-D tensor or array), "
-            f"not {type(prompt).__name__} {prompt!r:.60}"
+            f"not {type(prompt).__name__} {shown(prompt)}"
         )
     if isinstance(prompt, (torch.Tensor, np.ndarray)):
         if prompt.ndim != 1:
@@ -42,7 +44,7 @@ def prompt_tokens(prompt, vocab: int | None) -> list[int]:
         raise BadRequest("a request needs at least one prompt token")
     for i, t in enumerate(tokens):
         if not is_int(t):
-            raise BadRequest(f"prompt token {t!r} at position {i} is not an int ({type(t).__name__})")
+            raise BadRequest(f"prompt token {shown(t)} at position {i} is not an int ({type(t).__name__})")
         if t < 0 or (vocab is not None and t >= vocab):
             raise BadRequest(f"prompt token {int(t)} at position {i} is outside the vocabulary 0..{vocab - 1}")
     return [int(t) for t in tokens]
@@ -53,21 +55,21 @@ MAX_NEW_TOKENS = 2**31 - 1  # far past any real generation: a larger budget is a
 
 def new_token_budget(n) -> int:
     if not is_int(n) or not 1 <= n <= MAX_NEW_TOKENS:
-        raise BadRequest(f"max_new_tokens must be an int in 1..{MAX_NEW_TOKENS}, not {n!r:.60}")
+        raise BadRequest(f"max_new_tokens must be an int in 1..{MAX_NEW_TOKENS}, not {shown(n)}")
     return int(n)
 
 
 def request_id(rid, issued: int) -> int:
     if not is_int(rid) or not 0 <= rid < issued:
         issued_so_far = f"ids handed out so far are 0..{issued - 1}" if issued else "no request has been submitted yet"
-        raise UnknownRequest(f"no request {rid!r:.60}: {issued_so_far}")
+        raise UnknownRequest(f"no request {shown(rid)}: {issued_so_far}")
     return int(rid)
 
 
 def session_id(sid, issued: int) -> int:
     if not is_int(sid) or not 0 <= sid < issued:
         issued_so_far = f"ids handed out so far are 0..{issued - 1}" if issued else "no session has been opened yet"
-        raise UnknownSession(f"no session {sid!r:.60}: {issued_so_far}")
+        raise UnknownSession(f"no session {shown(sid)}: {issued_so_far}")
     return int(sid)
 
 
@@ -76,7 +78,7 @@ MAX_SAMPLES = 256  # samples of one prompt in one call: a larger n is a mistake,
 
 def sample_count(n) -> int:
     if not is_int(n) or not 1 <= n <= MAX_SAMPLES:
-        raise BadRequest(f"n must be an int in 1..{MAX_SAMPLES}, not {n!r:.60}")
+        raise BadRequest(f"n must be an int in 1..{MAX_SAMPLES}, not {shown(n)}")
     return int(n)
 
 
@@ -89,10 +91,10 @@ def temperature(value) -> float:
     except OverflowError:  # an int too large for a float
         t = math.nan
     if not math.isfinite(t) or t < 0:
-        raise BadRequest(f"temperature must be a finite number >= 0 (0: greedy), not {value!r:.60}")
+        raise BadRequest(f"temperature must be a finite number >= 0 (0: greedy), not {shown(value)}")
     if 0 < t < MIN_TEMPERATURE:
         raise BadRequest(
-            f"temperature {value!r:.60} is too small to divide by: 0 (greedy) or at least {MIN_TEMPERATURE}"
+            f"temperature {shown(value)} is too small to divide by: 0 (greedy) or at least {MIN_TEMPERATURE}"
         )
     return t
 
@@ -102,5 +104,5 @@ def sampling_seed(seed, default: int) -> int:
     if seed is None:
         return to_int64(default)
     if not is_int(seed):
-        raise BadRequest(f"seed must be an int or None, not {seed!r:.60}")
+        raise BadRequest(f"seed must be an int or None, not {shown(seed)}")
     return to_int64(int(seed))

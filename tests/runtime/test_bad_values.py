@@ -2,12 +2,13 @@
 nothing changes. (Each test here failed on the code before its fix.)"""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
 import torch
 
-from slotwarden.model.errors import BadInput, BadSlotId
+from slotwarden.model.errors import BadInput, BadSlotId, SlotwardenError
 from slotwarden.model.vocabulary import Actor, Event
 from slotwarden.runtime.guard import LedgerGuard
 from slotwarden.runtime.guarded_allocator import GuardedAllocator, acting
@@ -148,3 +149,59 @@ def test_a_refused_batch_with_no_value_to_name_is_not_called_none():
     pool = make_pool(4)
     with pytest.raises(BadSlotId, match=r"^bad batch of slot ids for finish by request 0: an empty batch$"):
         pool.fire(Event.FINISH, [], Actor.request(0))
+
+
+# --- a huge bad value: the message shows at most about 200 characters of it, and its length
+HUGE = {"5 MB string": "x" * 5_000_000, "100k list": ["x"] * 100_000}
+BOUND = 400  # characters: SHOWN (200) of the value, the length, and the message's own words
+
+
+def _refusals(bad):
+    """Each entry point refusing `bad` in one role: an event, an actor, an id, a target, a count,
+    a config value, a prompt, a request id, a tree's argument, a highlight name."""
+    from slotwarden.model.diagram import parse_highlight
+    from slotwarden.runtime.config import PoolConfig
+    from slotwarden.runtime.ledger.ledger import SlotLedger
+    from slotwarden.runtime.radix.tree import RadixTree
+
+    def allocator_with(who, call):
+        g = GuardedAllocator(FreeList(4, "cpu"))
+        with acting(who):
+            call(g)
+
+    r1 = Actor.request(1)
+    return {
+        "ledger event": lambda: SlotLedger(4).apply(bad, [1], r1),
+        "ledger actor": lambda: SlotLedger(4).apply(Event.ADMIT, [1], bad),
+        "ledger ids": lambda: SlotLedger(4).apply(Event.ADMIT, bad, r1),
+        "ledger id": lambda: SlotLedger(4).apply(Event.ADMIT, [bad], r1),
+        "ledger target": lambda: SlotLedger(4).apply(Event.PARK, [1], r1, bad),
+        "ledger count": lambda: SlotLedger(4).alloc(bad, r1),
+        "ledger actor_ids": lambda: SlotLedger(4).apply_each(Event.ADMIT, [1], bad),
+        "guard event": lambda: LedgerGuard(FreeList(4, "cpu"), 4).fire(bad, [1], r1),
+        "allocator event": lambda: allocator_with(r1, lambda g: g.fire(bad, [1])),
+        "allocator actor": lambda: allocator_with(bad, lambda g: g.free(torch.tensor([1]))),
+        "allocator unattributed": lambda: GuardedAllocator(FreeList(4, "cpu"), unattributed=bad),
+        "pool config": lambda: PoolConfig(num_slots=bad, layers=1),
+        "pool config device": lambda: PoolConfig(num_slots=4, layers=1, device=bad),
+        "scheduler config": lambda: SchedulerConfig(max_running=bad),
+        "prompt": lambda: make_scheduler().submit(bad, 4),
+        "prompt token": lambda: make_scheduler().submit([bad], 4),
+        "max_new_tokens": lambda: make_scheduler().submit([1], bad),
+        "abort": lambda: make_scheduler().abort(bad),
+        "tree slot": lambda: RadixTree().insert([1], bad),
+        "tree readers": lambda: RadixTree(max_readers=bad),
+        "highlight": lambda: parse_highlight(bad if isinstance(bad, str) else "".join(bad)),
+    }
+
+
+@pytest.mark.parametrize("kind", HUGE)
+@pytest.mark.parametrize("role", list(_refusals("")))
+def test_a_huge_bad_value_is_shown_cut_with_its_length(role, kind):
+    with pytest.raises(SlotwardenError if role not in ("pool config", "pool config device") else ValueError) as err:
+        _refusals(HUGE[kind])[role]()
+    text = str(err.value)
+    bound = BOUND + (250 if role == "highlight" else 0)  # the highlight's message lists every event and state
+    assert len(text) < bound, f"{len(text)} characters: {text[:300]}..."
+    if "x" * 100 in text or "'x', " * 10 in text:  # it renders the value: cut, saying how long it was
+        assert re.search(r"\((5000000|100000|1) (characters|items|elements)\)", text), text

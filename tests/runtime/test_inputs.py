@@ -264,3 +264,81 @@ def test_the_guard_refuses_junk_before_the_engine_is_asked(call):
     with pytest.raises(LifecycleError):
         call(guard)
     frozen.check()
+
+
+# -- a batch longer than the pool: refused by its length, before any conversion ----------------
+# range(1, 2**62) would take a day and exabytes to convert: a call that answers at all has read
+# only its length. (No timing asserted: the answer, the typed error and its text are the check.)
+LONG = {
+    "range 2**62": range(1, 2**62),
+    "range 2**70": range(0, 2**70, 3),  # longer than sys.maxsize: len() itself overflows
+    "list": list(range(1, 100_001)),
+    "tuple": tuple(range(1, 100_001)),
+    "array": np.arange(1, 100_001),
+    "int32 array": np.arange(1, 100_001, dtype=np.int32),
+    "tensor": torch.arange(1, 100_001),
+}
+
+
+def _long_calls():
+    """Every entry point that takes a batch of ids: the ledger's, the pool's, the guard's and the
+    allocator's, on a populated pool (or a guard with slot 1 taken)."""
+    from slotwarden.runtime.guarded_allocator import GuardedAllocator, acting
+    from slotwarden.trace_examples import FreeList
+
+    def allocator(call):
+        def run(ids):
+            g = GuardedAllocator(FreeList(8, "cpu"))
+            with acting(R1):
+                g.alloc(1)
+                call(g, ids)
+
+        return run
+
+    def pool(call):
+        return lambda ids: call(populated(), ids)
+
+    return {
+        "ledger.apply": pool(lambda p, ids: p.ledger.apply(Event.FINISH, ids, R1)),
+        "ledger.apply_each": pool(lambda p, ids: p.ledger.apply_each(Event.FINISH, ids, [1, 1, 1])),
+        "ledger.checked_ids": pool(lambda p, ids: p.ledger.checked_ids(ids, "zero", R1)),
+        "ledger.state_of": pool(lambda p, ids: p.ledger.state_of(ids)),
+        "pool.fire": pool(lambda p, ids: p.fire(Event.FINISH, ids, R1)),
+        "pool.fire_each": pool(lambda p, ids: p.fire_each(Event.FINISH, ids, [1, 1, 1])),
+        "pool.lock": pool(lambda p, ids: p.lock(ids, R1)),
+        "pool.fire_each(LOCK)": pool(lambda p, ids: p.fire_each(Event.LOCK, ids, [1, 1, 1])),
+        "pool.zero": pool(lambda p, ids: p.zero(ids, R1)),
+        "pool.copy": pool(lambda p, ids: p.copy(ids, ids, R1)),
+        "guard.fire": allocator(lambda g, ids: g.guard.fire(Event.ROLLBACK, ids, R1)),
+        "allocator.free": allocator(lambda g, ids: g.free(ids)),
+        "allocator.admit": allocator(lambda g, ids: g.admit(ids)),
+    }
+
+
+@pytest.mark.parametrize("kind", LONG)
+@pytest.mark.parametrize("call", list(_long_calls()))
+def test_a_batch_longer_than_the_pool_is_refused_by_its_length(call, kind):
+    ids = LONG[kind]
+    n = len(ids) if kind != "range 2**70" else (2**70 + 2) // 3
+    with pytest.raises(BadSlotId) as err:  # not a MemoryError, not a hang
+        _long_calls()[call](ids)
+    text = str(err.value)
+    assert f"a batch of {n} ids, more than the" in text
+    assert len(text) < 400, text
+
+
+def test_a_long_batch_refused_changes_nothing():
+    pool = populated()
+    frozen = Frozen(pool)
+    for ids in LONG.values():
+        with pytest.raises(BadSlotId, match="a batch of"):
+            pool.fire(Event.FINISH, ids, R1)
+    assert frozen.unchanged()
+
+
+def test_a_batch_as_long_as_the_pool_is_still_checked_id_by_id():
+    ledger = SlotLedger(4)
+    with pytest.raises(BadSlotId, match="bad slot id 1 .*named twice"):
+        ledger.apply(Event.ADMIT, [1, 1, 2, 3], R1)  # 4 ids, not too long: the duplicate is named
+    with pytest.raises(BadSlotId, match="a batch of 5 ids, more than the 4 slots"):
+        ledger.apply(Event.ADMIT, [1, 1, 2, 3, 4], R1)  # was: named twice (the pigeonhole)
