@@ -19,7 +19,7 @@ from slotwarden.model.errors import BadSlotId, LifecycleError
 from slotwarden.model.free import free_rule
 from slotwarden.model.pool import check_ids
 from slotwarden.model.step import step
-from slotwarden.model.vocabulary import FREE_SLOT, State
+from slotwarden.model.vocabulary import FREE_SLOT, Event, State
 from slotwarden.runtime.inputs import actor as checked_actor
 from slotwarden.runtime.trace import FREE, TraceLine
 
@@ -40,6 +40,7 @@ SPAN = BEFORE + AFTER
 """Without a finding the plot shows the last SPAN + 1 lines of the trace."""
 
 _SIZED = "not a slot of a pool of"  # the refusal that names the pool's size
+_NAMES = {**{e: e.name.lower() for e in Event}, FREE: FREE}
 
 
 class Replay:
@@ -57,14 +58,14 @@ class Replay:
         self.unsized: list = []  # findings whose wording needs the pool's size (no header)
         self.recent: deque = deque()  # the plot's window, oldest first
         self.before: dict = {}  # slot id -> its last move before the window
-        self.lo, self.hi = 1, None  # the window's lines; hi is set at the first finding
+        self.hi = None  # the window's last line, set at the first finding
 
     def feed(self, lineno: int, line: TraceLine) -> None:
         """Replay one line: its moves, or a finding that changes nothing."""
         self.lines += 1
         self.last = lineno
         event, ids = line.event, line.ids
-        name = event if type(event) is str else event.name.lower()
+        name = _NAMES.get(event) or (event if type(event) is str else event.name.lower())
         self.events[name] += 1
         if not ids:
             self._found(lineno, line, None, f"{name} by {line.actor} names no slot (an empty batch)")
@@ -91,8 +92,11 @@ class Replay:
             kept.append(move)
             if hi is None or lineno <= hi:
                 recent.append(move)
-        if hi is None and recent[0][0] < lineno - SPAN:
-            self._trim(lineno - SPAN)
+        if hi is None:  # the window follows the trace: moves older than SPAN lines leave it
+            lo, before = lineno - SPAN, self.before
+            while recent[0][0] < lo:
+                move = recent.popleft()
+                before[move[4]] = move
 
     def _moves(self, line: TraceLine, capacity: int) -> list:
         """(slot id, record before, record after) for each slot of the line, or raise the model's
@@ -119,7 +123,6 @@ class Replay:
             self.hi = lineno + AFTER
 
     def _trim(self, lo: int) -> None:
-        self.lo = lo
         recent, before = self.recent, self.before
         while recent and recent[0][0] < lo:
             move = recent.popleft()
