@@ -8,13 +8,14 @@ is added to their path at all.
 
 from __future__ import annotations
 
-from slotwarden.model.errors import SlotwardenError
 import json
+import re
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
+from slotwarden.model.errors import SlotwardenError, cut, shown
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event
 
 from slotwarden.runtime.ledger.recorder import Actors, FlightRecorder, ids_of
@@ -27,6 +28,8 @@ FREE = "free"
 
 _EVENTS = {e.name.lower(): e for e in Event}
 _KINDS = {k.name.lower(): k for k in ActorKind}
+_EVENTS_AND_FREE = {**_EVENTS, FREE: FREE}
+_new = tuple.__new__
 
 
 class TraceLine(NamedTuple):
@@ -72,37 +75,63 @@ class TraceFormatError(SlotwardenError, ValueError):
         super().__init__(f"line {lineno}: {why}")
 
 
+_INT = r"-?(?:0|[1-9][0-9]{0,17})"  # at most 18 digits: an int64, and well within int()'s limit
+_CANONICAL = re.compile(
+    rf'\{{"step": (0|[1-9][0-9]{{0,17}}), "event": "([a-z]+)", "ids": \[((?:{_INT}(?:, {_INT})*)?)\], '
+    rf'"actor": "([a-z]+)", "actor_id": ({_INT}), "target": (null|{_INT})\}}[ \t\r\n]*'
+)
+"""A line exactly as `TraceLine.to_json` writes it: read without the JSON parser (it is the hot
+path of `check-trace`). Any other line, valid or not, goes through `json.loads`."""
+
+
 def parse(text: str, lineno: int) -> TraceLine | Header | None:
     """One line of a trace (None for a blank line); raises `TraceFormatError`."""
+    m = _CANONICAL.fullmatch(text)
+    if m is not None and m[2] in _EVENTS_AND_FREE and m[4] in _KINDS:
+        step, event, ids, kind, who, target = m.groups()
+        ids = (int(ids),) if ids.isdigit() else tuple(map(int, ids.split(", "))) if ids else ()
+        actor = _new(Actor, (_KINDS[kind], int(who)))  # tuple.__new__: what the NamedTuples' own __new__ does
+        return _new(
+            TraceLine, (int(step), _EVENTS_AND_FREE[event], ids, actor, NOBODY if target == "null" else int(target))
+        )
+    return parse_json(text, lineno)
+
+
+def parse_json(text: str, lineno: int) -> TraceLine | Header | None:
+    """`parse` for any line, through the JSON parser: every error it can give is named here."""
     if not text.strip():
         return None
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TraceFormatError(lineno, f"not JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise TraceFormatError(lineno, "not a trace line: JSON nested deeper than the parser reads") from None
+    except ValueError as exc:  # a parser limit, e.g. an integer of more digits than int() converts
+        raise TraceFormatError(lineno, f"not a trace line: {cut(str(exc).split(';')[0])}") from None
     if not isinstance(obj, dict):
         raise TraceFormatError(lineno, f"a trace line is a JSON object, not {type(obj).__name__}")
     if "slotwarden_trace" in obj:
         if lineno != 1:
             raise TraceFormatError(lineno, "the header may only be the first line")
         if obj["slotwarden_trace"] != FORMAT:
-            raise TraceFormatError(lineno, f"format {obj['slotwarden_trace']!r}, this checker reads {FORMAT}")
+            raise TraceFormatError(lineno, f"format {shown(obj['slotwarden_trace'])}, this checker reads {FORMAT}")
         return Header(_int(obj, "capacity", lineno, low=1))
     missing = [k for k in ("step", "event", "ids", "actor", "actor_id") if k not in obj]
     if missing:
         raise TraceFormatError(lineno, f"missing {', '.join(missing)}")
     event = obj["event"]
-    if event != FREE and event not in _EVENTS:
-        raise TraceFormatError(lineno, f"unknown event {event!r} (one of {', '.join([*_EVENTS, FREE])})")
-    kind = _KINDS.get(obj["actor"])
+    if not isinstance(event, str) or event not in _EVENTS_AND_FREE:
+        raise TraceFormatError(lineno, f"unknown event {shown(event)} (one of {', '.join(_EVENTS_AND_FREE)})")
+    kind = _KINDS.get(obj["actor"]) if isinstance(obj["actor"], str) else None
     if kind is None:
-        raise TraceFormatError(lineno, f"unknown actor kind {obj['actor']!r} (one of {', '.join(_KINDS)})")
+        raise TraceFormatError(lineno, f"unknown actor kind {shown(obj['actor'])} (one of {', '.join(_KINDS)})")
     ids = obj["ids"]
     if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-        raise TraceFormatError(lineno, f"ids must be a list of integers, not {ids!r}")
+        raise TraceFormatError(lineno, f"ids must be a list of integers, not {shown(ids)}")
     target = obj.get("target")
     if target is not None and (isinstance(target, bool) or not isinstance(target, int)):
-        raise TraceFormatError(lineno, f"target must be an integer or null, not {target!r}")
+        raise TraceFormatError(lineno, f"target must be an integer or null, not {shown(target)}")
     return TraceLine(
         _int(obj, "step", lineno, low=0),
         _EVENTS.get(event, FREE),
@@ -115,7 +144,8 @@ def parse(text: str, lineno: int) -> TraceLine | Header | None:
 def _int(obj: dict, key: str, lineno: int, low: int | None = None) -> int:
     v = obj.get(key)
     if isinstance(v, bool) or not isinstance(v, int) or (low is not None and v < low):
-        raise TraceFormatError(lineno, f"{key} must be an integer{'' if low is None else f' >= {low}'}, not {v!r}")
+        at_least = "" if low is None else f" >= {low}"
+        raise TraceFormatError(lineno, f"{key} must be an integer{at_least}, not {shown(v)}")
     return v
 
 

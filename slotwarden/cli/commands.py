@@ -11,15 +11,20 @@ import argparse
 import sys
 from pathlib import Path
 
-from slotwarden.cli.args import Parser, count, device, output_file, positive_int, positive_seconds
+from slotwarden.cli.args import Parser, count, device, nameable, output_file, plot_file, positive_int, positive_seconds
+from slotwarden.model.errors import SHOWN, cut, shown
 from slotwarden.verification.usage import UsageError, output_folder
 
 DOCS = Path("docs")
+LONGEST = 5 * SHOWN
+"""The longest error line printed: a message that echoes a long value is cut there."""
 
 
 def _diagram(args) -> int:
     if args.output:
         output_file(args.output, "-o")
+    if args.highlight is not None and len(args.highlight) > SHOWN:  # no event or state has so long a name
+        raise UsageError(f"slotwarden diagram: --highlight {shown(args.highlight)}: not an event or a state")
     from slotwarden.model.diagram import RenderUnavailable, UnknownName, parse_highlight, render
 
     try:
@@ -40,6 +45,7 @@ def _diagram(args) -> int:
 
 
 def _docs(args) -> int:
+    nameable(args.dir, "--dir")
     output_folder(args.dir, "--dir")
     from slotwarden.cli.docs import write_docs
 
@@ -49,6 +55,8 @@ def _docs(args) -> int:
 
 
 def _verify(args) -> int:
+    if args.report:
+        nameable(args.report, "--report")
     from slotwarden.verification.verify.run import run_verify
 
     return run_verify(args)
@@ -60,15 +68,28 @@ def _bench(args) -> int:
         output_file(args.json, "--json")
     if args.target == "pool":
         from slotwarden.bench.pool import run
+    elif args.target == "trace":
+        from slotwarden.bench.trace import run
     else:
         from slotwarden.bench.scheduler import run
     return run(args)
 
 
 def _demo(args) -> int:
-    device(args.device)
+    where = device(args.device)
     if args.sessions + args.requests == 0:
         raise UsageError("slotwarden demo: --sessions 0 --requests 0 is a workload of nothing: nothing to run")
+    from slotwarden.cli.demo import MAX_WORKLOAD, available_bytes, state_bytes
+
+    for flag, n in (("--sessions", args.sessions), ("--requests", args.requests)):
+        if n > MAX_WORKLOAD:
+            raise UsageError(f"slotwarden demo: {flag} {cut(str(n))}: at most {MAX_WORKLOAD} (planned up front)")
+    need, free = state_bytes(args.slots), available_bytes(where)
+    if free is not None and need > free:
+        raise UsageError(
+            f"slotwarden demo: --slots {cut(str(args.slots))}: the pool takes {need / 2**30:.3g} GiB, "
+            f"more than the {free / 2**30:.3g} GiB available on {where}"
+        )
     from slotwarden.runtime.scheduler.intake import MAX_SAMPLES
 
     if args.n > MAX_SAMPLES:
@@ -86,7 +107,7 @@ def _demo(args) -> int:
 
 def _check_trace(args) -> int:
     if args.plot:
-        output_file(args.plot, "--plot")
+        plot_file(args.plot, "--plot")
     from slotwarden.cli.check_trace import run
 
     return run(args)
@@ -173,12 +194,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "bench",
-        help="side-by-side timings (pool: against SGLang's allocator; scheduler: host overhead per step)",
+        help="side-by-side timings (pool: against SGLang's allocator; scheduler: host overhead per step; "
+        "trace: check-trace's speed and memory)",
         description="Time the checked pool against real peers (pool) or the scheduler's host overhead per step "
         "(scheduler, then a shared-prefix workload with the prefix cache off and on), in one run on one device, and "
-        "report ratios. Prints a table; --json writes the numbers.",
+        "report ratios; or (trace) write clean synthetic traces of 10^5 and 10^6 events (--quick: 10^4 and 10^5) "
+        "and report check-trace's events/s and its peak memory (tracemalloc) for each, side by side. Prints a "
+        "table; --json writes the numbers.",
     )
-    p.add_argument("target", choices=("pool", "scheduler"), help="what to measure")
+    p.add_argument("target", choices=("pool", "scheduler", "trace"), help="what to measure")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
     p.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, noisier numbers)")
@@ -243,10 +267,11 @@ def main(argv: list[str] | None = None) -> int:
         command = f"slotwarden {args.command}"
         return args.func(args)
     except UsageError as exc:
-        print(str(exc) if str(exc).startswith("slotwarden") else f"{command}: {exc}", file=sys.stderr)
+        text = str(exc) if str(exc).startswith("slotwarden") else f"{command}: {exc}"
+        print(cut(text, LONGEST), file=sys.stderr)
         return 2
     except OSError as exc:  # met during the work (a disk full, a file removed meanwhile)
-        print(f"{command}: {exc}", file=sys.stderr)
+        print(cut(f"{command}: {exc}", LONGEST), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{command}: interrupted", file=sys.stderr)

@@ -271,6 +271,34 @@ def format_summary(r: dict) -> str:
     return "\n".join(lines)
 
 
+MAX_WORKLOAD = 1_000_000
+"""The most sessions, and the most plain requests, a demo plans (its plan is built up front)."""
+
+LEDGER_BYTES = 30
+"""What the ledger keeps for each slot besides its state (`PoolConfig.bytes_per_slot`)."""
+
+
+def state_bytes(slots: int, dtype: torch.dtype = torch.float32) -> int:
+    """The bytes a demo pool of `slots` slots takes (its state, the pad slot and the ledger)."""
+    from slotwarden.runtime.scheduler.shapes import pool_config
+
+    per_slot = pool_config(TinyMambaConfig(dtype=dtype), 1).bytes_per_slot() + LEDGER_BYTES
+    return (slots + 1) * per_slot
+
+
+def available_bytes(device: torch.device) -> int | None:
+    """The memory free on `device` now (CUDA: the driver's count; CPU: MemAvailable), or None."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        for line in open("/proc/meminfo", encoding="ascii"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def have_matplotlib() -> bool:
     try:
         import matplotlib  # noqa: F401

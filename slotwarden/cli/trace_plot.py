@@ -4,7 +4,8 @@ Each lane is one slot; each bar is the time the slot spent in one state, filled 
 of the state's group (`slotwarden.model.palette`, as in the lifecycle diagrams) and labelled
 with the state and who holds it (`s5>r3`: session 5's slot, lent to request 3). The first
 illegal move is marked on its slot's lane, in the refused colour, with the error's first words.
-With no finding the plot shows the end of the trace.
+With no finding the plot shows the end of the trace. It draws from the report's window of moves
+(`slotwarden.cli.trace_replay`): those lines and each slot's last move before them.
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.palette import LINE, REFUSED, colour, ink
 from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, Group
 
+from slotwarden.cli.trace_replay import AFTER, BEFORE
 from slotwarden.cli.trace_report import Report
-
-BEFORE, AFTER = 16, 4
-"""How many lines before and after the first finding the plot shows."""
 
 MAX_LANES = 12
 
@@ -29,14 +28,14 @@ class PlotUnavailable(SlotwardenError, RuntimeError):
 def window(report: Report) -> tuple[int, int, list[int]]:
     """The first and last line shown and the slots (lanes) drawn, the finding's slot first."""
     lines = [m.lineno for m in report.moves] + [f.lineno for f in report.findings]
-    last = max(lines, default=1)
+    last = report.last or max(lines, default=1)
     if report.findings:
         at = report.findings[0].lineno
         lo, hi = at - BEFORE, at + AFTER
     else:
         lo, hi = last - BEFORE - AFTER, last
     lo, hi = max(lo, 1), min(hi, last)
-    moved = sorted({m.line.ids[0] for m in report.moves if lo <= m.lineno <= hi})
+    moved = sorted({m.slot for m in report.moves if lo <= m.lineno <= hi})
     first = report.findings[0].slot if report.findings else None
     lanes = ([first] if first is not None else []) + [s for s in moved if s != first]
     return lo, hi, lanes[:MAX_LANES]
@@ -46,7 +45,7 @@ def segments(report: Report, slot: int, lo: int, hi: int):
     """(start, end, record) for each state the slot was in between lines lo and hi."""
     record, start, out = FREE_SLOT, lo, []
     for m in report.moves:
-        if m.line.ids[0] != slot:
+        if m.slot != slot:
             continue
         if m.lineno < lo:
             record = m.after
@@ -69,6 +68,7 @@ def short(rec) -> str:
 
 
 def plot(report: Report, path) -> None:
+    """Draw the report's window to `path` (its suffix is the format; `plot_formats` lists them)."""
     try:
         import matplotlib
     except ImportError:

@@ -13,12 +13,13 @@ from slotwarden.runtime.trace import TraceLine
 
 
 class Move(NamedTuple):
-    """One slot's move on one trace line."""
+    """One slot's move on one trace line (`line`, the whole line, may move other slots too)."""
 
     lineno: int
     line: TraceLine
     before: Slot
     after: Slot
+    slot: int
 
     def __str__(self) -> str:
         ev = self.line.event if isinstance(self.line.event, str) else self.line.event.name.lower()
@@ -44,13 +45,19 @@ class Leak(NamedTuple):
 
 
 class Report(NamedTuple):
+    """What a replay found. It keeps windows, not the whole trace (`slotwarden.cli.trace_replay`):
+    `findings` are the first illegal moves (`illegal` counts them all) and `moves` the plot's
+    window, each slot's moves on those lines and its last move before them."""
+
     capacity: int
     lines: int
     events: Counter
     slots: tuple  # every slot id a line moved
-    findings: tuple  # Finding, in line order
+    findings: tuple  # Finding, in line order: the first FINDINGS
     leaks: tuple  # Leak, in slot order
     moves: tuple  # Move, in line order: the timeline the plot draws
+    illegal: int = 0  # every illegal move, kept or not
+    last: int = 0  # the number of the last event line
 
     @property
     def clean(self) -> bool:

@@ -1,0 +1,157 @@
+"""The streaming replay behind `check-trace`: each line is applied to the model as it comes.
+
+A `Replay` keeps each moved slot's record (the pure model's `Slot`, moved by `model.step`, all or
+nothing per line), the last `HISTORY` moves of each slot, the first `FINDINGS` illegal moves and
+a count of the rest, and the plot's window: the moves of the last `SPAN` + 1 lines (frozen around
+the first finding: `BEFORE` lines before it, `AFTER` after) and each slot's last move before
+them. So its memory is bounded by the slots moved (at most the pool's capacity) times these
+windows, never by the trace's length. Without a header the pool is as large as the largest id
+named, known only at the end: every id 1..`MAX_CAPACITY` is a slot meanwhile, and a refusal
+that names the pool's size is worded at the end.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+
+from slotwarden.cli.trace_report import Finding, Leak, Move, Report
+from slotwarden.model.errors import BadSlotId, LifecycleError
+from slotwarden.model.free import free_rule
+from slotwarden.model.pool import check_ids
+from slotwarden.model.step import step
+from slotwarden.model.vocabulary import FREE_SLOT, Event, State
+from slotwarden.runtime.inputs import actor as checked_actor
+from slotwarden.runtime.trace import FREE, TraceLine
+
+MAX_CAPACITY = 2**24
+"""The largest pool the checker replays: a larger header capacity, or without a header a
+larger slot id, makes the file not a trace the checker reads."""
+
+HISTORY = 8
+"""How many of a slot's moves the report shows before a finding (and keeps for each slot)."""
+
+FINDINGS = 100
+"""How many illegal moves a report keeps (with their slots' histories); the rest are counted."""
+
+BEFORE, AFTER = 16, 4
+"""How many lines before and after the first finding the plot shows."""
+
+SPAN = BEFORE + AFTER
+"""Without a finding the plot shows the last SPAN + 1 lines of the trace."""
+
+_SIZED = "not a slot of a pool of"  # the refusal that names the pool's size
+_NAMES = {**{e: e.name.lower() for e in Event}, FREE: FREE}
+
+
+class Replay:
+    """Feed it numbered trace lines in order (`feed`), then take its `report`."""
+
+    def __init__(self, capacity: int | None = None):
+        self.capacity = capacity  # None: no header, the largest id named (known at the end)
+        self.bound = capacity if capacity is not None else MAX_CAPACITY
+        self.slots: dict = {}  # slot id -> its record, for every slot a line moved
+        self.history: dict = {}  # slot id -> deque of its last HISTORY moves
+        self.events: Counter = Counter()
+        self.findings: list = []
+        self.illegal = self.lines = self.last = 0
+        self.largest = 1
+        self.unsized: list = []  # findings whose wording needs the pool's size (no header)
+        self.recent: deque = deque()  # the plot's window, oldest first
+        self.before: dict = {}  # slot id -> its last move before the window
+        self.hi = None  # the window's last line, set at the first finding
+
+    def feed(self, lineno: int, line: TraceLine) -> None:
+        """Replay one line: its moves, or a finding that changes nothing."""
+        self.lines += 1
+        self.last = lineno
+        event, ids = line.event, line.ids
+        name = _NAMES.get(event) or (event if type(event) is str else event.name.lower())
+        self.events[name] += 1
+        if not ids:
+            self._found(lineno, line, None, f"{name} by {line.actor} names no slot (an empty batch)")
+            return
+        top = ids[0] if len(ids) == 1 else max(ids)
+        if top > self.largest:
+            self.largest = top
+        try:
+            moves = self._moves(line, self.bound)
+        except (LifecycleError, ValueError) as exc:
+            slot = getattr(exc, "slot_id", None)
+            slot = slot if type(slot) is int and 1 <= slot <= self.bound else None
+            if self.capacity is None and isinstance(exc, BadSlotId) and _SIZED in exc.reason:
+                self.unsized.append(len(self.findings))
+            self._found(lineno, line, slot, str(exc).split("\n")[0])
+            return
+        slots, history, recent, hi = self.slots, self.history, self.recent, self.hi
+        for i, before, after in moves:
+            move = (lineno, line, before, after, i)
+            slots[i] = after
+            kept = history.get(i)
+            if kept is None:
+                kept = history[i] = deque(maxlen=HISTORY)
+            kept.append(move)
+            if hi is None or lineno <= hi:
+                recent.append(move)
+        if hi is None:  # the window follows the trace: moves older than SPAN lines leave it
+            lo, before = lineno - SPAN, self.before
+            while recent[0][0] < lo:
+                move = recent.popleft()
+                before[move[4]] = move
+
+    def _moves(self, line: TraceLine, capacity: int) -> list:
+        """(slot id, record before, record after) for each slot of the line, or raise the model's
+        error. A raw `free` makes on each slot the move the declaration gives a free by that
+        actor (`model/free.py`); an actor the runtime refuses is refused here too (`BadActor`)."""
+        event, ids, actor, get = line.event, line.ids, line.actor, self.slots.get
+        checked_actor(actor, event if event != FREE else None)
+        if len(ids) != 1 or type(ids[0]) is not int or not 1 <= ids[0] <= capacity:  # else they are fine
+            check_ids(ids, capacity, event, actor)
+        out = []
+        for i in ids:
+            rec = get(i, FREE_SLOT)
+            fired = free_rule(rec, actor, slot_id=i).event if event == FREE else event
+            out.append((i, rec, step(rec, fired, actor, line.target, line.step, slot_id=i)))
+        return out
+
+    def _found(self, lineno: int, line: TraceLine, slot: int | None, error: str) -> None:
+        self.illegal += 1
+        if len(self.findings) < FINDINGS:
+            history = tuple(Move._make(m) for m in self.history.get(slot, ())) if slot is not None else ()
+            self.findings.append(Finding(lineno, line, slot, error, history))
+        if self.hi is None:  # the first finding: the plot's window stops moving
+            self._trim(lineno - BEFORE)
+            self.hi = lineno + AFTER
+
+    def _trim(self, lo: int) -> None:
+        recent, before = self.recent, self.before
+        while recent and recent[0][0] < lo:
+            move = recent.popleft()
+            before[move[4]] = move
+
+    def report(self) -> Report:
+        """The report of the lines fed so far."""
+        capacity = max(self.capacity if self.capacity is not None else self.largest, 1)
+        findings = list(self.findings)
+        for k in self.unsized:  # worded with the pool's size, now known
+            f = findings[k]
+            try:
+                self._moves(f.line, capacity)
+            except (LifecycleError, ValueError) as exc:
+                findings[k] = f._replace(error=str(exc).split("\n")[0])
+        leaks = tuple(
+            Leak(i, s, Move._make(self.history[i][-1]))
+            for i, s in sorted(self.slots.items())
+            if s.state is not State.FREE
+        )
+        window = sorted([*self.before.values(), *self.recent], key=lambda m: m[0])
+        return Report(
+            capacity,
+            self.lines,
+            self.events,
+            tuple(sorted(self.slots)),
+            tuple(findings),
+            leaks,
+            tuple(Move._make(m) for m in window),
+            self.illegal,
+            self.last,
+        )
