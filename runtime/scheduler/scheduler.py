@@ -224,7 +224,9 @@ class Scheduler(Moves):
                 self._turn_ended(req)
 
     def collect(self) -> tuple:
-        """Pop the results waiting in the outbox (also works on a broken scheduler)."""
+        """Pop the results waiting in the outbox (also works on a broken scheduler; from a
+        thread other than the pool's it raises `WrongThread` and takes nothing)."""
+        self.pool.ledger.check_thread()
         out = tuple(self.outbox)
         self.outbox.clear()
         return out
@@ -330,6 +332,7 @@ class Scheduler(Moves):
             raise AuditFailed(failure)
         return audit
 
+    @_guarded
     def flush_cache(self) -> int:
         """Evict every unlocked published node (what is locked or unpublished stays, and while
         requests run, what waiting siblings will copy). Returns how many were evicted."""
