@@ -253,9 +253,10 @@ class SlotLedger(BatchPath, Locks, Integrity):
                 f"{self.launched} steps launched: the fence column holds steps up to {STEP_MAX}, so no "
                 "further step can be launched on this ledger (make a new one)"
             )
-        self.launched += 1
-        self._pending[self.launched] = done or _already_done
-        return self.launched
+        step = self.launched + 1
+        self._pending[step] = done or _already_done  # first: interrupted here, the next launch overwrites it
+        self.launched = step  # one store: the step is launched, or it is not
+        return step
 
     def finished_steps(self) -> int:
         """The latest step such that it and every step before it have finished (no wait)."""
