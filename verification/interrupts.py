@@ -32,6 +32,7 @@ MODEL = TinyMamba(TinyMambaConfig(layers=1, dtype=torch.float64))
 PLAIN = [([1, 2, 3, 4], 3), ([1, 2, 3, 5], 2), ([9], 3)]  # the first two share a prefix (the cache)
 TURNS = [([6, 7], 2), ([8], 2)]
 SETTINGS = dict(slots=3, max_running=2, token_budget=4, chunk_size=2, retract_after=1)
+BOOKKEEPING = tuple(os.path.join(ROOTS[1], d) + os.sep for d in ("scheduler", "radix"))  # the scheduler's own
 RETRIES = 6  # run() calls after a fault before the scheduler counts as stuck
 
 
@@ -208,3 +209,15 @@ def sample(config: Config, k: int | None, seed: int, within=ROOTS) -> list[int]:
         if k is None or k >= count
         else sorted(random.Random(seed).sample(range(1, count + 1), k))
     )
+
+
+def campaign(per_config: int | None, seed: int, within=BOOKKEEPING) -> tuple[int, list[Failure]]:
+    """`per_config` line events (None: every one) of each configuration, each faulted with a
+    KeyboardInterrupt and with a RuntimeError: (faults tried, failures)."""
+    tried, failures = 0, []
+    for config in CONFIGS:
+        events = sample(config, per_config, seed, within)
+        for exc in (KeyboardInterrupt, RuntimeError):
+            tried += len(events)
+            failures += sweep(config, events, exc, within)
+    return tried, failures

@@ -39,19 +39,14 @@ def check_build_args(model, pool, device, config, trace, cls) -> None:
     if not (isinstance(cls, type) and _is_scheduler(cls)):
         raise BadBuild("cls", cls, "the Scheduler class or a subclass of it")
     if device is not None:
-        steppable(device, "device")
+        known_device(device, "device")  # steppable: checked by build() once the pool agrees
     if pool is not None:
         steppable(pool.device, "pool")
 
 
 def steppable(device, argument: str) -> torch.device:
     """`device` as a torch.device the scheduler can step on, or `BadBuild`."""
-    if not isinstance(device, (str, torch.device)):
-        raise BadBuild(argument, device, "a device name or a torch.device")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, ValueError, TypeError):
-        raise BadBuild(argument, device, "a device torch knows ('cpu', 'cuda', 'cuda:1', ...)") from None
+    dev = known_device(device, argument)
     if dev.type == "meta":
         raise BadBuild(argument, device, "a device with values to step on (the meta device has none)")
     if dev.type != "cpu":
@@ -60,6 +55,16 @@ def steppable(device, argument: str) -> torch.device:
         if available is None or not available():
             raise BadBuild(argument, device, f"a device this torch can reach ({dev.type} is not available)")
     return dev
+
+
+def known_device(device, argument: str) -> torch.device:
+    """`device` as a torch.device (a name torch parses, or a torch.device), or `BadBuild`."""
+    if not isinstance(device, (str, torch.device)):
+        raise BadBuild(argument, device, "a device name or a torch.device")
+    try:
+        return torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        raise BadBuild(argument, device, "a device torch knows ('cpu', 'cuda', 'cuda:1', ...)") from None
 
 
 def _is_model(model) -> bool:

@@ -16,8 +16,7 @@ from slotwarden.runtime.scheduler.build import build
 from slotwarden.verification import interrupts
 from slotwarden.verification.interrupts import CONFIGS, MODEL, sample, sweep
 
-OWN = tuple(r for r in interrupts.ROOTS if r.endswith(("runtime" + os.sep,)))
-SCHEDULER = tuple(os.path.join(OWN[0], d) + os.sep for d in ("scheduler", "radix"))
+SCHEDULER = interrupts.BOOKKEEPING
 FULL = os.environ.get("SLOTWARDEN_FULL_SWEEP") == "1"
 SAMPLE = 40  # line events per configuration and exception
 
@@ -51,8 +50,9 @@ def test_real_sigints_during_a_long_run_change_no_token_and_lose_nothing():
 
     def sender():
         while not stop.wait(0.002):
-            os.kill(os.getpid(), signal.SIGINT)
-            sent[0] += 1
+            if sched._sigint.previous is not None:  # the main thread is inside a call: not in this test's code
+                os.kill(os.getpid(), signal.SIGINT)
+                sent[0] += 1
 
     got, interrupts_seen = {}, 0
     t = threading.Thread(target=sender)
@@ -67,12 +67,19 @@ def test_real_sigints_during_a_long_run_change_no_token_and_lose_nothing():
             except KeyboardInterrupt:
                 interrupts_seen += 1
     finally:
-        stop.set()
-        t.join()
+        while True:  # a SIGINT may land here too (outside the scheduler): stop the sender first
+            try:
+                stop.set()
+                t.join()
+                break
+            except KeyboardInterrupt:
+                continue
+    for _ in range(3):  # a SIGINT still pending is taken here
         try:
-            got.update(sched.run(500))  # a SIGINT still pending is taken here
+            got.update(sched.run(1000))
+            break
         except KeyboardInterrupt:
-            got.update(sched.run(500))
+            continue
     assert sent[0] > 0 and interrupts_seen > 0
     assert sched.broken is None
     assert {rid: r.output for rid, r in got.items()} == expected  # zero wrong, zero lost
