@@ -126,7 +126,7 @@ class Integrity(Queries):
         waiting = np.flatnonzero(self._waits_mask[state] & (fence > self.completed)) + 1
         if not waiting.size:
             return []
-        listed = {int(s) for ids in self._waiting.values() for s in np.asarray(ids).reshape(-1).tolist()}
+        listed = {int(s) for chunks in self._waiting.values() for ids in chunks for s in ids}
         lost = [int(s) for s in waiting.tolist() if int(s) not in listed]
         if not lost:
             return []

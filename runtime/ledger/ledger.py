@@ -301,9 +301,9 @@ class SlotLedger(BatchPath, Locks, Integrity):
                 due = due[self.cols.state[due] == _FREE]
         for s in steps:
             del self._waiting[s]
-        for s in range(self.completed + 1, step + 1):
+        done, self.completed = self.completed, max(self.completed, step)  # first: interrupted after, stale
+        for s in range(done + 1, step + 1):  # entries of `_pending` are only memory (never read again)
             self._pending.pop(s, None)
-        self.completed = max(self.completed, step)
         return due
 
 

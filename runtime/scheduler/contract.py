@@ -55,11 +55,11 @@ def guarded(call):
             raise
         try:
             sched._sigint.leave(deliver=True)  # a SIGINT noted meanwhile is raised here, at the boundary
+            return out
         except BaseException as exc:
             sched.outbox[:0] = returned(out)  # what the call returned goes back to the outbox
             judge(sched, exc, call.__name__)
             raise
-        return out
 
     return run_guarded
 
@@ -84,7 +84,7 @@ def judge(sched, exc: BaseException, where: str) -> None:
         problems.append(f"it struck at {line}, between two statements of the scheduler's own bookkeeping")
     sched._critical = None
     try:
-        problems += list(sched.pool.audit().problems) + handle_problems(sched)
+        problems += owner_problems(sched) + handle_problems(sched)
     except BaseException as again:  # noqa: BLE001 - the check itself failed: trust nothing
         problems.append(f"checking the pool raised {again!r}")
     if problems:
@@ -145,6 +145,17 @@ def interrupter(fn):
     interrupts: a fault it raises at a bookkeeping line breaks the scheduler. Returns `fn`."""
     INTERRUPTERS.add(getattr(fn, "__func__", fn).__code__)
     return fn
+
+
+def owner_problems(sched) -> list:
+    """The pool's integrity problems, and each held slot whose owner is not live (a batch write
+    interrupted between two slots' columns leaves one); a release not yet fenced is no problem."""
+    live_requests = {r.rid for r in sched.requests.values() if r.slot is not None}
+    live_nodes = set(sched.prefix.tree.holding().values()) if sched.prefix is not None else None
+    audit = sched.pool.audit(live_requests, set(sched.sessions), live_nodes)
+    spec = sched.pool.ledger.lifecycle.spec
+    lost = [f"slot {k.slot}: {k.state.name}, owner {k.owner}" for k in audit.leaks if not spec(k.state).fenced]
+    return list(audit.problems) + lost
 
 
 def handle_problems(sched) -> list:
