@@ -87,6 +87,7 @@ class Integrity(Queries):
             if not np.array_equal(np.sort(fl), free_ids):
                 free_ok = False
                 problems.append(f"the free list ({len(fl)} ids) is not the set of FREE slots ({len(free_ids)})")
+        problems += self._unlisted_waits(state, c.fence[1:])
         leaking = np.zeros(self.capacity + 1, dtype=bool)
         leaking[1:] = self._waits_mask[state] & (c.fence[1:] <= self.completed)
         if reqs is not None or sess is not None:
@@ -118,6 +119,18 @@ class Integrity(Queries):
             for s in np.flatnonzero(leaking)
         )
         return Audit(self.capacity, counts, free_ok, tuple(problems), leaks)
+
+    def _unlisted_waits(self, state, fence) -> list:
+        """A slot waiting for a fence still to come that is on no step's list of what waits
+        would wait forever: a batch write interrupted between its columns and its fence list."""
+        waiting = np.flatnonzero(self._waits_mask[state] & (fence > self.completed)) + 1
+        if not waiting.size:
+            return []
+        listed = {int(s) for chunks in self._waiting.values() for ids in chunks for s in ids}
+        lost = [int(s) for s in waiting.tolist() if int(s) not in listed]
+        if not lost:
+            return []
+        return [f"slots {lost[:8]} wait for a fence but no fence list names them (a batch half-written)"]
 
     def snapshot(self) -> dict:
         """Copies of every column and counter, to compare before and after a call. The

@@ -253,9 +253,10 @@ class SlotLedger(BatchPath, Locks, Integrity):
                 f"{self.launched} steps launched: the fence column holds steps up to {STEP_MAX}, so no "
                 "further step can be launched on this ledger (make a new one)"
             )
-        self.launched += 1
-        self._pending[self.launched] = done or _already_done
-        return self.launched
+        step = self.launched + 1
+        self._pending[step] = done or _already_done  # first: interrupted here, the next launch overwrites it
+        self.launched = step  # one store: the step is launched, or it is not
+        return step
 
     def finished_steps(self) -> int:
         """The latest step such that it and every step before it have finished (no wait)."""
@@ -300,9 +301,9 @@ class SlotLedger(BatchPath, Locks, Integrity):
                 due = due[self.cols.state[due] == _FREE]
         for s in steps:
             del self._waiting[s]
-        for s in range(self.completed + 1, step + 1):
+        done, self.completed = self.completed, max(self.completed, step)  # first: interrupted after, stale
+        for s in range(done + 1, step + 1):  # entries of `_pending` are only memory (never read again)
             self._pending.pop(s, None)
-        self.completed = max(self.completed, step)
         return due
 
 

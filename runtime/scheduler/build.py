@@ -17,10 +17,11 @@ from slotwarden.kernels.layer import TinyMamba, TinyMambaConfig
 
 from slotwarden.runtime.config import PoolConfig
 from slotwarden.runtime.pool import StatePool
+from slotwarden.runtime.scheduler.build_args import BadBuild, check_build_args, steppable
 from slotwarden.runtime.scheduler.scheduler import Scheduler, SchedulerConfig
 from slotwarden.runtime.scheduler.shapes import PoolMismatch, check_fits, pool_config
 
-__all__ = ["build", "PoolMismatch"]
+__all__ = ["build", "BadBuild", "PoolMismatch"]
 
 DEFAULT_SLOTS = 8
 
@@ -51,10 +52,13 @@ def build(
       `trace`: a slot-event trace to write (a path, a text file or a `TraceWriter`;
       docs/traces.md); `cls`: a `Scheduler` subclass to build (a mutant, say).
     """
+    check_build_args(model, pool, device, config, trace, cls)
     if pool is not None and slots is not None:
         raise ValueError(f"give slots ({slots}) or a pool config ({pool.num_slots} slots), not both")
     if pool is not None and device is not None and torch.device(device) != torch.device(pool.device):
         raise PoolMismatch([("device", str(pool.device), str(device))])
+    if device is not None:
+        steppable(device, "device")
     if pool is None:
         pool = pool_config(_layer(model), DEFAULT_SLOTS if slots is None else slots, device=device or "cpu")
     check_fits(pool, _layer(model))

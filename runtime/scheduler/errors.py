@@ -62,3 +62,8 @@ class SchedulerBroken(SchedulerError, RuntimeError):
     """A fault left the scheduler's bookkeeping out of step with the pool. It refuses every
     further call with this error; the message names the fault (also its `__cause__`) and
     what disagreed. Results already ended can still be taken with `collect()`."""
+
+
+class NotIdle(SchedulerError, RuntimeError):
+    """`run()` stepped `max_steps` times and the scheduler is still not idle; the message names
+    the sessions that park slots while requests wait. Nothing is lost: run() again."""

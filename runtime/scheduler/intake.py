@@ -36,6 +36,8 @@ def prompt_tokens(prompt, vocab: int | None) -> list[int]:
         if isinstance(prompt, torch.Tensor):
             if prompt.is_floating_point() or prompt.is_complex() or prompt.dtype is torch.bool:
                 raise BadRequest(f"prompt tokens must be integers, not {prompt.dtype}")
+            if prompt.is_meta:
+                raise BadRequest("a prompt tensor on the meta device has no values to read")
             prompt = prompt.tolist()  # a device sync for a tensor on the device
         elif prompt.dtype.kind not in "iu":
             raise BadRequest(f"prompt tokens must be integers, not {prompt.dtype}")

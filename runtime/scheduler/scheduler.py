@@ -51,8 +51,9 @@ from slotwarden.runtime.scheduler.sessions import (
     turn_finished,
     turn_input,
 )
-from slotwarden.runtime.scheduler.errors import AuditFailed, SchedulerBroken, SessionClosed, StepFailed
+from slotwarden.runtime.scheduler.errors import AuditFailed, NotIdle, SchedulerBroken, SessionClosed, StepFailed
 from slotwarden.runtime.scheduler.shapes import check_fits
+from slotwarden.runtime.scheduler.signals import Deferred
 
 
 _COUNTED_AS = {"length": "finished", "abort": "aborts", "session closed": "dropped"}  # else "step N failed: ..."
@@ -82,6 +83,7 @@ class Scheduler(Moves):
         self._tally = dict.fromkeys(Counters._fields, 0)  # read as `counters`
         self._broken: SchedulerBroken | None = None
         self._critical: str | None = None  # set while a fault would leave the scheduler broken
+        self._sigint = Deferred()  # a SIGINT waits for the boundary of the call (signals.py)
         self.prefix = PrefixCache(pool) if config.prefix_cache else None  # the prefix cache (runtime/radix/cache.py)
         queues = {"waiting": self.waiting, "running": self.running, "sessions": self.sessions}
         self.batches = BatchBuilder(pool, config, self, **queues, tally=self._tally, cache=self.prefix)
@@ -224,7 +226,9 @@ class Scheduler(Moves):
                 self._turn_ended(req)
 
     def collect(self) -> tuple:
-        """Pop the results waiting in the outbox (also works on a broken scheduler)."""
+        """Pop the results waiting in the outbox (also works on a broken scheduler; from a
+        thread other than the pool's it raises `WrongThread` and takes nothing)."""
+        self.pool.ledger.check_thread()
         out = tuple(self.outbox)
         self.outbox.clear()
         return out
@@ -239,10 +243,7 @@ class Scheduler(Moves):
         sid = intake.session_id(sid, self._next_sid)
         return state_between_turns(self.pool, sid, self.sessions.get(sid))
 
-    @property
-    def counters(self) -> Counters:
-        """Totals since the scheduler was built (see `Counters`)."""
-        return Counters(**self._tally)
+    counters = property(lambda self: Counters(**self._tally), doc="Totals since the scheduler was built.")
 
     @property
     def idle(self) -> bool:
@@ -255,11 +256,10 @@ class Scheduler(Moves):
             and not self.landed
             and not self.finishing
             and not self.pool.awaits_fence()
+            and not any(s.status is SessionStatus.CLOSING for s in self.sessions.values())  # a close to retry
         )
 
-    @property
-    def broken(self) -> SchedulerBroken | None:
-        return self._broken
+    broken = property(lambda self: self._broken)
 
     @property
     def submitted(self) -> int:
@@ -311,13 +311,12 @@ class Scheduler(Moves):
                     results.update((r.rid, r) for r in self.collect())
                     return results
                 results.update((r.rid, r) for r in self.step().finished)
-            raise RuntimeError(f"not idle after {max_steps} steps{self._why_not_idle()}")
+                self._sigint.deliver()  # a SIGINT noted during that step: raised here, between steps
+            why = parked_words(self.waiting, self.sessions, self.pool.capacity, self.config.session_timeout)
+            raise NotIdle(f"not idle after {max_steps} steps{why}")
         except BaseException:
             self.outbox[:0] = results.values()
             raise
-
-    def _why_not_idle(self) -> str:
-        return parked_words(self.waiting, self.sessions, self.pool.capacity, self.config.session_timeout)
 
     def check_audit(self):
         """free + batch + session + released == capacity, the free list is the FREE set, and
@@ -330,6 +329,7 @@ class Scheduler(Moves):
             raise AuditFailed(failure)
         return audit
 
+    @_guarded
     def flush_cache(self) -> int:
         """Evict every unlocked published node (what is locked or unpublished stays, and while
         requests run, what waiting siblings will copy). Returns how many were evicted."""
@@ -365,8 +365,8 @@ class Scheduler(Moves):
                 self._turn_ended(req)
         self._critical = None
 
-    def _forward(self, batch: Batch) -> tuple:
-        return self.forward.run(batch)  # (tests replace it to record batches)
+    def _forward(self, batch: Batch) -> tuple:  # (tests replace it to record batches)
+        return self.forward.run(batch)
 
     @staticmethod
     def _sample(logits: torch.Tensor, items: list) -> torch.Tensor:

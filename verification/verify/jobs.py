@@ -23,6 +23,7 @@ from slotwarden.verification.checker import pins
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS
 from slotwarden.verification.checker.goals import UNREACHABLE, coverage, show_rule
 from slotwarden.verification.checker.search import check
+from slotwarden.verification import interrupts
 from slotwarden.verification.crosshair_proofs import prove, prove_moves
 from slotwarden.verification.differential import check_differential, runtime_has_cache
 from slotwarden.verification.machines.bad_input import BadInputMachine, SchedulerBadInputMachine
@@ -160,6 +161,20 @@ def seeded_bug_stages(runtime_level: dict, level: dict, seed) -> dict:
         "continuity": machine("continuity", ContinuityMachine, hunt_budget),
         "scheduler": machine("scheduler", machine_for(Scheduler), hunt_budget),
     }
+
+
+INTERRUPT_EVENTS = {"quick": 30, "default": 100, "thorough": None}  # line events per configuration and exception
+
+
+def _interrupts(per_config, seed) -> Row:
+    """The interrupt sweep (verification/interrupts.py) over the scheduler's own frames."""
+    start = time.perf_counter()
+    tried, failures = interrupts.campaign(per_config, 0 if seed is None else int(seed))
+    text = (
+        f"{tried - len(failures)}/{tried} faults at a line of the scheduler's bookkeeping: exact, or broken and named"
+    )
+    detail = {"tried": tried, "failures": [f"{f.config} {f.exc} at {f.where}: {f.what}" for f in failures[:20]]}
+    return Row("interrupts", "settrace sweep", not failures, time.perf_counter() - start, text, detail)
 
 
 def _seeded_bug(fault, stages: dict) -> Row:
@@ -372,6 +387,8 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
             lambda: _continuity(runtime["cached"], seed, CachedContinuityMachine, "continuity+cache"),
         )
     )
+    events = INTERRUPT_EVENTS[next((k for k, v in LEVELS.items() if v == level), "default")]
+    out.append(("interrupts", "settrace sweep", lambda: _interrupts(events, seed)))
     stages = seeded_bug_stages(runtime, level, seed)
     out += [("faults", f.name, lambda f=f: _seeded_bug(f, stages)) for f in SEEDED_BUGS]
     out += [("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"])) for m in MUTANTS]
