@@ -21,7 +21,7 @@ from typing import Iterator
 
 from slotwarden.bench import common
 from slotwarden.bench.common import cpu_name, loadavg, loaded_note
-from slotwarden.cli.check_trace import check_file
+from slotwarden.cli.trace.check import check_file
 from slotwarden.model.vocabulary import NOBODY, Actor, Event
 from slotwarden.runtime.trace import FREE, Header, TraceLine
 

@@ -108,7 +108,7 @@ def _demo(args) -> int:
 def _check_trace(args) -> int:
     if args.plot:
         plot_file(args.plot, "--plot")
-    from slotwarden.cli.check_trace import run
+    from slotwarden.cli.trace.check import run
 
     return run(args)
 

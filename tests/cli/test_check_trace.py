@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from slotwarden import trace_examples
-from slotwarden.cli import check_trace
+from slotwarden.cli.trace import check as check_trace
 from slotwarden.cli.commands import main
 from slotwarden.model.vocabulary import NOBODY, Actor, Event
 from slotwarden.runtime.config import PoolConfig
@@ -160,7 +160,7 @@ def test_plot_draws_the_finding_slot_first(tmp_path, capsys):
     rc, text, _ = run_cli(capsys, EXAMPLES / "seed-bug.jsonl", "--plot", out)
     assert rc == 1 and f"wrote {out}" in text
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    from slotwarden.cli.trace_plot import segments, window
+    from slotwarden.cli.trace.plot import segments, window
 
     report = check_trace.check(check_trace.read(EXAMPLES / "seed-bug.jsonl")[1], 2)
     lo, hi, lanes = window(report)

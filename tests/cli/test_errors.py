@@ -60,9 +60,9 @@ def no_work(monkeypatch):
     monkeypatch.setattr(vjobs, "_agreement", started)
     monkeypatch.setattr(vworkers, "checker_job", started)
     monkeypatch.setattr(vjobs, "_machine", started)
-    import slotwarden.cli.check_trace
+    import slotwarden.cli.trace.check
 
-    monkeypatch.setattr(slotwarden.cli.check_trace, "run", started)
+    monkeypatch.setattr(slotwarden.cli.trace.check, "run", started)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

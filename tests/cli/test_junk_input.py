@@ -103,7 +103,7 @@ def test_junk_arguments_are_one_short_line(tmp_path, capsys, monkeypatch, argv, 
 
 def test_an_internal_error_still_shows_its_traceback(tmp_path, monkeypatch):
     """Only user errors become exit 2: a bug in the replay is not dressed up as one."""
-    from slotwarden.cli import trace_replay
+    from slotwarden.cli.trace import replay as trace_replay
 
     def broken(*_):
         raise KeyError("a bug")

@@ -9,9 +9,9 @@ import tracemalloc
 import pytest
 
 from slotwarden.bench import trace as bench_trace
-from slotwarden.cli import check_trace
+from slotwarden.cli.trace import check as check_trace
 from slotwarden.cli.commands import main
-from slotwarden.cli.trace_replay import AFTER, BEFORE, FINDINGS, Replay
+from slotwarden.cli.trace.replay import AFTER, BEFORE, FINDINGS, Replay
 from slotwarden.model.vocabulary import FREE_SLOT, Actor, Event
 from slotwarden.runtime.trace import TraceFormatError, TraceLine, parse, parse_json
 
@@ -63,7 +63,7 @@ def test_the_plots_window_is_the_unbounded_timeline_around_the_finding(bad_at):
     """The window's segments equal those read from every line's state (the old report kept
     every move); a replay that forgot each slot's last move before the window draws the lane's
     first bar wrong."""
-    from slotwarden.cli.trace_plot import segments, window
+    from slotwarden.cli.trace.plot import segments, window
 
     held = Actor.request(10**6)  # holds slot 1 (TAKEN) through the trace, moving only at its end
     body = [ln._replace(ids=(ln.ids[0] + 1,)) for ln in bench_trace.synthetic(600, capacity=2)]

@@ -15,7 +15,7 @@ from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.vocabulary import Actor, ActorKind, Event, Relation, State
 from slotwarden.runtime.guarded_allocator import ACTING, ANONYMOUS, GuardedAllocator, HeldSlots, Unattributed, acting
 from slotwarden.trace_examples import FreeList  # SGLang's allocator's shape, in the repository
-from slotwarden.cli import check_trace
+from slotwarden.cli.trace import check as check_trace
 from engines import ENGINES, SGLANG
 
 R1, R2, R3, R4 = (Actor.request(i) for i in (1, 2, 3, 4))

@@ -1,7 +1,7 @@
 """`slotwarden check-trace FILE`: replay a slot-event trace (docs/traces.md) against the model.
 
 The file is read line by line and every line is applied to the pure model as it comes
-(`slotwarden.cli.trace_replay`): a line the model refuses is a finding and changes nothing, and
+(`slotwarden.cli.trace.replay`): a line the model refuses is a finding and changes nothing, and
 the replay goes on. At the end every slot that is not FREE is a leak. The report gives the first
 illegal move with the history of its slot, the leaks, and a summary; the exit status is 0 only
 when there is neither. Memory is bounded by the pool and the replay's windows, not the trace.
@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from slotwarden.cli.trace_replay import HISTORY, MAX_CAPACITY, Replay
-from slotwarden.cli.trace_report import Finding, Leak, Move, Report, show
+from slotwarden.cli.trace.replay import HISTORY, MAX_CAPACITY, Replay
+from slotwarden.cli.trace.report import Finding, Leak, Move, Report, show
 from slotwarden.model.errors import cut
 from slotwarden.runtime.trace import Header, TraceFormatError, TraceLine, parse
 
@@ -134,7 +134,7 @@ def run(args) -> int:
         return 2
     print(render(report, str(path)))
     if args.plot:
-        from slotwarden.cli.trace_plot import PlotUnavailable, plot
+        from slotwarden.cli.trace.plot import PlotUnavailable, plot
 
         try:
             plot(report, args.plot)

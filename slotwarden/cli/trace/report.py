@@ -45,7 +45,7 @@ class Leak(NamedTuple):
 
 
 class Report(NamedTuple):
-    """What a replay found. It keeps windows, not the whole trace (`slotwarden.cli.trace_replay`):
+    """What a replay found. It keeps windows, not the whole trace (`slotwarden.cli.trace.replay`):
     `findings` are the first illegal moves (`illegal` counts them all) and `moves` the plot's
     window, each slot's moves on those lines and its last move before them."""
 

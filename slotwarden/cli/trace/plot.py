@@ -5,7 +5,7 @@ of the state's group (`slotwarden.model.palette`, as in the lifecycle diagrams) 
 with the state and who holds it (`s5>r3`: session 5's slot, lent to request 3). The first
 illegal move is marked on its slot's lane, in the refused colour, with the error's first words.
 With no finding the plot shows the end of the trace. It draws from the report's window of moves
-(`slotwarden.cli.trace_replay`): those lines and each slot's last move before them.
+(`slotwarden.cli.trace.replay`): those lines and each slot's last move before them.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.palette import LINE, REFUSED, colour, ink
 from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, Group
 
-from slotwarden.cli.trace_replay import AFTER, BEFORE
-from slotwarden.cli.trace_report import Report
+from slotwarden.cli.trace.replay import AFTER, BEFORE
+from slotwarden.cli.trace.report import Report
 
 MAX_LANES = 12
 

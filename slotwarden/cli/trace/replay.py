@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
-from slotwarden.cli.trace_report import Finding, Leak, Move, Report
+from slotwarden.cli.trace.report import Finding, Leak, Move, Report
 from slotwarden.model.errors import BadSlotId, LifecycleError
 from slotwarden.model.free import free_rule
 from slotwarden.model.pool import check_ids
