@@ -30,6 +30,7 @@ def summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
         "differential",
         "hypothesis",
         "continuity",
+        "interrupts",
         "faults",
         "mutants",
         "bad input",
