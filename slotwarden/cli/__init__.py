@@ -1,4 +1,4 @@
-"""The command line: `slotwarden verify | test | diagram | docs | bench | demo | check-trace`."""
+"""The command line: `slotwarden verify | diagram | docs | bench | demo | check-trace`."""
 
 from slotwarden.cli.commands import main
 
