@@ -1,0 +1,21 @@
+"""The SGLang adapter: slotwarden's lifecycle enforced inside SGLang's own objects.
+
+    import slotwarden.adapters.sglang as sw; sw.install()      # before SGLang builds its pools
+    pytest -p slotwarden.adapters.sglang ...                   # the same, for a test run
+    SLOTWARDEN_SGLANG=1 python -m slotwarden.adapters.sglang --model-path ...   # a server
+
+Every Mamba slot move SGLang makes is attributed to SGLang's own object (the `Req`, the
+streaming session's record, the tree node, the scheduler's step) and checked against the
+declared lifecycle at the call; a bad one raises the model's typed error there, with the call
+site and the slot's last moves, and changes nothing. docs/sglang.md has the table of call sites.
+"""
+
+from slotwarden.adapters.sglang.install import install, installed, uninstall
+from slotwarden.adapters.sglang.slots import GuardedSlots, LockedEviction
+
+__all__ = ["GuardedSlots", "LockedEviction", "install", "installed", "uninstall", "pytest_configure"]
+
+
+def pytest_configure(config) -> None:
+    """As a pytest plugin (`-p slotwarden.adapters.sglang`): install before any test runs."""
+    install()

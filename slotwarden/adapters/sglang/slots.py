@@ -1,0 +1,245 @@
+"""`GuardedSlots`: SGLang's `MambaSlotAllocator` with the ownership ledger in front.
+
+It has the allocator's API (`alloc`, `free`, `clear`, the alloc groups, `free_slots`, the
+sizes); every move goes through a `GuardedAllocator` (runtime/guarded_allocator.py), attributed
+as `who.WHO` says. A refused move raises the model's typed error at SGLang's call, with the
+call site and the slot's last moves added as notes, and changes nothing.
+
+Beyond the allocator's calls it keeps what the tree and the sessions need: the tree locks it
+has seen (a lock of a slot whose insert is not fenced yet waits for the fence that publishes
+it), the records an aborted turn's session gave up, and the steps in flight.
+`clear()` is SGLang's flush: legal when no request uses a slot; the tree's slots are evicted,
+the sessions' records closed and every slot fenced free before the engine's list is reset.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from slotwarden.model.errors import LifecycleError
+from slotwarden.model.free import free_rule
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Group, State
+from slotwarden.runtime.guarded_allocator import ANONYMOUS, GuardedAllocator, HeldSlots, acting
+
+from slotwarden.adapters.sglang import who as W
+
+_CACHE, _REQUEST = int(ActorKind.CACHE), int(ActorKind.REQUEST)
+_CACHED, _CACHING = int(State.CACHED), int(State.CACHING)
+
+
+class LockedEviction(LifecycleError):
+    """The tree frees a slot that a tree lock still holds (its insert not yet fenced)."""
+
+
+class GuardedSlots:
+    """Wraps `raw` (a `MambaSlotAllocator`, every slot free) with the lifecycle's ledger."""
+
+    def __init__(self, raw, *, trace=None):
+        self.raw = raw
+        self.guarded = GuardedAllocator(raw, unattributed="trust", trace=trace)
+        self.guard, self.ledger = self.guarded.guard, self.guarded.ledger
+        lc = self.ledger.lifecycle
+        self._uses = np.array([lc.spec(s).group is Group.BATCH_OWNED for s in State]) | self.ledger.lent
+        self.locks: dict[int, list] = {}  # id(TreeLock) -> [lock, actor, slot or None, published]
+        self.yielded: dict[int, tuple] = {}  # id(ReqKvInfo) -> (record, session actor)
+        self.unattributed = 0  # allocs no call site named (owned by ANONYMOUS)
+        self.done: dict[int, bool] = {}  # launched step -> whether its results were processed
+
+    def __getattr__(self, name):  # `size`, `device` and the rest of the allocator's API
+        if name in ("raw", "guarded", "guard", "ledger"):
+            raise AttributeError(name)
+        return getattr(self.raw, name)
+
+    # -- SGLang's allocator API -------------------------------------------------------------
+    @property
+    def free_slots(self):
+        return self.raw.free_slots
+
+    def available_size(self) -> int:
+        return self.raw.available_size()
+
+    def schedulable_available_size(self) -> int:
+        return self.raw.schedulable_available_size()
+
+    def alloc_group_begin(self, num_reqs: int) -> None:
+        """SGLang prefetches slots for the round; they stay FREE in the ledger until `alloc`
+        hands one out, and the unused ones go back through the engine's own `free`."""
+        self.raw.alloc_group_begin(num_reqs)
+
+    def alloc_group_end(self) -> None:
+        self.raw.alloc_group_end()
+
+    def alloc(self, need_size: int):
+        who = W.WHO.get()
+        actor = self._alloc_actor(who, need_size)
+        with acting(actor):
+            ids = self._noted(lambda: self.guarded.alloc(need_size), who)
+        if ids is not None and who.admit and ids.numel():
+            self.fire(Event.ADMIT, ids, actor)
+        return ids
+
+    def free(self, free_index) -> None:
+        if getattr(free_index, "numel", None) is not None and free_index.numel() == 0:
+            return
+        who = W.WHO.get()
+        self._noted(lambda: self._free(free_index, who), who)
+
+    def clear(self) -> None:
+        """SGLang's flush (after the tree's reset): see the module docstring."""
+        self.fence()
+        led = self.ledger
+        state = led.cols.state
+        used = np.flatnonzero(self._uses[state[1:]]) + 1
+        if used.size:
+            s = int(used[0])
+            raise HeldSlots(
+                f"clear while {used.size} slots are used by requests: slot {s} is "
+                f"{led.record(s).state.name}\n" + led.recorder.explain(used[:1])
+            )
+        for lock, actor, slot, published in list(self.locks.values()):
+            if published:
+                self.fire(Event.UNLOCK, [slot], actor)
+        self.locks.clear()
+        self._each(Event.EVICT, ActorKind.CACHE)
+        self._each(Event.CLOSE, ActorKind.SESSION)
+        self.guard.fence()
+        left = np.flatnonzero(state[1:] != int(State.FREE)) + 1
+        if left.size:
+            s = int(left[0])
+            raise HeldSlots(f"clear while a step on the device may use slot {s} ({led.record(s).state.name})")
+        self.yielded.clear()
+        self.raw.clear()
+
+    # -- moves the hooks make ---------------------------------------------------------------
+    def fire(self, event: Event, ids, actor: Actor, target: int = NOBODY) -> None:
+        self.guard.fire(event, _as_list(ids), actor, target)
+
+    def state(self, slot: int) -> State:
+        return State(int(self.ledger.cols.state[slot]))
+
+    def launch(self) -> int:
+        """A step goes to the device: releases from now wait for its results to be processed."""
+        box: list[int] = []
+        step = self.guard.launch(lambda: self.done.get(box[0], True))
+        box.append(step)
+        self.done[step] = False
+        return step
+
+    def fence(self, step: int | None = None) -> None:
+        """Results of `step` (None: every step) are processed: its releases free, its inserts
+        published, and the locks waiting for them taken."""
+        for s in list(self.done):
+            if step is None or s <= step:
+                self.done.pop(s)
+        self.guard.fence(None)
+        self._publish()
+
+    def lock(self, lock, slot: int | None) -> None:
+        """A tree lock was taken on a node whose Mamba value is `slot` (None: a tombstone)."""
+        actor = Actor.request(W.fresh())
+        entry = [lock, actor, slot, False]
+        self.locks[id(lock)] = entry
+        if slot is not None and self.state(slot) != State.CACHING:
+            self.fire(Event.LOCK, [slot], actor)
+            entry[3] = True
+
+    def unlock(self, lock) -> None:
+        entry = self.locks.pop(id(lock), None)
+        if entry is not None and entry[3]:
+            self.fire(Event.UNLOCK, [entry[2]], entry[1])
+
+    # -- internals ---------------------------------------------------------------------------
+    def _alloc_actor(self, who: W.Who, n) -> Actor:
+        if who.mode is W.Mode.ACTOR:
+            return who.actor
+        if who.mode is W.Mode.QUEUE and who.queue:
+            actor, want = who.queue.pop(0)
+            if want != n:
+                raise LifecycleError(f"{who.site}: SGLang asked alloc({n}) where the adapter expected alloc({want})")
+            return actor
+        if who.mode is not W.Mode.PASS:
+            self.unattributed += 1
+        return Actor.request(ANONYMOUS)
+
+    def _free(self, free_index, who: W.Who) -> None:
+        if who.mode is W.Mode.ACTOR:
+            with acting(who.actor):
+                return self.guarded.free(free_index)
+        if who.mode is W.Mode.PASS:
+            with acting(None):
+                return self.guarded.free(free_index)
+        ids = self.ledger.checked_ids(free_index, "free", who.actor)
+        if who.mode is W.Mode.TREE:
+            return self._evict(free_index, ids)
+        for actor, group in self._holders(ids):  # checked whole first: all or none
+            with acting(actor):
+                self.guarded.free(free_index if len(group) == ids.size else _tensor(group, free_index))
+
+    def _holders(self, ids: np.ndarray) -> list:
+        """The free's groups by the request that uses each slot (a borrower, or the owning
+        request), each checked against the declaration before any is applied."""
+        c, led = self.ledger.cols, self.ledger
+        state = c.state[ids]
+        holder = np.where(led.owner_kinds[state] == _REQUEST, c.owner[ids], NOBODY)
+        holder = np.where(led.lent[state], c.borrower[ids], holder)
+        known = holder[holder != NOBODY]
+        holder = np.where(holder == NOBODY, known[0] if known.size else ANONYMOUS, holder)
+        if (holder == holder[0]).all():
+            return [(Actor.request(int(holder[0])), ids)]
+        groups = [(Actor.request(h), ids[holder == h]) for h in np.unique(holder).tolist()]
+        for actor, group in groups:
+            for s in group.tolist():
+                free_rule(led.record(s), actor, led.lifecycle, s)
+        return groups
+
+    def _evict(self, free_index, ids: np.ndarray) -> None:
+        c, led = self.ledger.cols, self.ledger
+        kinds = led.owner_kinds[c.state[ids]]
+        bad = np.flatnonzero(kinds != _CACHE)
+        if bad.size:
+            s = int(ids[bad[0]])
+            free_rule(led.record(s), Actor.cache(max(int(c.owner[s]), 0)), led.lifecycle, s)  # raises
+        waiting = {e[2] for e in self.locks.values() if not e[3]}
+        held = [s for s in ids.tolist() if s in waiting] if waiting else []
+        if held:
+            raise LockedEviction(
+                f"the tree frees slot {held[0]} (node {int(c.owner[held[0]])}), which a tree "
+                "lock holds\n" + led.recorder.explain(np.array(held[:1]))
+            )
+        with acting(None):  # each slot by its owning node: an eviction
+            self.guarded.free(free_index)
+
+    def _each(self, event: Event, kind: ActorKind) -> None:
+        c = self.ledger.cols
+        kinds = self.ledger.owner_kinds[c.state]
+        ids = np.flatnonzero(kinds[1:] == int(kind)) + 1
+        if ids.size:
+            self.ledger.apply_each(event, ids, c.owner[ids].copy())
+
+    def _publish(self) -> None:
+        for entry in self.locks.values():
+            if not entry[3] and entry[2] is not None and self.state(entry[2]) == State.CACHED:
+                self.fire(Event.LOCK, [entry[2]], entry[1])
+                entry[3] = True
+
+    def _noted(self, call, who: W.Who):
+        try:
+            return call()
+        except LifecycleError as exc:
+            exc.add_note(f"at SGLang's {who.site or 'allocator call (attributed to the slot holder)'}")
+            slot = getattr(exc, "slot_id", None)
+            if isinstance(slot, int) and 1 <= slot <= self.ledger.capacity:
+                exc.add_note(self.ledger.recorder.explain(np.array([slot])))
+            raise
+
+
+def _as_list(ids):
+    if isinstance(ids, (list, np.ndarray)):
+        return ids
+    return ids.reshape(-1).tolist()  # a device sync for CUDA ids: once per session or tree move
+
+
+def _tensor(group: np.ndarray, like):
+    import torch
+
+    return torch.from_numpy(group).to(like.device)
