@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from slotwarden.adapters.sglang.document import document as sglang_document
 from slotwarden.model.diagram import RenderUnavailable, render
 from slotwarden.model.document import SEED_BUG_SVG, lifecycle_markdown, seed_bug
 
@@ -14,7 +15,7 @@ PICTURES = ("lifecycle.svg", SEED_BUG_SVG)
 def generated(svg: bool = True) -> dict[str, bytes]:
     """{file name under docs/: content}. The pictures need pygraphviz; without it, they are
     left out when `svg` is False and raise `RenderUnavailable` otherwise."""
-    files = {"lifecycle.md": lifecycle_markdown().encode()}
+    files = {"lifecycle.md": lifecycle_markdown().encode(), "sglang.md": sglang_document().encode()}
     if svg:
         view = seed_bug()
         files["lifecycle.svg"] = render("svg")

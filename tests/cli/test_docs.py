@@ -24,7 +24,7 @@ def _has_pygraphviz():
         return False
 
 
-@pytest.mark.parametrize("name", ["lifecycle.md", *PICTURES])
+@pytest.mark.parametrize("name", ["lifecycle.md", "sglang.md", *PICTURES])
 def test_checked_in_docs_match_the_declaration(name):
     if name.endswith(".svg") and not _has_pygraphviz():
         pytest.skip("the SVG needs pygraphviz (pip install 'slotwarden[render]')")
