@@ -1,8 +1,8 @@
 """The SGLang adapter: slotwarden's lifecycle enforced inside SGLang's own objects.
 
-    import slotwarden.adapters.sglang as sw; sw.install()      # before SGLang builds its pools
-    pytest -p slotwarden.adapters.sglang ...                   # the same, for a test run
-    SLOTWARDEN_SGLANG=1 python -m slotwarden.adapters.sglang --model-path ...   # a server
+    SLOTWARDEN_SGLANG=1 python -m sglang.launch_server ...     # a server (SGLang's plugin hook)
+    import slotwarden.adapters.sglang as sw; sw.install()      # in code, before the pools are built
+    pytest -p slotwarden.adapters.sglang ...                   # for a test run
 
 Every Mamba slot move SGLang makes is attributed to SGLang's own object (the `Req`, the
 streaming session's record, the tree node, the scheduler's step) and checked against the

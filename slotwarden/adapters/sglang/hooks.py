@@ -8,6 +8,7 @@ call-site table (sites.py) names every one of them.
 
 from __future__ import annotations
 
+from slotwarden.model.step import legal_rule
 from slotwarden.model.vocabulary import NOBODY, Actor, Event, State
 from slotwarden.runtime.guarded_allocator import ANONYMOUS
 
@@ -135,25 +136,36 @@ def _node_slot(cache, node_id) -> int | None:
     return None if value is None else int(value.reshape(-1)[0])  # a device sync: once per tree move
 
 
+def _donor(slots, slot: int) -> Actor:
+    """Who donates `slot` to the tree: the acting request, else the request that owns it."""
+    who = W.WHO.get()
+    if who.mode is W.Mode.ACTOR:
+        return who.actor
+    owner = slots.ledger.record(slot).owner
+    return Actor.request(owner if owner != NOBODY else ANONYMOUS)
+
+
 def cache_insert(orig):
+    """INSERT, checked before the tree walks (a refusal leaves the tree as it was) and made
+    only if the tree took the state. A slot its request took and never ran is admitted first:
+    a donated state was written by a step."""
+
     def insert(self, params, *args, **kwargs):
         slots = _tree_slots(self)
         value = getattr(params, "mamba_value", None)
         if slots is None or value is None:
             return orig(self, params, *args, **kwargs)
-        slot = int(value.reshape(-1)[0])
+        slot = int(value.reshape(-1)[0])  # a device sync: once per insert
+        donor, rec = _donor(slots, slot), slots.ledger.record(slot)
+        admit = rec.state is State.TAKEN and rec.owner == donor.id
+        if not admit:
+            legal_rule(rec, Event.INSERT, donor, 0, slots.ledger.lifecycle, slot_id=slot)
         result = orig(self, params, *args, **kwargs)
         node = result.last_device_node
-        if isinstance(node, int) and _node_slot(self, node) == slot:  # the tree took the request's state
-            rec, who = slots.ledger.record(slot), W.WHO.get()
-            owner = (
-                who.actor
-                if who.mode is W.Mode.ACTOR
-                else Actor.request(rec.owner if rec.owner != NOBODY else ANONYMOUS)
-            )
-            if rec.state is State.TAKEN and rec.owner == owner.id:  # a donated state was written by a step
-                slots.fire(Event.ADMIT, [slot], owner)
-            slots.fire(Event.INSERT, [slot], owner, node)
+        if isinstance(node, int) and _node_slot(self, node) == slot:
+            if admit:
+                slots.fire(Event.ADMIT, [slot], donor)
+            slots.fire(Event.INSERT, [slot], donor, node)
             if not slots.done:  # no step in flight: the write is finished, publish it
                 slots.fence()
         return result
