@@ -7,14 +7,17 @@ STAMP := $(VENV)/.installed
 
 .PHONY: verify test docs bench clean
 
-$(STAMP): pyproject.toml setup.py runtime/ledger/_move.c
+$(STAMP): pyproject.toml setup.py runtime/ledger/_move.c requirements/sglang.txt requirements/torch.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
 	# also builds the ledger's compiled move (runtime/ledger/_move.c) with the machine's C compiler
 	$(BIN)/pip install --quiet -e '.[render,plot,dev]'
-	# SGLang's real slot allocator, for the tests and benchmarks that run beside it: --no-deps,
-	# only its allocator's module file is ever loaded
+	# SGLang's real objects, for the tests and benchmarks that run beside it: --no-deps (the benches
+	# load only its allocator's module file; tests/adapters/sglang imports its pools, cache and session)
 	$(BIN)/pip install --quiet --no-deps sglang==0.5.23
+	# what SGLang's radix cache, session, Req and scheduler import (pinned, small wheels), held to the
+	# torch above; triton and torchvision are stubbed in tests/adapters/sglang/stubs.py instead
+	$(BIN)/pip install --quiet -r requirements/sglang.txt -c requirements/torch.txt
 	touch $(STAMP)
 
 verify: $(STAMP)
