@@ -10,15 +10,20 @@ import sys
 import pytest
 import torch
 
-import slotwarden.adapters.sglang as sw
-from slotwarden.adapters.sglang import sites
-from slotwarden.adapters.sglang.hooks import HOOKS
-from slotwarden.adapters.sglang.install import MODULES_LOADED
-from slotwarden.model.errors import BadSlotId
-from slotwarden.model.free import IllegalFree
-from slotwarden.runtime.guarded_allocator import HeldSlots
+from adapters.sglang import installed
 
-from adapters.sglang import flow, objects
+if installed.skip_reason() is not None:
+    pytest.skip(installed.skip_reason(), allow_module_level=True)
+
+import slotwarden.adapters.sglang as sw  # noqa: E402
+from slotwarden.adapters.sglang import sites  # noqa: E402
+from slotwarden.adapters.sglang.hooks import HOOKS  # noqa: E402
+from slotwarden.adapters.sglang.install import MODULES_LOADED  # noqa: E402
+from slotwarden.model.errors import BadSlotId  # noqa: E402
+from slotwarden.model.free import IllegalFree  # noqa: E402
+from slotwarden.runtime.guarded_allocator import HeldSlots  # noqa: E402
+
+from adapters.sglang import flow, objects  # noqa: E402
 
 
 @pytest.fixture
@@ -204,3 +209,19 @@ def test_every_hook_is_in_the_table_and_installed(guarded):
     for key in HOOKS:
         cls = MODULES_LOADED[key.split(".")[0]]
         assert hasattr(getattr(cls, key.split(".", 1)[1]), "__wrapped__"), key
+
+
+def test_a_free_read_as_the_owners_would_let_pr_21404_through(guarded, monkeypatch):
+    """The broken variant the refusal above rules out: a free attributed to the slot's owner
+    (the session) is a legal CLOSE, so the seed bug would pass."""
+    from slotwarden.adapters.sglang.slots import GuardedSlots
+    from slotwarden.model.vocabulary import Actor
+
+    def owners(self, ids):
+        return [(Actor.session(int(self.ledger.cols.owner[ids[0]])), ids)]
+
+    monkeypatch.setattr(GuardedSlots, "_holders", owners)
+    fx = objects.build()
+    turn = _lent_turn(fx)
+    _pr_21404_rollback(fx, turn)  # accepted: the session's slot is released under it
+    assert fx.pool.mamba_allocator.state(1).name in ("RELEASED", "FREE")
