@@ -209,19 +209,3 @@ def test_every_hook_is_in_the_table_and_installed(guarded):
     for key in HOOKS:
         cls = MODULES_LOADED[key.split(".")[0]]
         assert hasattr(getattr(cls, key.split(".", 1)[1]), "__wrapped__"), key
-
-
-def test_a_free_read_as_the_owners_would_let_pr_21404_through(guarded, monkeypatch):
-    """The broken variant the refusal above rules out: a free attributed to the slot's owner
-    (the session) is a legal CLOSE, so the seed bug would pass."""
-    from slotwarden.adapters.sglang.slots import GuardedSlots
-    from slotwarden.model.vocabulary import Actor
-
-    def owners(self, ids):
-        return [(Actor.session(int(self.ledger.cols.owner[ids[0]])), ids)]
-
-    monkeypatch.setattr(GuardedSlots, "_holders", owners)
-    fx = objects.build()
-    turn = _lent_turn(fx)
-    _pr_21404_rollback(fx, turn)  # accepted: the session's slot is released under it
-    assert fx.pool.mamba_allocator.state(1).name in ("RELEASED", "FREE")

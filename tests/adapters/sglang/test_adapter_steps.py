@@ -59,6 +59,22 @@ def test_a_release_waits_for_its_steps_results(guarded):
     assert slots.state(slot) is State.FREE and slot in slots.free_slots.tolist()
 
 
+def test_without_the_batchs_admit_a_release_would_skip_its_fence(guarded, monkeypatch):
+    """The broken variant the test above rules out: slots never admitted with their batch are
+    candidates, and a candidate's free is a rollback, free at once under the step in flight."""
+    from slotwarden.adapters.sglang import records
+
+    monkeypatch.setattr(records, "admit", lambda *args: None)
+    fx = objects.build(sizes=objects.Sizes(mamba_slots=2))
+    slots = fx.pool.mamba_allocator
+    a = objects.make_req([1, 2, 3])
+    flow.start(fx, a)
+    slot = int(a.kv.mamba_pool_idx)
+    slots.launch()
+    fx.pool.free_mamba_cache(a)
+    assert slots.state(slot) is State.FREE and slot in slots.free_slots.tolist()
+
+
 def test_a_lock_on_an_unpublished_insert_is_taken_at_its_fence(guarded):
     fx = objects.build()
     slots, a, step = _finished_in_flight(fx)
