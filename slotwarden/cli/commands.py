@@ -141,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "docs",
-        help="regenerate docs/lifecycle.md, docs/lifecycle.svg and docs/seed-bug.svg",
+        help="regenerate docs/lifecycle.md, docs/sglang.md, docs/lifecycle.svg and docs/seed-bug.svg",
         description="Regenerate the generated documentation from the declaration (a test fails when it drifts).",
     )
     p.add_argument("--dir", default=str(DOCS), help="the docs folder (default: docs)")
