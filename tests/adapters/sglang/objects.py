@@ -80,8 +80,8 @@ def _server_args(sizes: Sizes, extra_buffer: bool) -> ServerArgs:
     return args
 
 
-def build(extra_buffer: bool = False, sizes: Sizes = Sizes()) -> Fixture:
-    """Fresh pools and cache; the Python tree core (the Rust core runs no Python hooks)."""
+def build(extra_buffer: bool = False, sizes: Sizes = Sizes(), backend: str = "python") -> Fixture:
+    """Fresh pools and cache on the tree core `backend` ("python", or SGLang's default "rust")."""
     set_global_server_args_for_scheduler(_server_args(sizes, extra_buffer))
     with envs.SGLANG_MAMBA_SSM_DTYPE.override("bfloat16"):
         shape = Mamba2StateShape.create(
@@ -129,9 +129,9 @@ def build(extra_buffer: bool = False, sizes: Sizes = Sizes()) -> Fixture:
         enable_mamba_extra_buffer=extra_buffer,
         eviction_policy="lru",
     )
-    with envs.SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND.override("python"):
+    with envs.SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND.override(backend):
         cache = UnifiedRadixCache(params=init)
-    assert cache._tree_core_backend == "python", cache._tree_core_backend
+    assert cache._tree_core_backend == backend, cache._tree_core_backend
     return Fixture(pool, kv_allocator, cache, sizes, extra_buffer)
 
 

@@ -1,0 +1,76 @@
+"""The scenarios of scenarios.py with the adapter installed: what SGLang shows is what it shows
+bare, no legal move is refused, and the ledger's audit is clean, the engine's free list agreeing
+slot by slot. The real scheduler's prefill round and flush run too (shell.py)."""
+
+import pytest
+
+from adapters.sglang import installed
+
+if installed.skip_reason() is not None:
+    pytest.skip(installed.skip_reason(), allow_module_level=True)
+
+import slotwarden.adapters.sglang as sw  # noqa: E402
+
+from adapters.sglang import census, objects, scenarios  # noqa: E402
+
+SCENARIOS = ["plain", "radix", "session", "alloc_group", "flush", "rollback"]
+
+
+def _run(name: str, extra_buffer: bool, guard: bool, backend: str = "python"):
+    sw.uninstall()
+    if guard:
+        sw.install()
+    try:
+        fx = objects.build(extra_buffer=extra_buffer, backend=backend)
+        return fx, getattr(scenarios, name)(fx)
+    finally:
+        sw.uninstall()
+
+
+PUBLISH_GAP = pytest.mark.xfail(
+    strict=True,
+    reason="not modelled: with extra buffers, a session's first turn donates a track slot of the session's "
+    "record to the tree; the lifecycle has no move that takes a session-owned slot out of its session but "
+    "the session's close (model/properties.py session_kept), so the adapter refuses this legal SGLang move",
+)
+CASES = [
+    pytest.param(name, extra, id=f"{name}-{'extra_buffer' if extra else 'no_buffer'}", marks=PUBLISH_GAP)
+    if (name, extra) == ("session", True)
+    else pytest.param(name, extra, id=f"{name}-{'extra_buffer' if extra else 'no_buffer'}")
+    for name in SCENARIOS
+    for extra in (False, True)
+]
+
+
+@pytest.mark.parametrize(("name", "extra_buffer"), CASES)
+def test_scenario_runs_the_same_guarded(name, extra_buffer):
+    _, bare = _run(name, extra_buffer, guard=False)
+    fx, seen = _run(name, extra_buffer, guard=True)
+    slots = fx.pool.mamba_allocator
+    assert isinstance(slots, sw.GuardedSlots)
+    assert _comparable(seen) == _comparable(bare)
+    audit = slots.guarded.audit()
+    assert audit.problems == () and audit.free_list_ok, audit
+    assert slots.unattributed == 0
+    census.assert_balanced(fx)
+
+
+def _comparable(seen: dict) -> dict:
+    """What a scenario saw, with request ids (a counter's, new in each run) read as counts."""
+    out = {}
+    for key, value in seen.items():
+        if isinstance(value, list) and value and all(isinstance(v, str) and v.startswith("req-") for v in value):
+            value = len(value)
+        out[key] = value
+    return out
+
+
+@pytest.mark.parametrize("name", ["radix", "session", "flush"])
+def test_scenario_runs_the_same_on_the_rust_tree_core(name):
+    """SGLang's default tree core: the hooks are the cache's and the component's public
+    methods, which both cores go through."""
+    _, bare = _run(name, False, guard=False, backend="rust")
+    fx, seen = _run(name, False, guard=True, backend="rust")
+    assert _comparable(seen) == _comparable(bare)
+    audit = fx.pool.mamba_allocator.guarded.audit()
+    assert audit.problems == () and audit.free_list_ok, audit
