@@ -113,10 +113,12 @@ def pool_free_mamba_cache(orig):
 
 # -- UnifiedRadixCache ------------------------------------------------------------------------
 def _mamba_type(cache):
-    for kind, comp in getattr(cache, "components", {}).items():
-        if type(comp).__name__ == "MambaComponent":
-            return kind
-    return None
+    """The tree's component type of Mamba state (read once per cache)."""
+    kind = cache.__dict__.get("_slotwarden_mamba", False)
+    if kind is False:
+        kind = next((k for k, c in cache.components.items() if type(c).__name__ == "MambaComponent"), None)
+        cache.__dict__["_slotwarden_mamba"] = kind
+    return kind
 
 
 def _tree_slots(cache) -> GuardedSlots | None:

@@ -12,6 +12,8 @@ import numpy as np
 
 from slotwarden.model.vocabulary import Actor, Event, State
 
+_TAKEN, _LENT = int(State.TAKEN), int(State.LENT)
+
 
 def slot_ids(kv) -> list[int]:
     """The slots `kv` holds: its state slot, then its track slots."""
@@ -24,16 +26,14 @@ def slot_ids(kv) -> list[int]:
 
 def admit(slots, kv, req: Actor) -> None:
     """The record's slots that `req` took or borrows join the running batch."""
-    ids = np.array(slot_ids(kv), dtype=np.int64)
-    if not ids.size:
-        return
-    c = slots.ledger.cols
-    state = c.state[ids]
-    mine = ((state == int(State.TAKEN)) & (c.owner[ids] == req.id)) | (
-        (state == int(State.LENT)) & (c.borrower[ids] == req.id)
-    )
-    if mine.any():
-        slots.fire(Event.ADMIT, ids[mine], req)
+    v = slots.ledger.views  # a slot at a time, in plain ints: a record holds one to three
+    mine = [
+        s
+        for s in slot_ids(kv)
+        if (v.state[s] == _TAKEN and v.owner[s] == req.id) or (v.state[s] == _LENT and v.borrower[s] == req.id)
+    ]
+    if mine:
+        slots.fire(Event.ADMIT, mine, req)
 
 
 def give_back(slots, ids: list[int], req: Actor, event: Event | None) -> None:

@@ -40,6 +40,8 @@ class GuardedSlots:
         self.guard, self.ledger = self.guarded.guard, self.guarded.ledger
         lc = self.ledger.lifecycle
         self._uses = np.array([lc.spec(s).group is Group.BATCH_OWNED for s in State]) | self.ledger.lent
+        # the events that can free a slot at once: only they need the engine told (the guard's fire)
+        self._freeing = frozenset(r.event for r in lc.rules if lc.spec(r.dest).group is Group.FREE)
         self.locks: dict[int, list] = {}  # id(TreeLock) -> [lock, actor, slot or None, published]
         self.yielded: dict[int, tuple] = {}  # id(ReqKvInfo) -> (record, session actor)
         self.unattributed = 0  # allocs no call site named (owned by ANONYMOUS)
@@ -112,7 +114,12 @@ class GuardedSlots:
 
     # -- moves the hooks make ---------------------------------------------------------------
     def fire(self, event: Event, ids, actor: Actor, target: int = NOBODY) -> None:
-        self.guard.fire(event, _as_list(ids), actor, target)
+        """`actor` moves `ids` (a list, an array or an index tensor) by `event`, checked whole."""
+        ids = np.asarray(_as_list(ids), dtype=np.int64)
+        if event in self._freeing:
+            self.guard.fire(event, ids, actor, target)
+        else:  # nothing becomes free: the engine's list is not concerned
+            self.ledger.apply(event, ids, actor, target)
 
     def state(self, slot: int) -> State:
         return State(int(self.ledger.cols.state[slot]))
@@ -206,8 +213,12 @@ class GuardedSlots:
                 f"the tree frees slot {held[0]} (node {int(c.owner[held[0]])}), which a tree "
                 "lock holds\n" + led.recorder.explain(np.array(held[:1]))
             )
-        with acting(None):  # each slot by its owning node: an eviction
-            self.guarded.free(free_index)
+        owners = c.owner[ids]
+        if (owners == owners[0]).all():
+            self.ledger.apply(Event.EVICT, ids, Actor.cache(int(owners[0])))
+        else:
+            self.ledger.apply_each(Event.EVICT, ids, owners.copy())
+        self.guard.fence()  # released: free at the fence of the steps that may use them
 
     def _each(self, event: Event, kind: ActorKind) -> None:
         c = self.ledger.cols
