@@ -35,6 +35,11 @@ _BR, _LM = (
 )
 _LAZY = "lazy extra-buffer track slot, alloc in a batch loop: owned by the anonymous request, freed by its holder"
 _LMC = "LMCache external loads: their own slot flow, not modelled"
+_HA = "mem_cache/hybrid_cache/hybrid_pool_assembler.py"
+_HIC = (
+    "HiCache's host pool takes the (guarded) allocator's alloc and free as callbacks: its load-back "
+    "allocs are owned by the anonymous request, freed by their holder"
+)
 
 SITES = (
     Site(
@@ -248,6 +253,8 @@ SITES = (
         "unguarded",
         "unified memory: its allocator is not wrapped",
     ),
+    Site(_HA, "build_hybrid_mamba_stack", "trusted", _HIC),
+    Site(_HA, "build_hybrid_mamba_swa_stack", "trusted", _HIC),
     Site(_LM, "LMCacheUnifiedRadixCache.reset", "unguarded", _LMC),
     Site(_LM, "LMCacheUnifiedRadixCache._start_external_load", "unguarded", _LMC),
     Site(_LM, "LMCacheUnifiedRadixCache._finish_failed_load", "unguarded", _LMC),
@@ -262,8 +269,8 @@ def sglang_root() -> pathlib.Path | None:
 
 
 def scan(root: pathlib.Path) -> dict[tuple[str, str], list[str]]:
-    """Every function of SGLang's source under `root` that calls `mamba_allocator.<call>(...)`:
-    (file, Class.method) -> ["free:1831", ...]."""
+    """Every function of SGLang's source under `root` that calls `mamba_allocator.<call>(...)`
+    or takes it as a callback: (file, Class.method) -> ["free:1831", ...]."""
     found: dict[tuple[str, str], list[str]] = {}
     for path in sorted(root.rglob("*.py")):
         try:
@@ -288,13 +295,13 @@ class _Scan(ast.NodeVisitor):
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scoped
 
-    def visit_Call(self, node):
-        fn = node.func
-        if isinstance(fn, ast.Attribute) and fn.attr in CALLS:
-            base = fn.value
+    def visit_Attribute(self, node):
+        """`mamba_allocator.<call>`, called or captured as a bound method (a callback)."""
+        if node.attr in CALLS:
+            base = node.value
             name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", None)
             if name == "mamba_allocator":
-                self.found.setdefault((self.file, ".".join(self.stack)), []).append(f"{fn.attr}:{node.lineno}")
+                self.found.setdefault((self.file, ".".join(self.stack)), []).append(f"{node.attr}:{node.lineno}")
         self.generic_visit(node)
 
 
