@@ -31,6 +31,10 @@ class LockedEviction(LifecycleError):
     """The tree frees a slot that a tree lock still holds (its insert not yet fenced)."""
 
 
+class SiteMismatch(LifecycleError):
+    """SGLang's code made a call the adapter's reading of it did not expect (another version)."""
+
+
 class GuardedSlots:
     """Wraps `raw` (a `MambaSlotAllocator`, every slot free) with the lifecycle's ledger."""
 
@@ -162,7 +166,7 @@ class GuardedSlots:
         if who.mode is W.Mode.QUEUE and who.queue:
             actor, want = who.queue.pop(0)
             if want != n:
-                raise LifecycleError(f"{who.site}: SGLang asked alloc({n}) where the adapter expected alloc({want})")
+                raise SiteMismatch(f"{who.site}: SGLang asked alloc({n}) where the adapter expected alloc({want})")
             return actor
         if who.mode is not W.Mode.PASS:
             self.unattributed += 1
