@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 
 from slotwarden.model.errors import BadActor, BadInput, BadSlotId, FenceError
+from slotwarden.model.table import ILLEGAL
 from slotwarden.model.vocabulary import NOBODY, Actor, Event
 
 from slotwarden.runtime import inputs
@@ -32,7 +33,7 @@ from slotwarden.runtime.ledger.codes import CHECKS, RUN_MIN, SMALL, STEP_MAX  # 
 from slotwarden.runtime.ledger.codes import _ALLOC, _FENCE, _FREE, _FREE_BYTE, _ID_MAX, _INT64, _ONE, _SCHEDULER, _UNIT
 from slotwarden.runtime.ledger.locks import Locks
 from slotwarden.runtime.ledger.recorder import Actors
-from slotwarden.runtime.ledger.transition import Batch, expand, look_up, write
+from slotwarden.runtime.ledger.transition import Batch, expand, look_up, look_up_slots, write, write_slots
 
 
 class SlotLedger(BatchPath, Locks, Integrity):
@@ -182,6 +183,40 @@ class SlotLedger(BatchPath, Locks, Integrity):
         if event is _ALLOC or event is _FENCE:
             ids = self._refused_here(ids, event, actor, checked)
         return self._apply(ids, event, actor, target, before_write, raw, at)
+
+    def apply_one(self, event: Event, slot: int, actor: Actor, before_write=None) -> int:
+        """`apply(event, [slot], actor)` for one slot named by a plain int (an engine's one-slot
+        alloc or free), for the events that name no target: the same checks, errors and
+        record, without the arrays of a batch. Returns the state the slot moved to.
+        `before_write(batch)` is handed the batch in its uniform form (one int key, state
+        before and after; the ids a one-id array). Anything else (another type, a refused
+        move, check="off", a fence) goes through `apply`, which raises or does it."""
+        if get_ident() != self._thread:
+            self._bind_or_refuse()
+        if actor is not self._actor:  # the actor validated last is still valid (an Actor is immutable)
+            actor = self._actor = inputs.actor(actor)
+        ok = type(event) is Event and type(slot) is int and 0 < slot <= self.capacity and self.check == "strict"
+        if ok:
+            kind, needs_target = self._actor_ok[event]
+            ok = actor[0] is kind and not needs_target and event is not _FENCE
+            ok = ok and not (event is _ALLOC and self.has_free_list)
+        if ok:
+            table = self._lists[event]
+            lst, who = [slot], [actor[1]]
+            keys, before, after = look_up_slots(self._slots, table, lst, who)
+            ok = after[0] != ILLEGAL
+        if not ok:
+            self.apply(event, [slot], actor, before_write=before_write)  # raises, or moves it
+            return int(self.cols.state[slot])
+        if before_write is not None:
+            ids = _ONE.copy()
+            ids[0] = slot
+            before_write(Batch(ids, keys[0], before[0], after[0]))
+        launched = self.launched
+        write_slots(self._slots, table, lst, keys, after, event, who, NOBODY, launched)
+        self._settle_one(lst, after[0], event)
+        self.recorder.record(event, actor, NOBODY, launched, lst, before, after)  # fresh lists, never changed
+        return after[0]
 
     def _refused_here(self, ids: np.ndarray, event: Event, actor: Actor, checked: bool) -> np.ndarray:
         """What `apply` refuses itself, for an ALLOC or a FENCE: an alloc naming ids where the
