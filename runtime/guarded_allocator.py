@@ -185,9 +185,15 @@ class GuardedAllocator:
         if not 1 <= first <= ledger.capacity:
             return False
         actor = inputs.actor(actor, "free")
-        events = self._move_slots([first], actor)
-        state = ledger.views.state[first]
-        if events is None or (n > 1 and not self._one_move[actor.kind][events[0]][state]):
+        views = ledger.views
+        state, kind = views.state[first], actor.kind
+        events = self._free_lists[kind]  # the free table for this kind, read for the first slot
+        if state >= len(events):
+            return False
+        owns = self._owner_kinds[state] == kind and views.owner[first] == actor.id
+        lent = kind is ActorKind.REQUEST and self._lent[state] and views.borrower[first] == actor.id
+        move = events[state][_BORROWER if lent else _OWNER if owns else _NONE]
+        if move == _ILLEGAL or (n > 1 and not self._one_move[kind][move][state]):
             return False
         quiet = not ledger.awaits_fence() and ledger.launched == ledger.completed  # no fence could free others
         asked, freed = False, False
@@ -202,9 +208,9 @@ class GuardedAllocator:
                 after = after.item(0)
             if after == _FREE:
                 asked = freed = True
-                self.allocator.free(free_index)
+                self.guard.allocator.free(free_index)
 
-        event = self._event[events[0]]
+        event = self._event[move]
         try:
             if ids is None:
                 ledger.apply_one(event, first, actor, before_write=hand_over)

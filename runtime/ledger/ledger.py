@@ -200,6 +200,11 @@ class SlotLedger(BatchPath, Locks, Integrity):
             kind, needs_target = self._actor_ok[event]
             ok = actor[0] is kind and not needs_target and event is not _FENCE
             ok = ok and not (event is _ALLOC and self.has_free_list)
+        if ok and self.mover is not None:
+            moved = self._move_one(event, slot, actor, before_write)
+            if moved is not None:
+                return moved
+            ok = False  # refused, nothing written: `apply` says why
         if ok:
             table = self._lists[event]
             lst, who = [slot], [actor[1]]
@@ -217,6 +222,28 @@ class SlotLedger(BatchPath, Locks, Integrity):
         self._settle_one(lst, after[0], event)
         self.recorder.record(event, actor, NOBODY, launched, lst, before, after)  # fresh lists, never changed
         return after[0]
+
+    def _move_one(self, event: Event, slot: int, actor: Actor, before_write) -> int | None:
+        """`apply_one` by the compiled move (checked, then written; with `before_write` the
+        kernel checks first and writes after the hook). None if it refuses: nothing written."""
+        ids = _ONE.copy()
+        ids[0] = slot
+        me, epoch, mover = actor[1], self.launched, self.mover
+        if before_write is None:
+            got = mover.move(event, ids, me, NOBODY, epoch, None, None, None, True, False)
+        else:
+            before, after, keys = np.empty(1, np.uint8), np.empty(1, np.uint8), np.empty(1, np.int64)
+            got = mover.move(event, ids, me, NOBODY, epoch, before, after, keys, False, False)
+            if got < 0:
+                return None
+            before_write(Batch(ids, keys.item(0), got >> 8, got & 0xFF))
+            got = mover.move(event, ids, me, NOBODY, epoch, before, after, keys, True, False)
+        if got < 0:
+            return None
+        lst, moved = [slot], got & 0xFF  # one slot: one state before and after (never MIXED)
+        self._settle_one(lst, moved, event)
+        self.recorder.record(event, actor, NOBODY, epoch, lst, [got >> 8], [moved])  # fresh lists, never changed
+        return moved
 
     def _refused_here(self, ids: np.ndarray, event: Event, actor: Actor, checked: bool) -> np.ndarray:
         """What `apply` refuses itself, for an ALLOC or a FENCE: an alloc naming ids where the
