@@ -264,8 +264,9 @@ def ids(value, event, actor, limit: int | None = None) -> np.ndarray:
 
 def host_ids(value: torch.Tensor) -> np.ndarray | None:
     """The ids of a 1-D int64 tensor on the CPU or a CUDA device as an int64 array of their own
-    (not a view of the engine's memory, which the ledger would copy on every batch), or None
-    for any other tensor (`ids` converts or refuses it). A device sync for a CUDA tensor."""
+    (a view of the engine's memory the ledger would check against its own columns on every
+    batch), or None for any other tensor (`ids` converts or refuses it). A device sync for a
+    CUDA tensor."""
     if value.dtype is not torch.int64 or value.dim() != 1:
         return None
     if value.is_cpu:

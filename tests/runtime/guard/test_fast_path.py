@@ -280,3 +280,25 @@ def test_a_free_whose_fence_frees_earlier_releases_hands_the_engine_them_all(eng
         g.free(mine)
     assert g.available_size() == 8 and g.audit().clean
     assert engine.free_slots.tolist()[-3:] == mine.tolist() + sorted(first.tolist())
+
+
+def test_acting_blocks_nest_and_reset_on_errors():
+    from slotwarden.runtime.guarded_allocator import ACTING
+
+    block = acting(R1)
+    with block as who:
+        assert who is R1 and ACTING.get() is R1
+        with acting(R2):
+            assert ACTING.get() is R2
+        assert ACTING.get() is R1
+        with pytest.raises(RuntimeError, match="entered already"):
+            with block:
+                pass
+        assert ACTING.get() is R1
+    assert ACTING.get() is None
+    with pytest.raises(KeyError), acting(R3):
+        raise KeyError("inside")
+    assert ACTING.get() is None
+    with block:  # once left, the same block can be entered again
+        assert ACTING.get() is R1
+    assert ACTING.get() is None
