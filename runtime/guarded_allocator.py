@@ -201,12 +201,9 @@ class GuardedAllocator:
 
         def hand_over(batch) -> None:  # every check passed, nothing written yet
             nonlocal asked, freed
-            after = batch.after
-            if same is not None:
-                if not self._one_state(batch.before, same):  # not all in one state: the general path
-                    raise _NotOneMove
-                after = after.item(0)
-            if after == _FREE:
+            if same is not None and not self._one_state(batch.before, same):  # not one state: the general path
+                raise _NotOneMove
+            if batch.after.item(0) == _FREE:
                 asked = freed = True
                 self.guard.allocator.free(free_index)
 

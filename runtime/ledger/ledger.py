@@ -22,7 +22,6 @@ from typing import Callable
 import numpy as np
 
 from slotwarden.model.errors import BadActor, BadInput, BadSlotId, FenceError
-from slotwarden.model.table import ILLEGAL
 from slotwarden.model.vocabulary import NOBODY, Actor, Event
 
 from slotwarden.runtime import inputs
@@ -33,7 +32,7 @@ from slotwarden.runtime.ledger.codes import CHECKS, RUN_MIN, SMALL, STEP_MAX  # 
 from slotwarden.runtime.ledger.codes import _ALLOC, _FENCE, _FREE, _FREE_BYTE, _ID_MAX, _INT64, _ONE, _SCHEDULER, _UNIT
 from slotwarden.runtime.ledger.locks import Locks
 from slotwarden.runtime.ledger.recorder import Actors
-from slotwarden.runtime.ledger.transition import Batch, expand, look_up, look_up_slots, write, write_slots
+from slotwarden.runtime.ledger.transition import Batch, expand, look_up, write
 
 
 class SlotLedger(BatchPath, Locks, Integrity):
@@ -186,11 +185,10 @@ class SlotLedger(BatchPath, Locks, Integrity):
 
     def apply_one(self, event: Event, slot: int, actor: Actor, before_write=None) -> int:
         """`apply(event, [slot], actor)` for one slot named by a plain int (an engine's one-slot
-        alloc or free), for the events that name no target: the same checks, errors and
-        record, without the arrays of a batch. Returns the state the slot moved to.
-        `before_write(batch)` is handed the batch in its uniform form (one int key, state
-        before and after; the ids a one-id array). Anything else (another type, a refused
-        move, check="off", a fence) goes through `apply`, which raises or does it."""
+        alloc or free), for the events that name no target: the same checks, errors, record and
+        `before_write`, with one kernel call where the compiled move is built (else the per-slot
+        path). Returns the state the slot moved to. Anything else (another type, a refused move,
+        check="off", a fence) goes through `apply`, which raises or does it."""
         if get_ident() != self._thread:
             self._bind_or_refuse()
         if actor is not self._actor:  # the actor validated last is still valid (an Actor is immutable)
@@ -204,24 +202,13 @@ class SlotLedger(BatchPath, Locks, Integrity):
             moved = self._move_one(event, slot, actor, before_write)
             if moved is not None:
                 return moved
-            ok = False  # refused, nothing written: `apply` says why
-        if ok:
-            table = self._lists[event]
-            lst, who = [slot], [actor[1]]
-            keys, before, after = look_up_slots(self._slots, table, lst, who)
-            ok = after[0] != ILLEGAL
-        if not ok:
-            self.apply(event, [slot], actor, before_write=before_write)  # raises, or moves it
-            return int(self.cols.state[slot])
-        if before_write is not None:
+        elif ok:
             ids = _ONE.copy()
             ids[0] = slot
-            before_write(Batch(ids, keys[0], before[0], after[0]))
-        launched = self.launched
-        write_slots(self._slots, table, lst, keys, after, event, who, NOBODY, launched)
-        self._settle_one(lst, after[0], event)
-        self.recorder.record(event, actor, NOBODY, launched, lst, before, after)  # fresh lists, never changed
-        return after[0]
+            if self._apply_slots(ids, event, actor, NOBODY, before_write):
+                return self._slots.state[slot]
+        self.apply(event, [slot], actor, before_write=before_write)  # raises, or moves it
+        return int(self.cols.state[slot])
 
     def _move_one(self, event: Event, slot: int, actor: Actor, before_write) -> int | None:
         """`apply_one` by the compiled move (checked, then written; with `before_write` the
@@ -236,8 +223,10 @@ class SlotLedger(BatchPath, Locks, Integrity):
             got = mover.move(event, ids, me, NOBODY, epoch, before, after, keys, False, False)
             if got < 0:
                 return None
-            before_write(Batch(ids, keys.item(0), got >> 8, got & 0xFF))
+            before_write(Batch(ids, keys, before, after))  # filled by the check pass, as `_move` hands them
             got = mover.move(event, ids, me, NOBODY, epoch, before, after, keys, True, False)
+            if got < 0:  # the hook ran: never asked again (the slot is as it was, as checked)
+                raise RuntimeError(f"the compiled move refused {event.name} of slot {slot} after checking it")
         if got < 0:
             return None
         lst, moved = [slot], got & 0xFF  # one slot: one state before and after (never MIXED)
