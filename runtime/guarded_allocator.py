@@ -213,7 +213,7 @@ class GuardedAllocator:
                 ledger.apply_one(event, first, actor, before_write=hand_over)
             else:
                 ledger.apply(event, ids, actor, before_write=hand_over)
-        except (_NotOneMove, SlotwardenError):
+        except SlotwardenError:  # a refusal, or `_NotOneMove`
             if asked:  # the engine's own error (`SlotwardenError` from a nested guard): it moved nothing
                 raise
             return False
@@ -389,8 +389,9 @@ class GuardedAllocator:
         return events, who, freed
 
 
-class _NotOneMove(Exception):
-    """Raised in the ledger's `before_write` by `_free_one_move`: the batch is not one move."""
+class _NotOneMove(SlotwardenError):
+    """Raised in the ledger's `before_write` by `_free_one_move`: the batch is not one move
+    (caught there, never seen outside; a `SlotwardenError` like every error the library raises)."""
 
 
 def _freed(batch) -> np.ndarray:
