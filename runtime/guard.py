@@ -69,7 +69,8 @@ class LedgerGuard:
         slicing its free list would take `free[:-1]` for n = -1)."""
         self.ledger.check_thread()
         owner = inputs.actor(owner, Event.ALLOC)
-        n = inputs.count(n, owner)
+        if type(n) is not int or n < 1:
+            n = inputs.count(n, owner)
         if owner.kind is not self._alloc_kind:
             legal_rule(FREE_SLOT, Event.ALLOC, owner, NOBODY, self.ledger.lifecycle)  # raises, in the model's words
         ids = self.allocator.alloc(n)
@@ -82,7 +83,12 @@ class LedgerGuard:
                 raise BadSlotId(
                     f"the engine's alloc({n}) gave {shown(ids)}", slot_id=None, event=Event.ALLOC, actor=owner
                 )
-            self.ledger.apply(Event.ALLOC, ids, owner)
+            # a device sync for CUDA ids (`.item()`, `host_ids`): the ledger records them on the host
+            if n == 1 and ids.dtype is torch.int64 and (ids.is_cpu or ids.is_cuda):
+                self.ledger.apply_one(Event.ALLOC, ids.item(), owner)
+            else:
+                host = inputs.host_ids(ids)
+                self.ledger.apply(Event.ALLOC, ids if host is None else host, owner)
         except Exception:
             self.allocator.free(ids)
             raise

@@ -16,19 +16,20 @@ as each slot's owner, so state errors still raise but nobody's identity is check
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from contextvars import ContextVar
 
 import numpy as np
 import torch
 
-from slotwarden.model.errors import BadInput, LifecycleError
+from slotwarden.model.errors import BadInput, LifecycleError, SlotwardenError
 from slotwarden.model.free import free_rule, free_rule_for
-from slotwarden.model.table import NO_KIND
+from slotwarden.model.table import ILLEGAL, NO_KIND
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, State
 
 from slotwarden.runtime import inputs
 from slotwarden.runtime.guard import LedgerGuard
+from slotwarden.runtime.ledger.codes import SMALL
+from slotwarden.runtime.ledger.tables import BITS, BOR, OWN, plain_of
 
 ACTING: ContextVar[Actor | None] = ContextVar("slotwarden_acting", default=None)
 """Who makes the allocator calls of the current context (None: nobody said)."""
@@ -39,17 +40,28 @@ ANONYMOUS = -2
 """The request id that owns what an unattributed alloc takes under `unattributed="trust"`."""
 
 _FREE = int(State.FREE)
+_FREE_BYTE = bytes((_FREE,))
 _ILLEGAL = -1
 _NONE, _OWNER, _BORROWER = int(Relation.NONE), int(Relation.OWNER), int(Relation.BORROWER)
 
 
-@contextmanager
-def acting(actor: Actor):
-    """Attribute every allocator call in the block to `actor`."""
-    token = ACTING.set(actor)
-    try:
-        yield actor
-    finally:
+class acting:
+    """Attribute every allocator call in the block to `actor`: `with acting(actor):` (the
+    block's value is the actor). A class rather than a generator: it is on every round trip."""
+
+    __slots__ = ("actor", "_token")
+
+    def __init__(self, actor: Actor):
+        self.actor, self._token = actor, None
+
+    def __enter__(self) -> Actor:
+        if self._token is not None:
+            raise RuntimeError("this acting block is entered already: make one per `with`")
+        self._token = ACTING.set(self.actor)
+        return self.actor
+
+    def __exit__(self, *exc) -> None:
+        token, self._token = self._token, None
         ACTING.reset(token)
 
 
@@ -88,6 +100,9 @@ class GuardedAllocator:
         self._free_lists = self._free_event.tolist()
         self._owner_kinds, self._lent = self.ledger.owner_kinds.tolist(), self.ledger.lent.tolist()
         self._event = {int(e): e for e in Event}
+        self._one_move = _one_move(self.ledger, self._free_event)
+        if self.ledger.mover is not None:  # the compiled move costs less than the per-slot path, even for one slot
+            self.ledger.small = 0
 
     @property
     def allocator(self):
@@ -101,7 +116,10 @@ class GuardedAllocator:
     # -- SGLang's API ------------------------------------------------------------------------
     def alloc(self, need_size: int) -> torch.Tensor | None:
         """`need_size` slots for the acting request, or None when fewer are free."""
-        if isinstance(need_size, (int, np.integer)) and not isinstance(need_size, bool) and need_size == 0:
+        actor = ACTING.get()
+        if actor is not None and type(need_size) is int and need_size > 0:  # the usual call
+            return self.guard.alloc(need_size, inputs.actor(actor, "alloc"))
+        if inputs.is_int(need_size) and need_size == 0:
             return self.allocator.alloc(0)  # nothing moves
         actor = self._actor("alloc") or Actor.request(ANONYMOUS)
         return self.guard.alloc(need_size, actor)
@@ -118,6 +136,9 @@ class GuardedAllocator:
         is FREE in the ledger while missing from the engine's free list. A free of the slots of
         several owners (trusted) is one multi-actor ledger call (`apply_each`), and one of
         several events calls the engine once, in its first ledger call, before any is written."""
+        actor = ACTING.get()
+        if actor is not None and type(free_index) is torch.Tensor and self._free_one_move(free_index, actor):
+            return
         if isinstance(free_index, torch.Tensor) and free_index.numel() == 0:
             return
         actor = self._actor("free")
@@ -138,7 +159,82 @@ class GuardedAllocator:
             hook = None
         # releases whose step has finished (all of them, with no step launched): this call's
         # slots first, in its order, as the engine's own free would list them
-        self.ledger.fence(before_write=lambda batch: self.guard._give_back(_first(ids, batch.ids)))
+        self.ledger.fence(before_write=lambda batch: self.guard._give_back(_first(ids, _freed(batch))))
+
+    def _free_one_move(self, free_index: torch.Tensor, actor) -> bool:
+        """The usual free (the acting actor's slots, all making the same move: a request's
+        rollback or finish) in one checked ledger call, the engine handed `free_index` itself.
+        False, with nothing changed, for anything else (another dtype or device, a bad or
+        mixed batch, a refused move): `free`'s general path then does it or says why.
+
+        The move is the free table's for the first slot. A batch of more is that one move for
+        every slot if they are all in the first one's state and that state's every key the
+        ledger accepts for the move is one the free table maps to it (`_one_move`): checked in
+        the ledger's `before_write`, before anything is written. A device sync for CUDA ids
+        (`.item()`, `host_ids`): the ledger reads them on the host."""
+        ledger = self.ledger
+        n = free_index.numel()
+        if free_index.dtype is not torch.int64 or free_index.dim() != 1 or free_index.device != self.guard.device:
+            return False
+        if n == 1:
+            first, ids = free_index.item(), None
+        elif 1 < n <= ledger.capacity and (ids := inputs.host_ids(free_index)) is not None:
+            first = ids.item(0)
+        else:
+            return False
+        if not 1 <= first <= ledger.capacity:
+            return False
+        actor = inputs.actor(actor, "free")
+        views = ledger.views
+        state, kind = views.state[first], actor.kind
+        events = self._free_lists[kind]  # the free table for this kind, read for the first slot
+        if state >= len(events):
+            return False
+        owns = self._owner_kinds[state] == kind and views.owner[first] == actor.id
+        lent = kind is ActorKind.REQUEST and self._lent[state] and views.borrower[first] == actor.id
+        move = events[state][_BORROWER if lent else _OWNER if owns else _NONE]
+        if move == _ILLEGAL or (n > 1 and not self._one_move[kind][move][state]):
+            return False
+        quiet = not ledger.awaits_fence() and ledger.launched == ledger.completed  # no fence could free others
+        asked, freed = False, False
+        same = bytes((state,)) * n if n > 1 else None
+
+        def hand_over(batch) -> None:  # every check passed, nothing written yet
+            nonlocal asked, freed
+            if same is not None and not self._one_state(batch.before, same):  # not one state: the general path
+                raise _NotOneMove
+            if batch.after.item(0) == _FREE:
+                asked = freed = True
+                self.guard.allocator.free(free_index)
+
+        event = self._event[move]
+        try:
+            if ids is None:
+                ledger.apply_one(event, first, actor, before_write=hand_over)
+            else:
+                ledger.apply(event, ids, actor, before_write=hand_over)
+        except SlotwardenError:  # a refusal, or `_NotOneMove`
+            if asked:  # the engine's own error (`SlotwardenError` from a nested guard): it moved nothing
+                raise
+            return False
+        if not (freed and quiet):  # released slots whose step has finished go to the engine now
+            ledger.fence(before_write=lambda batch: self._give_due(batch, first, ids, free_index, quiet))
+        return True
+
+    @staticmethod
+    def _one_state(before: np.ndarray, same: bytes) -> bool:
+        """Whether the states of a batch (`before`, one byte a slot) are all the first one's."""
+        return before.tobytes() == same
+
+    def _give_due(self, batch, first: int, ids, free_index: torch.Tensor, alone: bool) -> None:
+        """A fence's freed slots to the engine, this free's (`ids`, or the one slot `first`)
+        first (`alone`: nothing else was waiting, so all of them are this free's: the caller's
+        tensor itself)."""
+        due = _freed(batch)
+        if alone and due.size == free_index.numel():
+            self.allocator.free(free_index)
+        elif due.size:
+            self.guard._give_back(_first(np.array([first]) if ids is None else ids, due))
 
     def _give_freed(self, batch) -> None:
         freed = batch.ids[batch.after == _FREE] if _FREE in batch.after else None
@@ -223,7 +319,7 @@ class GuardedAllocator:
         batch), `by` the acting actor, the one owner, or (trusted, several owners) their ids,
         one per slot. Raises the model's `IllegalFree` for the first slot that has no legal
         free."""
-        if actor is not None and ids.size <= self.ledger.small:
+        if actor is not None and ids.size <= SMALL:
             events = self._move_slots(ids.tolist(), actor)
             if events is not None and events.count(events[0]) == len(events):
                 return [(self._event[events[0]], actor, ids)]
@@ -293,12 +389,50 @@ class GuardedAllocator:
         return events, who, freed
 
 
+class _NotOneMove(SlotwardenError):
+    """Raised in the ledger's `before_write` by `_free_one_move`: the batch is not one move
+    (caught there, never seen outside; a `SlotwardenError` like every error the library raises)."""
+
+
+def _freed(batch) -> np.ndarray:
+    """The ids of a fence's batch that it makes FREE (a published cached slot stays cached)."""
+    after = batch.after
+    return batch.ids if after.tobytes() == _FREE_BYTE * after.size else batch.ids[after == _FREE]
+
+
 def _first(ids: np.ndarray, due: np.ndarray) -> np.ndarray:
     """`due` with the ids of `ids` first, in their order."""
     mine = np.isin(ids, due)
     if mine.all() and ids.size == due.size:
         return ids
     return np.concatenate((ids[mine], due[~np.isin(due, ids)]))
+
+
+def _one_move(ledger, free_event: np.ndarray) -> list:
+    """[actor kind][event][state]: whether a batch of slots all in that state that the ledger
+    lets an actor of that kind move by that event is, slot for slot, the free table's move: the
+    ledger's keys for the state carry the relation bits the free table reads (owner, borrower;
+    `tables.plain_of`) and each key it accepts maps to that event in the free table."""
+    out = []
+    for kind in ActorKind:
+        per_event = []
+        for event in Event:
+            table = ledger.tables[event]
+            probes = plain_of(table)[1]
+            row = []
+            for s in range(len(State)):
+                own = ledger.owner_kinds[s] == kind
+                bor = kind is ActorKind.REQUEST and bool(ledger.lent[s])
+                reads = (OWN if own else 0) | (BOR if bor else 0)
+                ok = probes[s] & reads == reads
+                for bits in range(BITS):
+                    if ok and bits & ~probes[s] == 0 and table.next_state[s * BITS + bits] != ILLEGAL:
+                        rel = _BORROWER if bor and bits & BOR else _OWNER if own and bits & OWN else _NONE
+                        ok = free_event[kind, s, rel] == event
+                row.append(bool(ok))
+            per_event.append(row)
+        out.append(per_event)
+    return out
 
 
 def _free_table(lifecycle) -> tuple[np.ndarray, np.ndarray]:

@@ -28,6 +28,7 @@ _INTS = frozenset((int,))  # the element type of a list of plain Python ints (bo
 _INT64 = np.dtype(np.int64)
 _UNIT = (8,)  # the strides of a contiguous 1-D int64 array
 _EVENTS = ", ".join(e.name for e in Event)
+_ONE = np.zeros(1, dtype=np.int64)  # copied for one id (never written itself)
 
 
 def is_int(value) -> bool:
@@ -259,6 +260,24 @@ def ids(value, event, actor, limit: int | None = None) -> np.ndarray:
     # int64 with positive unit strides, so the ids handed back can become a tensor (`torch.from_numpy`
     # refuses negative strides, which numpy keeps even on a 1-element "contiguous" array)
     return np.array(arr, dtype=np.int64)
+
+
+def host_ids(value: torch.Tensor) -> np.ndarray | None:
+    """The ids of a 1-D int64 tensor on the CPU or a CUDA device as an int64 array of their own
+    (a view of the engine's memory the ledger would check against its own columns on every
+    batch), or None for any other tensor (`ids` converts or refuses it). A device sync for a
+    CUDA tensor."""
+    if value.dtype is not torch.int64 or value.dim() != 1:
+        return None
+    if value.is_cpu:
+        if value.numel() == 1:
+            one = _ONE.copy()
+            one[0] = value.item()
+            return one
+        return value.numpy().copy()
+    if value.is_cuda:
+        return value.cpu().numpy().copy()  # device sync: the ledger lives on the host
+    return None
 
 
 def length(value) -> int | None:

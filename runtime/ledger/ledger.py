@@ -183,6 +183,57 @@ class SlotLedger(BatchPath, Locks, Integrity):
             ids = self._refused_here(ids, event, actor, checked)
         return self._apply(ids, event, actor, target, before_write, raw, at)
 
+    def apply_one(self, event: Event, slot: int, actor: Actor, before_write=None) -> int:
+        """`apply(event, [slot], actor)` for one slot named by a plain int (an engine's one-slot
+        alloc or free), for the events that name no target: the same checks, errors, record and
+        `before_write`, with one kernel call where the compiled move is built (else the per-slot
+        path). Returns the state the slot moved to. Anything else (another type, a refused move,
+        check="off", a fence) goes through `apply`, which raises or does it."""
+        if get_ident() != self._thread:
+            self._bind_or_refuse()
+        if actor is not self._actor:  # the actor validated last is still valid (an Actor is immutable)
+            actor = self._actor = inputs.actor(actor)
+        ok = type(event) is Event and type(slot) is int and 0 < slot <= self.capacity and self.check == "strict"
+        if ok:
+            kind, needs_target = self._actor_ok[event]
+            ok = actor[0] is kind and not needs_target and event is not _FENCE
+            ok = ok and not (event is _ALLOC and self.has_free_list)
+        if ok and self.mover is not None:
+            moved = self._move_one(event, slot, actor, before_write)
+            if moved is not None:
+                return moved
+        elif ok:
+            ids = _ONE.copy()
+            ids[0] = slot
+            if self._apply_slots(ids, event, actor, NOBODY, before_write):
+                return self._slots.state[slot]
+        self.apply(event, [slot], actor, before_write=before_write)  # raises, or moves it
+        return int(self.cols.state[slot])
+
+    def _move_one(self, event: Event, slot: int, actor: Actor, before_write) -> int | None:
+        """`apply_one` by the compiled move (checked, then written; with `before_write` the
+        kernel checks first and writes after the hook). None if it refuses: nothing written."""
+        ids = _ONE.copy()
+        ids[0] = slot
+        me, epoch, mover = actor[1], self.launched, self.mover
+        if before_write is None:
+            got = mover.move(event, ids, me, NOBODY, epoch, None, None, None, True, False)
+        else:
+            before, after, keys = np.empty(1, np.uint8), np.empty(1, np.uint8), np.empty(1, np.int64)
+            got = mover.move(event, ids, me, NOBODY, epoch, before, after, keys, False, False)
+            if got < 0:
+                return None
+            before_write(Batch(ids, keys, before, after))  # filled by the check pass, as `_move` hands them
+            got = mover.move(event, ids, me, NOBODY, epoch, before, after, keys, True, False)
+            if got < 0:  # the hook ran: never asked again (the slot is as it was, as checked)
+                raise RuntimeError(f"the compiled move refused {event.name} of slot {slot} after checking it")
+        if got < 0:
+            return None
+        lst, moved = [slot], got & 0xFF  # one slot: one state before and after (never MIXED)
+        self._settle_one(lst, moved, event)
+        self.recorder.record(event, actor, NOBODY, epoch, lst, [got >> 8], [moved])  # fresh lists, never changed
+        return moved
+
     def _refused_here(self, ids: np.ndarray, event: Event, actor: Actor, checked: bool) -> np.ndarray:
         """What `apply` refuses itself, for an ALLOC or a FENCE: an alloc naming ids where the
         pool chooses them, a fence of a step still on the device. Bad ids are refused first, as

@@ -77,17 +77,7 @@ class SlotPath(FreeRing):
         launched = self.launched
         write_slots(self._slots, table, lst, keys, after, event, who, target, launched)
         if len(lst) == 1:  # one slot: no loops
-            a = after[0]
-            if a == _FREE:
-                if self.has_free_list and event is not _ALLOC:  # `_push_slots` inline, for one slot
-                    count, cap = self._count, self.capacity
-                    if count >= cap:  # cannot happen while the lifecycle holds
-                        raise RuntimeError(f"free list overflow: {count} + 1 > {cap}")
-                    tail = self._head + count
-                    self._ring_slots[tail if tail < cap else tail - cap] = lst[0]
-                    self._count = count + 1
-            elif a in self._waits:
-                self._waiting.setdefault(self._slots.fence[lst[0]], []).append(lst)
+            self._settle_one(lst, after[0], event)
             self.recorder.record(event, actor, target, launched, lst, before, after)  # fresh lists, never changed
             return True
         if _FREE in after and self.has_free_list and event is not _ALLOC:
@@ -101,6 +91,20 @@ class SlotPath(FreeRing):
                 self._waiting.setdefault(f, []).append(released)
         self.recorder.record(event, actor, target, launched, lst, before, after)  # fresh lists, never changed
         return True
+
+    def _settle_one(self, lst: list, a: int, event: Event) -> None:
+        """After one slot (`lst`, a fresh one-id list) moved to `a`: to the free ring if FREE, or
+        filed under its fence's step if it waits for one (`_settle` for one slot, inline)."""
+        if a == _FREE:
+            if self.has_free_list and event is not _ALLOC:  # `_push_slots` inline, for one slot
+                count, cap = self._count, self.capacity
+                if count >= cap:  # cannot happen while the lifecycle holds
+                    raise RuntimeError(f"free list overflow: {count} + 1 > {cap}")
+                tail = self._head + count
+                self._ring_slots[tail if tail < cap else tail - cap] = lst[0]
+                self._count = count + 1
+        elif a in self._waits:
+            self._waiting.setdefault(self._slots.fence[lst[0]], []).append(lst)
 
     def _fence_released_slots(self, due: np.ndarray, actor: Actor, before_write) -> np.ndarray:
         """`_fence_released` a slot at a time (the key and next state are the same for all)."""

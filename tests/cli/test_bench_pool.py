@@ -133,3 +133,21 @@ def test_ledger_size_counts_every_per_slot_array(monkeypatch):
 
     monkeypatch.setattr(bench_pool, "SlotLedger", Bigger)
     assert bench_pool.ledger_bytes_per_slot(1024) == pytest.approx(base + 8 * 1025 / 1024)
+
+
+def test_the_drop_in_has_its_targets_beside_the_ledgers():
+    """The guarded round trip (SGLang's allocator inside `GuardedAllocator`) is judged against
+    SGLang's allocator of the same run: at most 2x at n=1, 3x at n=64 and n=1024."""
+    assert [(n, limit) for c, n, limit in bench_pool.TARGETS if c == "guarded"] == [(1, 2.0), (64, 3.0), (1024, 3.0)]
+    ratios = {1: 1.9, 64: 3.1, 1024: 2.5}
+    rows = [
+        {"contender": "guarded", "n": n, "bookkeeping_ratio_to_sglang": r, "zeroing_ratio_to_sglang": 1.0}
+        for n, r in ratios.items()
+    ]
+    found = [
+        t
+        for t in bench_pool.targets({"rows": rows, "ledger_bytes_per_slot": 30.0})
+        if "GuardedAllocator" in t["target"]
+    ]
+    assert [(t["value"], t["met"]) for t in found] == [(1.9, True), (3.1, False), (2.5, True)]
+    assert found[0]["target"] == "GuardedAllocator(SGLang) <= 2x SGLang at n=1"
