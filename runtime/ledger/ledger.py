@@ -84,7 +84,13 @@ class SlotLedger(BatchPath, Locks, Integrity):
         contract as `alloc`: all or none, None when too few are free (nothing changes), a
         refusal names the offending slot and its request, `before_write` as there."""
         self.check_thread()
-        n = len(actor_ids) if hasattr(actor_ids, "__len__") else -1
+        n = inputs.length(actor_ids)  # read without converting (a range's from its bounds)
+        if n is None:  # no batch type: refused below, by its type
+            n = len(actor_ids) if hasattr(actor_ids, "__len__") else -1
+        elif n > self.capacity and type(actor_ids) is not range:  # more requests than slots: too few free (none read)
+            if not self.has_free_list:
+                raise BadSlotId("this ledger keeps no free list: name the ids", slot_id=None, event=_ALLOC, actor=None)
+            return None
         who = inputs.actor_ids(actor_ids, n, _ALLOC)
         if who.size == 0:
             raise BadActor("at least one request to allocate for", argument="actor_ids", value=actor_ids, event=_ALLOC)

@@ -14,8 +14,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from slotwarden.model.errors import IllegalMove
-from slotwarden.model.vocabulary import Actor, ActorKind, Event
+from slotwarden.model.errors import BadSlotId, IllegalMove
+from slotwarden.model.vocabulary import MAX_READERS, Actor, ActorKind, Event
 
 from slotwarden.runtime import inputs
 from slotwarden.runtime.ledger.queries import Queries
@@ -60,6 +60,8 @@ class Locks(Queries):
         self.check_thread()
         event = inputs.event(event)
         if each:
+            if event is Event.UNLOCK:  # a slot once per lock given back: at most the locks a pool can hold
+                self._fits_locks(ids)
             arr = inputs.ids(ids, event, None, self.capacity if event is Event.LOCK else None)  # a LOCK: each once
             who = inputs.actor_ids(request, arr.size, event)
             if event is Event.LOCK or arr.size == 0:
@@ -71,6 +73,20 @@ class Locks(Queries):
         arr = self._ids(ids, event, actor)
         actors = [actor] * arr.size if actor.kind is ActorKind.REQUEST else []
         return LockBatch(event, arr, actors, None, actor)
+
+    def _fits_locks(self, ids) -> None:
+        """Refuse, by its length and before it is converted, an UNLOCK batch naming more slots
+        than there can be locks (each slot's count is at most MAX_READERS)."""
+        n, limit = inputs.length(ids), self.capacity * MAX_READERS
+        if n is not None and n > limit:
+            raise BadSlotId(
+                f"an unlock batch of {n} ids, more than the {limit} locks a pool of {self.capacity} slots can hold "
+                "(refused by its length)",
+                slot_id=None,
+                event=Event.UNLOCK,
+                actor=None,
+                batch=ids,
+            )
 
     def check_locks(self, ids: np.ndarray, actors: list, event: Event) -> None:
         """Refuse (`IllegalMove`, naming the slot and the request; nothing changes) a lock by a
