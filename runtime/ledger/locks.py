@@ -37,10 +37,12 @@ class Locks(Queries):
 
     def lock_holders(self, slot: int) -> frozenset:
         """The requests holding a lock on `slot`."""
+        self.check_thread()
         return frozenset(self.locks.get(inputs.slot(slot, self.capacity, "lock_holders"), ()))
 
     def lock_problems(self) -> list:
         """Where the lock counts and the record of lock holders disagree (text, up to 8 slots)."""
+        self.check_thread()
         readers = self.cols.readers
         recorded = np.zeros(readers.shape, dtype=np.int64)
         for slot, holders in self.locks.items():
@@ -92,6 +94,7 @@ class Locks(Queries):
         """Refuse (`IllegalMove`, naming the slot and the request; nothing changes) a lock by a
         request that already holds one on the slot, or an unlock by one that holds none, or
         either named twice for one slot in the batch."""
+        self.check_thread()
         want = event is Event.UNLOCK  # an unlock needs a lock of its own; a lock must not have one
         seen = set()
         for s, request in zip(ids.tolist(), actors):
