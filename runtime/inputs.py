@@ -80,7 +80,15 @@ def actor_ids(value, n: int, event=None) -> np.ndarray:
     if type(value) is list and len(value) == n and n and _INTS.issuperset(map(type, value)):
         if min(value) >= 0 and max(value) <= ID_MAX:  # the common case (a scheduler's request ids), no ufunc
             return np.array(value, dtype=np.int64)
+    given = length(value)  # before anything is converted: a list of 10**8 ids is refused by its length
+    if given is not None and given != n:
+        why = f"one int64 actor id for each of the {n} slots, not {given}"
+        raise BadActor(why, argument="actor_ids", value=value, event=event)
     if isinstance(value, torch.Tensor):
+        if value.device.type == "meta":
+            raise BadActor(
+                "actor ids on the meta device have no values", argument="actor_ids", value=value, event=event
+            )
         value = value.cpu().numpy() if value.dtype not in (torch.bool,) and not value.is_floating_point() else None
     elif isinstance(value, (list, tuple)):
         value = None if not _BOOLS.isdisjoint(map(type, value)) else _as_array(value)

@@ -77,23 +77,25 @@ class TraceFormatError(SlotwardenError, ValueError):
 
 _INT = r"-?(?:0|[1-9][0-9]{0,17})"  # at most 18 digits: an int64, and well within int()'s limit
 _CANONICAL = re.compile(
-    rf'\{{"step": (0|[1-9][0-9]{{0,17}}), "event": "([a-z]+)", "ids": \[((?:{_INT}(?:, {_INT})*)?)\], '
-    rf'"actor": "([a-z]+)", "actor_id": ({_INT}), "target": (null|{_INT})\}}[ \t\r\n]*'
+    rf'\{{"step": (0|[1-9][0-9]{{0,17}}+), "event": "([a-z]++)", "ids": \[((?:{_INT}(?:, {_INT})*+)?+)\], '
+    rf'"actor": "([a-z]++)", "actor_id": ({_INT}), "target": (null|{_INT})\}}[ \t\r\n]*+'
 )
 """A line exactly as `TraceLine.to_json` writes it: read without the JSON parser (it is the hot
-path of `check-trace`). Any other line, valid or not, goes through `json.loads`."""
+path of `check-trace`). Any other line, valid or not, goes through `json.loads`. The possessive
+quantifiers (`*+`, `++`) accept the same lines as plain ones (what follows each can never be what
+it gave back), without the backtracking."""
 
 
 def parse(text: str, lineno: int) -> TraceLine | Header | None:
     """One line of a trace (None for a blank line); raises `TraceFormatError`."""
     m = _CANONICAL.fullmatch(text)
-    if m is not None and m[2] in _EVENTS_AND_FREE and m[4] in _KINDS:
+    if m is not None:
         step, event, ids, kind, who, target = m.groups()
-        ids = (int(ids),) if ids.isdigit() else tuple(map(int, ids.split(", "))) if ids else ()
-        actor = _new(Actor, (_KINDS[kind], int(who)))  # tuple.__new__: what the NamedTuples' own __new__ does
-        return _new(
-            TraceLine, (int(step), _EVENTS_AND_FREE[event], ids, actor, NOBODY if target == "null" else int(target))
-        )
+        event, kind = _EVENTS_AND_FREE.get(event), _KINDS.get(kind)
+        if event is not None and kind is not None:
+            ids = (int(ids),) if ids.isdigit() else tuple(map(int, ids.split(", "))) if ids else ()
+            actor = _new(Actor, (kind, int(who)))  # tuple.__new__: what the NamedTuples' own __new__ does
+            return _new(TraceLine, (int(step), event, ids, actor, NOBODY if target == "null" else int(target)))
     return parse_json(text, lineno)
 
 

@@ -189,6 +189,7 @@ class BatchPath(SlotPath, Checks):
         """Write a checked batch: the columns, the free list, the releases' fences, the recorder
         (`raw`: the ids' bytes, if read already; `at`: their slice, if they are one run)."""
         ids, after = batch.ids, batch.after
+        owner, self._thread = self._thread, self._marks[event]  # the write's parts: one unit
         write(self.cols, table, batch, event, actor_id, target, self.launched, at)
         if type(after) is int and after in self._waits:  # uniform, into a state that waits for a fence
             # a key that sets the fence to the step in flight: every slot waits for that one
@@ -199,21 +200,33 @@ class BatchPath(SlotPath, Checks):
         # `ids` may be a view of the caller's tensor (and is returned to it): record a copy (bytes)
         raw = ids.tobytes() if raw is None else raw
         self.recorder.record(event, actor, target, self.launched, raw, batch.before, after)
+        self._thread = owner
 
     def _move(
-        self, ids: np.ndarray, event: Event, actor, actor_id, target: int, before_write, dup: bool = True
+        self,
+        ids: np.ndarray,
+        event: Event,
+        actor,
+        actor_id,
+        target: int,
+        before_write,
+        dup: bool = True,
+        hold: bool = False,
     ) -> None:
         """The compiled lane: check `ids` (C-contiguous int64) whole and write them, by `actor`
         (one actor, `actor_id` its id; or `Actors`, `actor_id` their ids), in the kernel
         (`compiled`); then the free ring, the releases' fences and the recorder. With a
         `before_write` hook the kernel checks first and writes after the hook. A batch it
         refuses changes nothing and goes to `_refuse`, which raises the vectorised path's error.
-        `dup=False`: the ids are known distinct (the free ring's), no duplicate check."""
+        `dup=False`: the ids are known distinct (the free ring's), no duplicate check. From the
+        kernel's write to the recorder the ledger holds the write's mark (`hold`: still at the
+        return, for the caller's last part)."""
         ids = self._detached(ids)
         if type(actor_id) is np.ndarray:
             actor_id = self._detached(actor_id)
-        n, mover, epoch = ids.size, self.mover, self.launched
+        n, mover, epoch, owner = ids.size, self.mover, self.launched, self._thread
         if before_write is None:  # the slots' states are needed only if they differ
+            self._thread = self._marks[event]  # the kernel checks, then writes: one unit from here
             got = mover.move(event, ids, actor_id, target, epoch, None, None, None, True, dup)
             if got == ASK_WITH_STATES:
                 before, after = np.empty(n, dtype=np.uint8), np.empty(n, dtype=np.uint8)
@@ -224,8 +237,10 @@ class BatchPath(SlotPath, Checks):
             got = mover.move(event, ids, actor_id, target, epoch, before, after, keys, False, dup)
             if got >= 0:
                 before_write(Batch(ids, keys, before, after))
+                self._thread = self._marks[event]  # the write's parts: one unit from here
                 got = mover.move(event, ids, actor_id, target, epoch, before, after, keys, True, dup)
-        if got < 0:
+        if got < 0:  # refused: nothing was written
+            self._thread = owner
             self._refuse(ids, event, actor, actor_id, target, got)
         if got == MIXED:
             moved = after
@@ -233,6 +248,8 @@ class BatchPath(SlotPath, Checks):
             moved, before = got & 0xFF, got >> 8
         self._settle(ids, moved, event)
         self.recorder.record(event, actor, target, epoch, ids.tobytes(), before, moved)
+        if not hold:
+            self._thread = owner
 
     def _shares_memory(self, array: np.ndarray) -> bool:
         """Whether `array` lies in memory of this ledger's own (a view of one of its columns, its

@@ -29,6 +29,7 @@ class Checks(LedgerState):
         not empty, real slots 1..capacity, each named once. A refusal (`BadSlotId`, or
         `BadInput` for what is no batch of ids) names `event` (an `Event`, or the name of the
         caller's operation) and `actor`; nothing changes. The array may be `ids` itself."""
+        self.check_thread()
         return self._ids(ids, event, actor)
 
     def _check_actor(self, ids, event: Event, actor: Actor, target: int) -> None:

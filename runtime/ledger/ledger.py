@@ -68,6 +68,7 @@ class SlotLedger(BatchPath, Locks, Integrity):
                 if before_write is not None:
                     before_write(expand(Batch(ids, self._alloc_key, _FREE, self._alloc_next)))
                 me, launched, lst = actor[1], self.launched, [s]
+                owner, self._thread = self._thread, self._marks[_ALLOC]  # the write's parts: one unit
                 for column, src, clear in self._alloc_writes:  # the fields ALLOC rewrites, read from its table
                     column[s] = (0, me, NOBODY, launched, clear)[src]
                 self._slots.code[s] = self._alloc_next | _ALLOC << 8  # the state and the last event, one write
@@ -75,6 +76,7 @@ class SlotLedger(BatchPath, Locks, Integrity):
                 h = self._head + 1
                 self._head = h if h < self.capacity else 0
                 self._count -= 1
+                self._thread = owner
                 return ids
         return self._alloc_batch(n, actor, actor[1], before_write)
 
@@ -84,7 +86,13 @@ class SlotLedger(BatchPath, Locks, Integrity):
         contract as `alloc`: all or none, None when too few are free (nothing changes), a
         refusal names the offending slot and its request, `before_write` as there."""
         self.check_thread()
-        n = len(actor_ids) if hasattr(actor_ids, "__len__") else -1
+        n = inputs.length(actor_ids)  # read without converting (a range's from its bounds)
+        if n is None:  # no batch type: refused below, by its type
+            n = len(actor_ids) if hasattr(actor_ids, "__len__") else -1
+        elif n > self.capacity and type(actor_ids) is not range:  # more requests than slots: too few free (none read)
+            if not self.has_free_list:
+                raise BadSlotId("this ledger keeps no free list: name the ids", slot_id=None, event=_ALLOC, actor=None)
+            return None
         who = inputs.actor_ids(actor_ids, n, _ALLOC)
         if who.size == 0:
             raise BadActor("at least one request to allocate for", argument="actor_ids", value=actor_ids, event=_ALLOC)
@@ -106,8 +114,10 @@ class SlotLedger(BatchPath, Locks, Integrity):
             if type(actor) is not Actors and actor[0] is not self._alloc_kind:
                 self._check_actor(self._peek(1), _ALLOC, actor, NOBODY)  # raises
             ids = self._peek(n)
-            self._move(ids, _ALLOC, actor, actor_id, NOBODY, before_write, dup=False)  # the ring's: distinct
+            owner = self._thread  # the move and the ring's advance: one unit, marked from the move's write on
+            self._move(ids, _ALLOC, actor, actor_id, NOBODY, before_write, dup=False, hold=True)
             self._advance(n)
+            self._thread = owner
             return ids
         h, at = self._head, None
         if h + n <= self.capacity:
@@ -132,6 +142,7 @@ class SlotLedger(BatchPath, Locks, Integrity):
         batch = Batch(ids, self._alloc_key, _FREE, self._alloc_next)  # uniform: every slot FREE
         if before_write is not None:
             before_write(expand(batch))
+        owner, self._thread = self._thread, self._marks[_ALLOC]  # the write's parts: one unit
         write(self.cols, self._alloc, batch, _ALLOC, actor_id, NOBODY, self.launched, at)
         # the recorder keeps its own copy (bytes): the caller gets `ids` and may write into it. The
         # same bytes are a known batch: real ids, distinct as the free ring's are (see `_ids`)
@@ -139,6 +150,7 @@ class SlotLedger(BatchPath, Locks, Integrity):
         self._known_run = at
         self.recorder.record(_ALLOC, actor, NOBODY, self.launched, known, _FREE, self._alloc_next)
         self._advance(n)
+        self._thread = owner
         return ids
 
     def apply(

@@ -14,8 +14,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from slotwarden.model.errors import IllegalMove
-from slotwarden.model.vocabulary import Actor, ActorKind, Event
+from slotwarden.model.errors import BadSlotId, IllegalMove
+from slotwarden.model.vocabulary import MAX_READERS, Actor, ActorKind, Event
 
 from slotwarden.runtime import inputs
 from slotwarden.runtime.ledger.queries import Queries
@@ -37,10 +37,12 @@ class Locks(Queries):
 
     def lock_holders(self, slot: int) -> frozenset:
         """The requests holding a lock on `slot`."""
+        self.check_thread()
         return frozenset(self.locks.get(inputs.slot(slot, self.capacity, "lock_holders"), ()))
 
     def lock_problems(self) -> list:
         """Where the lock counts and the record of lock holders disagree (text, up to 8 slots)."""
+        self.check_thread()
         readers = self.cols.readers
         recorded = np.zeros(readers.shape, dtype=np.int64)
         for slot, holders in self.locks.items():
@@ -60,6 +62,8 @@ class Locks(Queries):
         self.check_thread()
         event = inputs.event(event)
         if each:
+            if event is Event.UNLOCK:  # a slot once per lock given back: at most the locks a pool can hold
+                self._fits_locks(ids)
             arr = inputs.ids(ids, event, None, self.capacity if event is Event.LOCK else None)  # a LOCK: each once
             who = inputs.actor_ids(request, arr.size, event)
             if event is Event.LOCK or arr.size == 0:
@@ -72,10 +76,25 @@ class Locks(Queries):
         actors = [actor] * arr.size if actor.kind is ActorKind.REQUEST else []
         return LockBatch(event, arr, actors, None, actor)
 
+    def _fits_locks(self, ids) -> None:
+        """Refuse, by its length and before it is converted, an UNLOCK batch naming more slots
+        than there can be locks (each slot's count is at most MAX_READERS)."""
+        n, limit = inputs.length(ids), self.capacity * MAX_READERS
+        if n is not None and n > limit:
+            raise BadSlotId(
+                f"an unlock batch of {n} ids, more than the {limit} locks a pool of {self.capacity} slots can hold "
+                "(refused by its length)",
+                slot_id=None,
+                event=Event.UNLOCK,
+                actor=None,
+                batch=ids,
+            )
+
     def check_locks(self, ids: np.ndarray, actors: list, event: Event) -> None:
         """Refuse (`IllegalMove`, naming the slot and the request; nothing changes) a lock by a
         request that already holds one on the slot, or an unlock by one that holds none, or
         either named twice for one slot in the batch."""
+        self.check_thread()
         want = event is Event.UNLOCK  # an unlock needs a lock of its own; a lock must not have one
         seen = set()
         for s, request in zip(ids.tolist(), actors):

@@ -54,9 +54,11 @@ class SlotPath(FreeRing):
             before_write(expand(Batch(ids, self._alloc_key, _FREE, self._alloc_next)))
         launched = self.launched
         who = list(actor.ids) if each else [actor[1]] * n
+        owner, self._thread = self._thread, self._marks[_ALLOC]  # the write's parts: one unit
         write_slots(self._slots, self._alloc_list, lst, [self._alloc_key] * n, after, _ALLOC, who, NOBODY, launched)
         self.recorder.record(_ALLOC, actor, NOBODY, launched, lst, _FREE, after)  # fresh lists, never changed
         self._advance(n)
+        self._thread = owner
         return ids
 
     def _apply_slots(self, ids: np.ndarray, event: Event, actor: Actor | Actors, target: int, before_write) -> bool:
@@ -75,10 +77,12 @@ class SlotPath(FreeRing):
         if before_write is not None:
             before_write(Batch(ids, np.array(keys), np.array(before, dtype=np.uint8), np.array(after, dtype=np.uint8)))
         launched = self.launched
+        owner, self._thread = self._thread, self._marks[event]  # the write's parts: one unit
         write_slots(self._slots, table, lst, keys, after, event, who, target, launched)
         if len(lst) == 1:  # one slot: no loops
             self._settle_one(lst, after[0], event)
             self.recorder.record(event, actor, target, launched, lst, before, after)  # fresh lists, never changed
+            self._thread = owner
             return True
         if _FREE in after and self.has_free_list and event is not _ALLOC:
             self._push_slots([s for s, a in zip(lst, after) if a == _FREE])
@@ -90,6 +94,7 @@ class SlotPath(FreeRing):
             for f, released in by_step.items():
                 self._waiting.setdefault(f, []).append(released)
         self.recorder.record(event, actor, target, launched, lst, before, after)  # fresh lists, never changed
+        self._thread = owner
         return True
 
     def _settle_one(self, lst: list, a: int, event: Event) -> None:
@@ -113,8 +118,10 @@ class SlotPath(FreeRing):
         if before_write is not None:
             before_write(expand(Batch(due, key, _RELEASED, after)))
         afters = [after] * n
+        owner, self._thread = self._thread, self._marks[_FENCE]  # the write's parts: one unit
         write_slots(self._slots, self._lists[_FENCE], lst, [key] * n, afters, _FENCE, [actor[1]] * n, NOBODY, launched)
         if after == _FREE and self.has_free_list:
             self._push_slots(lst)
         self.recorder.record(_FENCE, actor, NOBODY, launched, lst, _RELEASED, afters)  # fresh lists, never changed
+        self._thread = owner
         return due if after == _FREE else due[:0]

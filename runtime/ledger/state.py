@@ -7,7 +7,10 @@ every method a part calls is defined in one of its own bases. The columns are to
 (`tensors`) worked on through numpy views (`cols`) and memoryviews (`views`) of the same memory.
 
 Single-threaded: the first thread that calls a ledger owns it; a call from any other thread raises
-`WrongThread` before touching anything (`check_thread`). `adopt()` hands the ledger over.
+`WrongThread` before touching anything (`check_thread`). `adopt()` hands the ledger over. A batch
+write (columns, free ring, fence lists, recorder) is one unit: while it runs the thread field holds
+a `Writing` mark, so a write an exception interrupts leaves every later call refusing
+(`WriteInterrupted`), at the cost of the thread check every call makes anyway.
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ from __future__ import annotations
 import sys
 import threading
 from _thread import get_ident
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
 
 from slotwarden.model.declaration import Lifecycle, Source
-from slotwarden.model.errors import BadInput, WrongThread
+from slotwarden.model.errors import BadInput, LifecycleError, WrongThread
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.table import compile_table
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Slot, State
@@ -32,6 +35,27 @@ from slotwarden.runtime.ledger.codes import CHECKS, RUN_MIN, SMALL, _FREE
 from slotwarden.runtime.ledger.recorder import FlightRecorder
 from slotwarden.runtime.ledger.tables import BITS, EventTable, ListTable, as_lists, compile_events, released_key
 from slotwarden.runtime.ledger.transition import Columns, slot_views
+
+
+class Writing(NamedTuple):
+    """What the ledger's thread field holds while a batch write of `event` runs (`owner`: the
+    thread it is restored to after the write's last part)."""
+
+    event: Event
+    owner: int
+
+
+class WriteInterrupted(LifecycleError):
+    """A batch write of this ledger was interrupted by an exception between its parts (columns,
+    free ring, fence lists, flight recorder): its records may disagree, so every later call
+    refuses. Names the write."""
+
+    def __init__(self, mark: Writing):
+        self.event = mark.event
+        super().__init__(
+            f"a {mark.event.name} batch write of this ledger was interrupted between its parts (columns, free "
+            "ring, fence lists, flight recorder): its records may disagree, so it refuses every call (make a new one)"
+        )
 
 
 class LedgerState:
@@ -85,7 +109,8 @@ class LedgerState:
     # -- the rest
     recorder: FlightRecorder
     locks: dict[int, set[int]]  # cached slot -> the requests holding a lock on it (`Locks`)
-    _thread: int | None  # the thread using the ledger (bound at its first call)
+    _thread: int | Writing | None  # the thread using the ledger (bound at its first call), or a write's mark
+    _marks: tuple  # per event, the `Writing` mark of a batch write of it by the owner thread
     _binding: threading.Lock  # only taken by a thread that is not the owner
 
     def __init__(
@@ -165,6 +190,7 @@ class LedgerState:
         self._waiting = {}
         self.locks = {}
         self._thread = None
+        self._marks = ()
         self._known = b""
         self._known_run = None
         self.run_min = RUN_MIN
@@ -178,23 +204,41 @@ class LedgerState:
     def adopt(self) -> None:
         """The calling thread takes the ledger over (the one using it must be done with it)."""
         with self._binding:
-            self._thread = threading.get_ident()
+            if type(self._thread) is Writing:
+                raise WriteInterrupted(self._thread)
+            self._bind(threading.get_ident())
 
     def check_thread(self) -> None:
         """Refuse (`WrongThread`, nothing touched) a call from a thread other than the ledger's;
         the first thread to call binds it. One integer comparison when the caller is the owner:
-        every public call of the ledger, and of a pool or guard over it, starts with it."""
+        every public call of the ledger, and of a pool or guard over it, starts with it. A write
+        left interrupted (its `Writing` mark still there) fails the comparison: `WriteInterrupted`."""
         if get_ident() != self._thread:
             self._bind_or_refuse()
 
+    def check_owner(self) -> None:
+        """The thread check alone, which a write left interrupted does not fail (the scheduler's
+        `collect` hands back what ended even then)."""
+        mark = self._thread
+        if type(mark) is not Writing or mark.owner != get_ident():
+            self.check_thread()
+
+    def _bind(self, me: int) -> None:
+        self._marks = tuple(Writing(e, me) for e in Event)
+        self._thread = me
+
     def _bind_or_refuse(self) -> None:
         me = threading.get_ident()
+        mark = self._thread
+        if type(mark) is Writing and mark.owner == me:
+            raise WriteInterrupted(mark)
         with self._binding:
             if self._thread is None:
-                self._thread = me
+                self._bind(me)
                 return
+        owner = mark.owner if type(mark) is Writing else mark
         raise WrongThread(
-            f"this slot ledger is used by thread {self._thread}; thread {me} called it. A pool, ledger "
+            f"this slot ledger is used by thread {owner}; thread {me} called it. A pool, ledger "
             "and guard are single-threaded: serialise the calls, or hand over with adopt()"
         )
 

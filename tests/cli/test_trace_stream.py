@@ -132,3 +132,44 @@ def test_the_trace_bench_writes_a_clean_trace_and_reports_each_size(capsys):
     assert out[0].startswith("check-trace on a clean synthetic trace (pool of 4 slots)")
     assert [row.split()[0] for row in out[2:4]] == ["200", "400"]
     assert all(line.to_json() == bench_trace.to_json(line) for line in bench_trace.synthetic(64, 4))
+
+
+_PLAIN_INT = r"-?(?:0|[1-9][0-9]{0,17})"
+_PLAIN = (  # the fast path's pattern before its quantifiers were made possessive
+    rf'\{{"step": (0|[1-9][0-9]{{0,17}}), "event": "([a-z]+)", "ids": \[((?:{_PLAIN_INT}(?:, {_PLAIN_INT})*)?)\], '
+    rf'"actor": "([a-z]+)", "actor_id": ({_PLAIN_INT}), "target": (null|{_PLAIN_INT})\}}[ \t\r\n]*'
+)
+
+
+def test_the_fast_paths_pattern_reads_the_lines_its_plain_form_reads():
+    """Random one- and two-character edits of canonical lines: the possessive pattern matches
+    exactly where the plain one does, with the same groups (seen failing with `[0-9]{0,16}+`
+    for the step's digits)."""
+    import random
+    import re
+
+    from slotwarden.runtime.trace import _CANONICAL
+
+    plain, rng = re.compile(_PLAIN), random.Random(22)
+    seeds = [*LINES, *BAD, *(bench_trace.to_json(ln) for ln in bench_trace.synthetic(40, 4))]
+    seeds.append(
+        '{"step": 123456789012345678, "event": "admit", "ids": [1, 22, 333], "actor": "request", '
+        '"actor_id": 99, "target": -7}'
+    )
+    alphabet, agree = '0123456789-, []{}":\n\t elnu', 0
+    for _ in range(6000):
+        text = list(rng.choice(seeds))
+        for _ in range(rng.randint(1, 2)):
+            at = rng.randrange(len(text))
+            edit = rng.randrange(3)
+            if edit == 0:
+                del text[at]
+            elif edit == 1:
+                text.insert(at, rng.choice(alphabet))
+            else:
+                text[at] = rng.choice(alphabet)
+        text = "".join(text)
+        a, b = plain.fullmatch(text), _CANONICAL.fullmatch(text)
+        assert (a and a.groups()) == (b and b.groups()), text
+        agree += a is not None
+    assert agree > 150  # enough edits kept the line canonical for the groups to be compared

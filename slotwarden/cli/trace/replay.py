@@ -1,6 +1,6 @@
 """The streaming replay behind `check-trace`: each line is applied to the model as it comes.
 
-A `Replay` keeps each moved slot's record (the pure model's `Slot`, moved by `model.step`, all or
+A `Replay` keeps each moved slot's record (the pure model's `Slot`, moved by the compiled declaration, all or
 nothing per line), the last `HISTORY` moves of each slot, the first `FINDINGS` illegal moves and
 a count of the rest, and the plot's window: the moves of the last `SPAN` + 1 lines (frozen around
 the first finding: `BEFORE` lines before it, `AFTER` after) and each slot's last move before
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
+from slotwarden.cli.trace.moves import compiled, free_events, key, move
 from slotwarden.cli.trace.report import Finding, Leak, Move, Report
 from slotwarden.model.errors import BadSlotId, LifecycleError
 from slotwarden.model.free import free_rule
@@ -41,6 +42,7 @@ SPAN = BEFORE + AFTER
 
 _SIZED = "not a slot of a pool of"  # the refusal that names the pool's size
 _NAMES = {**{e: e.name.lower() for e in Event}, FREE: FREE}
+_MOVES, _FREES = compiled(), free_events()  # the declaration, compiled once
 
 
 class Replay:
@@ -74,7 +76,7 @@ class Replay:
         if top > self.largest:
             self.largest = top
         try:
-            moves = self._moves(line, self.bound)
+            moves = self._moves(line, self.bound, lineno)
         except (LifecycleError, ValueError) as exc:
             slot = getattr(exc, "slot_id", None)
             slot = slot if type(slot) is int and 1 <= slot <= self.bound else None
@@ -82,35 +84,50 @@ class Replay:
                 self.unsized.append(len(self.findings))
             self._found(lineno, line, slot, str(exc).split("\n")[0])
             return
-        slots, history, recent, hi = self.slots, self.history, self.recent, self.hi
-        for i, before, after in moves:
-            move = (lineno, line, before, after, i)
-            slots[i] = after
+        slots, history = self.slots, self.history
+        for made in moves:
+            i = made[4]
+            slots[i] = made[3]
             kept = history.get(i)
             if kept is None:
                 kept = history[i] = deque(maxlen=HISTORY)
-            kept.append(move)
-            if hi is None or lineno <= hi:
-                recent.append(move)
-        if hi is None:  # the window follows the trace: moves older than SPAN lines leave it
-            lo, before = lineno - SPAN, self.before
-            while recent[0][0] < lo:
-                move = recent.popleft()
-                before[move[4]] = move
+            kept.append(made)
+        if self.hi is None:  # the window follows the trace: moves older than SPAN lines leave it
+            recent = self.recent
+            recent.extend(moves)
+            if recent[0][0] < lineno - SPAN:
+                self._trim(lineno - SPAN)
+        elif lineno <= self.hi:
+            self.recent.extend(moves)
 
-    def _moves(self, line: TraceLine, capacity: int) -> list:
-        """(slot id, record before, record after) for each slot of the line, or raise the model's
-        error. A raw `free` makes on each slot the move the declaration gives a free by that
+    def _moves(self, line: TraceLine, capacity: int, lineno: int = 0) -> list:
+        """The moves of the line, one (lineno, line, record before, record after, slot id) for
+        each slot, or raise the model's error. Each move is read from the compiled declaration
+        (`slotwarden.cli.trace.moves`); a move it has no rule for is the model's `step`, which
+        raises. A raw `free` makes on each slot the move the declaration gives a free by that
         actor (`model/free.py`); an actor the runtime refuses is refused here too (`BadActor`)."""
         event, ids, actor, get = line.event, line.ids, line.actor, self.slots.get
         checked_actor(actor, event if event != FREE else None)
         if len(ids) != 1 or type(ids[0]) is not int or not 1 <= ids[0] <= capacity:  # else they are fine
             check_ids(ids, capacity, event, actor)
-        out = []
+        aid, target, epoch, out = actor.id, line.target, line.step, []
+        if event == FREE:
+            frees = _FREES[actor.kind]
+            for i in ids:
+                rec = get(i, FREE_SLOT)
+                k = key(rec, aid)
+                fired = frees[k] or free_rule(rec, actor, slot_id=i).event  # no event: the model raises
+                table = _MOVES[fired]
+                after = move(rec, table.moves[k], aid, target, epoch) if target >= 0 or not table.needs_target else None
+                out.append((lineno, line, rec, after or step(rec, fired, actor, target, epoch, slot_id=i), i))
+            return out
+        table = _MOVES[event]
+        moves = table.moves if table.kind is actor.kind and (target >= 0 or not table.needs_target) else None
+        relevant = table.relevant
         for i in ids:
             rec = get(i, FREE_SLOT)
-            fired = free_rule(rec, actor, slot_id=i).event if event == FREE else event
-            out.append((i, rec, step(rec, fired, actor, line.target, line.step, slot_id=i)))
+            after = move(rec, moves[key(rec, aid, relevant[rec[0]])], aid, target, epoch) if moves else None
+            out.append((lineno, line, rec, after or step(rec, event, actor, target, epoch, slot_id=i), i))
         return out
 
     def _found(self, lineno: int, line: TraceLine, slot: int | None, error: str) -> None:
