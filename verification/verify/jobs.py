@@ -26,6 +26,7 @@ from slotwarden.verification.checker.search import check
 from slotwarden.verification import interrupts
 from slotwarden.verification.crosshair_proofs import prove, prove_moves
 from slotwarden.verification.differential import check_differential, runtime_has_cache
+from slotwarden.verification.machines.allocator import AllocatorMachine
 from slotwarden.verification.machines.bad_input import BadInputMachine, SchedulerBadInputMachine
 from slotwarden.verification.machines.campaign import Budget, CampaignResult, run_machine
 from slotwarden.verification.machines.continuity import (
@@ -44,6 +45,7 @@ LEVELS = {  # examples per machine, steps per example, mutant examples, checker 
     "quick": dict(
         differential=40,
         pool=Budget(40, 25),
+        allocator=Budget(30, 20),
         scheduler=Budget(25, 20),
         mutant=Budget(300, 25),
         bounds=TEST_BOUNDS,
@@ -53,6 +55,7 @@ LEVELS = {  # examples per machine, steps per example, mutant examples, checker 
     "default": dict(
         differential=300,
         pool=Budget(200, 30),
+        allocator=Budget(100, 25),  # a broken free mapping was caught in 4-58 examples (seeds 0-7)
         scheduler=Budget(100, 25),
         mutant=Budget(500, 40),  # 30 steps rarely reached an aborted running lent turn (SGLang 40251)
         bounds=DEFAULT_BOUNDS,
@@ -62,6 +65,7 @@ LEVELS = {  # examples per machine, steps per example, mutant examples, checker 
     "thorough": dict(
         differential=2000,
         pool=Budget(2000, 40),
+        allocator=Budget(1000, 40),
         scheduler=Budget(1000, 40),
         mutant=Budget(2000, 40),
         bounds=THOROUGH_BOUNDS,
@@ -374,6 +378,7 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
     machines = [
         ("pool", PoolMachine, level["pool"]),
         ("guard", GuardMachine, level["pool"]),
+        ("allocator", AllocatorMachine, level["allocator"]),
         ("scheduler", machine_for(Scheduler, overlap=False), level["scheduler"]),
         ("scheduler+overlap", machine_for(Scheduler, overlap=True), level["scheduler"]),
     ]
