@@ -33,6 +33,9 @@ WHO = ("owner", "borrower", "request", "session", "nobody")
 """Who acts: the first slot's owner or borrower, any request or session, or nobody said."""
 FENCER = Actor(ActorKind.SCHEDULER, 0)  # no step is ever launched: a release is due at once
 SLOTS = st.lists(st.integers(-1, 6), min_size=1, max_size=5)  # 6: one past the end (see `_ids`)
+SOME = st.lists(st.integers(1, 5), max_size=3)  # slots of the pool (folded into it, see `_ids`)
+HOLDER = st.sampled_from(("owner", "owner", "borrower", "nobody"))  # who frees a held slot
+JUNK = st.sampled_from((None,) * 12 + (0, -1, 6, "twice"))  # a bad id, now and then
 
 
 class AllocatorMachine(RuleBasedStateMachine):
@@ -77,7 +80,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         assert self._engine() == engine, f"a refused call changed the engine's free list ({why})"
 
     # -- the allocator's API ---------------------------------------------------------------------
-    @rule(n=st.integers(1, 3), rid=RIDS, attributed=st.booleans())
+    @rule(n=st.integers(1, 3), rid=RIDS, attributed=st.sampled_from((True, True, True, False)))
     def alloc_slots(self, n, rid, attributed):
         actor = Actor.request(rid) if attributed else None
         if actor is None and not self.trust:
@@ -93,19 +96,21 @@ class AllocatorMachine(RuleBasedStateMachine):
         for s in ids:
             self.model[s] = model_step(self.model[s], Event.ALLOC, by)
 
-    @rule(
-        pick=st.integers(0, 4), who=st.sampled_from(("owner", "borrower", "nobody")), more=st.lists(st.integers(1, 5))
-    )
-    def free_held(self, pick, who, more):
+    @rule(pick=st.integers(0, 4), who=HOLDER, more=st.one_of(st.just([]), SOME), junk=JUNK)
+    def free_held(self, pick, who, more, junk):
         """A free of a held slot by its owner, its borrower or nobody, with more slots (other
-        owners', free ones, itself again)."""
+        owners', free ones: double frees) and now and then a bad id."""
         held = [s for s, r in self.model.items() if r.state is not State.FREE]
         if held:
-            self.free([held[pick % len(held)], *more], who, 1, 1001)
+            self.free([held[pick % len(held)], *more], who, 1, 1001, junk)
 
-    @rule(raw=SLOTS, who=st.sampled_from(WHO), rid=RIDS, sid=SIDS)
-    def free(self, raw, who, rid, sid):
-        ids = self._ids(raw)
+    @rule(raw=SOME, who=st.sampled_from(WHO), rid=RIDS, sid=SIDS, junk=JUNK)
+    def free(self, raw, who, rid, sid, junk=None):
+        ids = list(dict.fromkeys(self._ids(raw)))
+        if junk is not None:
+            ids += ids[:1] if junk == "twice" else self._ids([junk])
+        if not ids:
+            return
         actor = self._actor(who, ids, rid, sid)
         call = lambda: self.alloc.free(torch.tensor(ids, dtype=torch.int64))  # noqa: E731
         if actor is None and not self.trust:
@@ -124,6 +129,18 @@ class AllocatorMachine(RuleBasedStateMachine):
         self._call(actor, call)
         for s, after in moves:
             self.model[s] = after
+
+    @rule(pick=st.integers(0, 4), nth=st.integers(0, 3), rid=RIDS, sid=SIDS)
+    def move_held(self, pick, nth, rid, sid):
+        """One of the declared moves of a held slot (its `nth`), by whoever makes it: its
+        owner, or its borrower (a lent turn's admit, finish, rollback, abort)."""
+        held = [s for s, r in self.model.items() if r.state is not State.FREE]
+        if held:
+            slot = held[pick % len(held)]
+            rules = [r for r in LIFECYCLE.rules_from(self.model[slot].state) if r.event in MOVES]
+            if rules:
+                rule_ = rules[nth % len(rules)]
+                self.move(rule_.event, [slot], "borrower" if rule_.by is Relation.BORROWER else "owner", rid, sid)
 
     @rule(event=st.sampled_from(MOVES), raw=SLOTS, who=st.sampled_from(WHO), rid=RIDS, sid=SIDS)
     def move(self, event, raw, who, rid, sid):

@@ -3,8 +3,9 @@ kind of job that runs it and returns its `Row`, and `jobs()`, the campaign as a 
 
 The stages: the declaration (the `transitions` machine, `step()`, the table and the runtime's
 own paths agree on every move and on many-slot batches; every single-rule mutant of it is
-killed), the CrossHair proofs, the exhaustive model checker over the abstract scheduler and its coverage, the differential
-stage (the checker's model follows the runtime's scheduler), the Hypothesis machines,
+killed), the CrossHair proofs, the exhaustive model checker over the abstract scheduler and
+its coverage, the differential stage (the checker's model follows the runtime's scheduler),
+the Hypothesis machines,
 continuity (tokens and state against a replay of the transcript), the runtime bugs seeded
 and hunted, the mutant matrix (each bug of the history caught by the checker and the scheduler
 machine, each for the reason it names) and bad input at every entry point.
@@ -56,7 +57,7 @@ LEVELS = {  # examples per machine, steps per example, mutant examples, checker 
     "default": dict(
         differential=300,
         pool=Budget(200, 30),
-        allocator=Budget(100, 25),  # a broken free mapping was caught in 4-58 examples (seeds 0-7)
+        allocator=Budget(150, 25),
         scheduler=Budget(100, 25),
         mutant=Budget(500, 40),  # 30 steps rarely reached an aborted running lent turn (SGLang 40251)
         bounds=DEFAULT_BOUNDS,
