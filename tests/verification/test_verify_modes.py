@@ -70,3 +70,27 @@ def test_the_pooled_jobs_start_longest_first():
     assert pooled[0] == unpinned and pooled[1][1] == str(biggest)
     names = [j[1] for j in pooled]
     assert names.index(verify.EVERY_MOVE) < names.index("quiescent")
+
+
+def _raise(*_):
+    raise ZeroDivisionError("a job's own fault")
+
+
+def test_a_job_that_raises_is_a_fail_row_with_its_traceback(tmp_path, capsys, monkeypatch):
+    """In this process (the agreement, job 1) and in a worker (the declaration mutants, job 2):
+    each raising job is a FAIL row naming the exception, with its traceback in report.json and
+    report.md, and verify ends with FAIL (exit 1). Before, the exception ended verify with a
+    traceback and no verdict."""
+    from slotwarden.verification.verify import workers
+
+    monkeypatch.setattr(verify, "_agreement", _raise)
+    monkeypatch.setattr(workers, "declaration_mutants_job", _raise)  # the forked worker inherits it
+    for shard in ("1/1000", "2/1000"):
+        report = tmp_path / shard.replace("/", "-")
+        assert main(["verify", "--quick", "--shard", shard, "--report", str(report)]) == 1
+        out = capsys.readouterr().out
+        assert "RAISED ZeroDivisionError: a job's own fault" in out and "verify: FAIL" in out
+        (row,) = json.loads((report / "report.json").read_text())["results"]
+        assert not row["ok"] and row["detail"]["raised"] == "ZeroDivisionError"
+        assert "Traceback" in row["detail"]["traceback"] and "_raise" in row["detail"]["traceback"]
+        assert "## Jobs that raised" in (report / "report.md").read_text()

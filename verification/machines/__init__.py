@@ -2,13 +2,15 @@
 is checked by importing one (a test file only says `TestX = PoolMachine.TestCase`).
 
 - the pool: `PoolMachine` (a pool under test, `StatePoolUnderTest` by default) and
-  `GuardMachine` (an engine allocator behind `LedgerGuard`);
+  `GuardMachine` (an engine allocator behind `LedgerGuard`), `AllocatorMachine` (the drop-in
+  `GuardedAllocator`, every free judged by the declaration's free rule);
 - the scheduler: `SchedulerMachine`, `CachedSchedulerMachine`, `machine_for(cls)` for a mutant;
 - continuity: `ContinuityMachine`, `CachedContinuityMachine`, `continuity_machine_for(cls)`;
 - the prefix tree: `RadixMachine`, `radix_machine_for(cls)`;
 - bad input: `BadInputMachine`, `SchedulerBadInputMachine`.
 """
 
+from slotwarden.verification.machines.allocator import AllocatorMachine
 from slotwarden.verification.machines.bad_input import BadInputMachine, SchedulerBadInputMachine
 from slotwarden.verification.machines.continuity import (
     CachedContinuityMachine,
@@ -28,6 +30,7 @@ from slotwarden.verification.machines.shared import MODEL, NODE_IDS, REQUEST_IDS
 from slotwarden.verification.machines.under_test import PoolUnderTest, StatePoolUnderTest
 
 __all__ = [
+    "AllocatorMachine",
     "BadInputMachine",
     "CachedContinuityMachine",
     "CachedSchedulerMachine",

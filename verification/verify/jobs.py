@@ -2,9 +2,10 @@
 kind of job that runs it and returns its `Row`, and `jobs()`, the campaign as a fixed list.
 
 The stages: the declaration (the `transitions` machine, `step()`, the table and the runtime's
-own path agree on every move; every single-rule mutant of it is killed), the CrossHair proofs,
-the exhaustive model checker over the abstract scheduler and its coverage, the differential
-stage (the checker's model follows the runtime's scheduler), the Hypothesis machines,
+own paths agree on every move and on many-slot batches; every single-rule mutant of it is
+killed), the CrossHair proofs, the exhaustive model checker over the abstract scheduler and
+its coverage, the differential stage (the checker's model follows the runtime's scheduler),
+the Hypothesis machines,
 continuity (tokens and state against a replay of the transcript), the runtime bugs seeded
 and hunted, the mutant matrix (each bug of the history caught by the checker and the scheduler
 machine, each for the reason it names) and bad input at every entry point.
@@ -19,6 +20,7 @@ from typing import Callable, NamedTuple
 from slotwarden.model import proofs as model_proofs
 from slotwarden.runtime.scheduler.scheduler import Scheduler
 from slotwarden.verification.agreement import judge, judge_runtime
+from slotwarden.verification.batches import covers, judge_batches
 from slotwarden.verification.checker import pins
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS
 from slotwarden.verification.checker.goals import UNREACHABLE, coverage, show_rule
@@ -26,6 +28,7 @@ from slotwarden.verification.checker.search import check
 from slotwarden.verification import interrupts
 from slotwarden.verification.crosshair_proofs import prove, prove_moves
 from slotwarden.verification.differential import check_differential, runtime_has_cache
+from slotwarden.verification.machines.allocator import AllocatorMachine
 from slotwarden.verification.machines.bad_input import BadInputMachine, SchedulerBadInputMachine
 from slotwarden.verification.machines.campaign import Budget, CampaignResult, run_machine
 from slotwarden.verification.machines.continuity import (
@@ -44,6 +47,7 @@ LEVELS = {  # examples per machine, steps per example, mutant examples, checker 
     "quick": dict(
         differential=40,
         pool=Budget(40, 25),
+        allocator=Budget(30, 20),
         scheduler=Budget(25, 20),
         mutant=Budget(300, 25),
         bounds=TEST_BOUNDS,
@@ -53,6 +57,7 @@ LEVELS = {  # examples per machine, steps per example, mutant examples, checker 
     "default": dict(
         differential=300,
         pool=Budget(200, 30),
+        allocator=Budget(150, 25),
         scheduler=Budget(100, 25),
         mutant=Budget(500, 40),  # 30 steps rarely reached an aborted running lent turn (SGLang 40251)
         bounds=DEFAULT_BOUNDS,
@@ -62,6 +67,7 @@ LEVELS = {  # examples per machine, steps per example, mutant examples, checker 
     "thorough": dict(
         differential=2000,
         pool=Budget(2000, 40),
+        allocator=Budget(1000, 40),
         scheduler=Budget(1000, 40),
         mutant=Budget(2000, 40),
         bounds=THOROUGH_BOUNDS,
@@ -124,6 +130,22 @@ def _runtime_agreement(_) -> Row:
     return Row("declaration", "runtime look_up/write = step()", not bad, time.perf_counter() - start, text, detail)
 
 
+def _batch_agreement(_) -> Row:
+    """Many-slot batches (runs, several runs, scattered, mixed in owner and in state) through
+    `SlotLedger.apply` down its batched paths against `step()` slot by slot."""
+    start = time.perf_counter()
+    verdicts = judge_batches()
+    bad = [v for v in verdicts if not v.agrees]
+    kinds = covers(verdicts)
+    text = (
+        f"{len(verdicts) - len(bad)}/{len(verdicts)} batches agree with step() slot by slot ("
+        + ", ".join(f"{k} {n}" for k, (n, _) in kinds.items())
+        + f"; paths {', '.join(sorted({v.path for v in verdicts}))})"
+    )
+    detail = {"batches": len(verdicts), "kinds": kinds, "disagreements": [str(v) for v in bad[:20]]}
+    return Row("declaration", "runtime batches = step()", not bad, time.perf_counter() - start, text, detail)
+
+
 def _continuity(budget: Budget, seed, machine: type = ContinuityMachine, name: str = "continuity") -> Row:
     r = run_machine(name, machine, budget, seed)
     text = f"{r.examples} examples, tokens and state bit for bit" + ("" if r.passed else f"; FAILED: {r.error}")
@@ -143,13 +165,12 @@ def seeded_bug_stages(runtime_level: dict, level: dict, seed) -> dict:
 
     def agreement() -> str:
         bad = [v for v in judge_runtime() if not v.agrees]
+        if not bad:
+            batches = [v for v in judge_batches() if not v.agrees]
+            return f"{len(batches)} batches disagree, e.g. {batches[0]}" if batches else ""
         return (
-            ""
-            if not bad
-            else (
-                f"{len(bad)} moves disagree, e.g. {bad[0].case.slot.state.name} {bad[0].case.event.name} by "
-                f"{bad[0].case.actor}: {bad[0].problem}"
-            )
+            f"{len(bad)} moves disagree, e.g. {bad[0].case.slot.state.name} {bad[0].case.event.name} by "
+            f"{bad[0].case.actor}: {bad[0].problem}"
         )
 
     hunt_budget = runtime_level["hunt"]
@@ -365,6 +386,7 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
     survivors_timeout = proof_timeout if level is LEVELS["thorough"] else None  # CrossHair on unlisted survivors
     out += [("mutations", "declaration mutants", (survivors_timeout,))]
     out += [("declaration", "runtime agreement", lambda: _runtime_agreement(None))]
+    out += [("declaration", "runtime batches", lambda: _batch_agreement(None))]
     if level["proofs"]:
         names = only or [EVERY_MOVE] + [n for n in model_proofs.PROOFS if n not in model_proofs.MOVE_PROOFS]
         out += [("proofs", n, (n, proof_timeout)) for n in names]
@@ -374,6 +396,7 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
     machines = [
         ("pool", PoolMachine, level["pool"]),
         ("guard", GuardMachine, level["pool"]),
+        ("allocator", AllocatorMachine, level["allocator"]),
         ("scheduler", machine_for(Scheduler, overlap=False), level["scheduler"]),
         ("scheduler+overlap", machine_for(Scheduler, overlap=True), level["scheduler"]),
     ]

@@ -43,13 +43,13 @@ def summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
             )
         elif stage == "proofs" and not level["proofs"]:
             lines.append("| proofs | skipped (--quick) | - | - | - |")
-    states = sum(r.detail["states"] for r in rows if r.stage == "exhaustive")
+    states = sum(r.detail.get("states", 0) for r in rows if r.stage == "exhaustive")
     lines.append(f"exhaustive: {states} reachable states over {sum('bounds' in r.detail for r in rows)} bounds")
     for r in rows:
-        if r.stage == "mutations":
+        if r.stage == "mutations" and "kills" in r.detail:
             lines += ["", "== declaration mutants: kill matrix (per rule: how each of its mutants was killed)"]
             lines += declaration_mutants.matrix_lines(r.detail)
-    mutants = [r for r in rows if r.stage == "mutants"]
+    mutants = [r for r in rows if r.stage == "mutants" and "checker" in r.detail]  # (one that raised: no matrix)
     if mutants:
         lines += [
             "",
@@ -97,7 +97,7 @@ def write_report(folder: Path, rows: list[Row], total: float, level_name: str, o
     md += ["", "## Results", "", "| stage | check | ok | seconds | result |", "|---|---|---|---:|---|"]
     md += [f"| {r.stage} | {r.name} | {'yes' if r.ok else 'NO'} | {r.seconds:.1f} | {r.summary} |" for r in rows]
     for r in rows:
-        if r.stage == "mutations":
+        if r.stage == "mutations" and "kills" in r.detail:
             md += ["", "## Declaration mutants", "", *declaration_mutants.matrix_lines(r.detail), ""]
             md += ["| mutant | killed by | witness |", "|---|---|---|"]
             md += [
@@ -105,6 +105,10 @@ def write_report(folder: Path, rows: list[Row], total: float, level_name: str, o
                 f"{k['detail'] or r.detail['equivalent'].get(k['mutant'], '')} |"
                 for k in r.detail["kills"]
             ]
+    md += ["", "## Jobs that raised", ""] if any("traceback" in r.detail for r in rows) else []
+    for r in rows:
+        if "traceback" in r.detail:
+            md += [f"### {r.stage}: {r.name}", "", "```", r.detail["traceback"].rstrip(), "```", ""]
     md += ["", "## Counterexamples", ""]
     for r in rows:
         trace = r.detail.get("trace") or (r.detail.get("hypothesis") or {}).get("trace")

@@ -3,7 +3,8 @@ summary and a report. The pooled jobs run in two worker processes, longest first
 process runs the other stages; the coverage job runs last, on every bounds' result. User errors
 (a malformed or empty shard, an unknown proof, a report folder that cannot be written) raise
 `UsageError` before any job runs. Exit status 0 only if every proof is CONFIRMED, every check
-holds, and every runtime fault and every mutant is caught.
+holds, and every runtime fault and every mutant is caught. A job that raises is a FAIL row with
+its traceback (in report.md, and printed below the row), and the run goes on to its verdict.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ def run_verify(args) -> int:
             f"  [{len(rows):>2}/{expected}] {mark} {row.stage:<11} {row.name:<34} {row.seconds:7.1f} s  {row.summary}",
             flush=True,
         )
+        if "traceback" in row.detail:
+            print("    " + row.detail["traceback"].rstrip().replace("\n", "\n    "), flush=True)
 
     pooled = sorted((j for j in todo if not callable(j[2])), key=cost, reverse=True)
     print(
@@ -65,10 +68,11 @@ def run_verify(args) -> int:
         flush=True,
     )
     with ProcessPoolExecutor(max_workers=2, mp_context=FORK) as pool:
-        done = pool.map(run_pooled, [j[0] for j in pooled], [j[2] for j in pooled])  # submits every job now
+        stages, thunks, names = [j[0] for j in pooled], [j[2] for j in pooled], [j[1] for j in pooled]
+        done = pool.map(run_pooled, stages, thunks, names)  # submits every job now
         for stage, name, thunk in todo:
             if callable(thunk) and stage != "exhaustive":
-                show(timed(lambda: [thunk()])[0])
+                show(timed(lambda: [thunk()], stage, name)[0])
         for found, result in done:
             if result is not None:
                 CHECKED[result.bounds] = result
@@ -76,7 +80,7 @@ def run_verify(args) -> int:
                 show(row)
     for stage, name, thunk in todo:  # the coverage job reads every search's result
         if callable(thunk) and stage == "exhaustive":
-            show(timed(lambda: [thunk()])[0])
+            show(timed(lambda: [thunk()], stage, name)[0])
     total = time.perf_counter() - start
     ok = bool(rows) and all(r.ok for r in rows)  # a run that checked nothing never passes
     print(summary(rows, total, level_name, level), flush=True)

@@ -1,11 +1,13 @@
 """The worker side of `slotwarden verify`: the jobs that run in the two worker processes (the
 declaration mutants, the proofs, the exhaustive bounds and the mutants), started longest first
-(`cost`) as copies of the parent process, and the CPU seconds of every job's rows (`timed`)."""
+(`cost`) as copies of the parent process, and the CPU seconds of every job's rows (`timed`).
+A job that raises gives one FAIL row with its traceback (`raised`), never a run with no verdict."""
 
 from __future__ import annotations
 
 import multiprocessing
 import time
+import traceback
 from typing import Callable
 
 from slotwarden.verification.checker import pins
@@ -19,30 +21,43 @@ from slotwarden.verification.verify.jobs import (
 )
 
 
-def run_pooled(stage: str, args: tuple) -> tuple[list[Row], object]:
-    """Run one job in a worker process: its rows, and for an exhaustive bounds its result."""
+def run_pooled(stage: str, args: tuple, name: str = "") -> tuple[list[Row], object]:
+    """Run one job in a worker process: its rows, and for an exhaustive bounds its result (None
+    if it raised: its FAIL row says why)."""
     if stage == "exhaustive":
-        searched = []
+        searched = [None]
 
         def search() -> list[Row]:
-            row, result = checker_job(*args)
-            searched.append(result)
+            row, searched[0] = checker_job(*args)
             return [row]
 
-        return timed(search), searched[0]
+        return timed(search, stage, name), searched[0]
     if stage == "proofs":
-        return timed(lambda: proofs_job(*args)), None
+        return timed(lambda: proofs_job(*args), stage, name), None
     if stage == "mutations":
-        return timed(lambda: [declaration_mutants_job(*args)]), None
-    return timed(lambda: [mutant_job(*args)]), None
+        return timed(lambda: [declaration_mutants_job(*args)], stage, name), None
+    return timed(lambda: [mutant_job(*args)], stage, name), None
 
 
-def timed(run: Callable[[], list]) -> list[Row]:
-    """The rows `run` returns, their CPU seconds (this process's) shared among them."""
-    start = time.process_time()
-    rows = run()
+def timed(run: Callable[[], list], stage: str = "", name: str = "") -> list[Row]:
+    """The rows `run` returns, their CPU seconds (this process's) shared among them; if `run`
+    raises, the one FAIL row of job `stage`/`name` that says so (`raised`)."""
+    start, wall = time.process_time(), time.perf_counter()
+    try:
+        rows = run()
+    except Exception as exc:  # a job's fault is a verdict (FAIL), not the end of the run
+        rows = [raised(stage, name, exc, time.perf_counter() - wall)]
     cpu = (time.process_time() - start) / max(len(rows), 1)
     return [r._replace(cpu=cpu) for r in rows]
+
+
+def raised(stage: str, name: str, exc: BaseException, seconds: float) -> Row:
+    """The FAIL row of a job that raised `exc`: its type and message in the summary, the whole
+    traceback in the detail (and in report.md)."""
+    text = "".join(traceback.format_exception(exc))
+    first = (str(exc).splitlines() or [""])[0]
+    summary = f"RAISED {type(exc).__name__}: {first}"[:200]
+    return Row(stage, name, False, seconds, summary, {"raised": type(exc).__name__, "traceback": text})
 
 
 FORK = multiprocessing.get_context("fork")
