@@ -31,6 +31,8 @@ from slotwarden.runtime.scheduler.errors import (
 )
 
 
+_NOTHING = object()  # no value returned yet
+
 # raised before anything changes
 REFUSALS = (BadRequest, SessionClosed, UnknownRequest, UnknownSession, SessionBusy, NoSessionState)
 
@@ -46,18 +48,18 @@ def guarded(call):
         if sched._broken is not None:
             raise sched._broken
         sched.pool.ledger.check_thread()  # the pool's thread check: a refusal, never judged
-        try:
-            sched._sigint.enter()
+        sigint = sched._sigint
+        depth, out = sigint.depth, _NOTHING
+        try:  # one try from the call to its return: no line between them can lose what it returned
+            sigint.enter()
             out = call(sched, *args, **kwargs)
-        except BaseException as exc:
-            sched._sigint.leave(deliver=False)
-            judge(sched, exc, call.__name__)
-            raise
-        try:
-            sched._sigint.leave(deliver=True)  # a SIGINT noted meanwhile is raised here, at the boundary
+            sigint.leave(deliver=True)  # a SIGINT noted meanwhile is raised here, at the boundary
             return out
         except BaseException as exc:
-            sched.outbox[:0] = returned(out)  # what the call returned goes back to the outbox
+            if sigint.depth > depth:  # entered and not yet left
+                sigint.leave(deliver=False)
+            if out is not _NOTHING:
+                sched.outbox[:0] = returned(out)  # what the call returned goes back to the outbox
             judge(sched, exc, call.__name__)
             raise
 
