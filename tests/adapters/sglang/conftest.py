@@ -5,7 +5,19 @@ pinned packages nothing is stubbed, and each test module skips itself (installed
 the pip commands).
 """
 
+import pytest
+
 from adapters.sglang import installed, stubs
 
 if installed.skip_reason() is None:
     stubs.install()
+
+
+@pytest.fixture
+def guarded():
+    """The adapter installed for one test (pools built in it are guarded), then removed."""
+    import slotwarden.adapters.sglang as sw
+
+    sw.uninstall()
+    yield sw.install()
+    sw.uninstall()

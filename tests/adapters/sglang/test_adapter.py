@@ -26,13 +26,6 @@ from slotwarden.runtime.guarded_allocator import HeldSlots  # noqa: E402
 from adapters.sglang import flow, objects  # noqa: E402
 
 
-@pytest.fixture
-def guarded():
-    sw.uninstall()
-    yield sw.install()
-    sw.uninstall()
-
-
 def _clean(fx) -> None:
     slots = fx.pool.mamba_allocator
     audit = slots.guarded.audit()

@@ -17,20 +17,12 @@ from adapters.sglang import installed
 if installed.skip_reason() is not None:
     pytest.skip(installed.skip_reason(), allow_module_level=True)
 
-import slotwarden.adapters.sglang as sw  # noqa: E402
 from slotwarden.adapters.sglang import hooks  # noqa: E402
 from slotwarden.adapters.sglang import who as W  # noqa: E402
 from slotwarden.adapters.sglang.slots import LockedEviction  # noqa: E402
 from slotwarden.model.vocabulary import State  # noqa: E402
 
 from adapters.sglang import flow, objects  # noqa: E402
-
-
-@pytest.fixture
-def guarded():
-    sw.uninstall()
-    yield sw.install()
-    sw.uninstall()
 
 
 def _finished_in_flight(fx):
