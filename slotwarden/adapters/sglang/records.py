@@ -8,9 +8,7 @@ is a device sync for CUDA tensors: once per session or insert move, never per to
 
 from __future__ import annotations
 
-import numpy as np
-
-from slotwarden.model.vocabulary import Actor, Event, State
+from slotwarden.model.vocabulary import Actor, Event, Group, Relation, State
 
 _TAKEN, _LENT = int(State.TAKEN), int(State.LENT)
 
@@ -37,16 +35,27 @@ def admit(slots, kv, req: Actor) -> None:
 
 
 def give_back(slots, ids: list[int], req: Actor, event: Event | None) -> None:
-    """The borrower `req` hands a session's record back (its turn finished, was retracted,
-    or, with `event` ABORT, aborted): a running slot by `event` (FINISH by default), a slot
-    still only lent by a rollback, or the abort itself."""
+    """The borrower `req` hands a session's record back: each slot by the first declared
+    move of a borrower from its state back into the session (a running turn's finish, a turn
+    only lent's rollback), or all by `event` (ABORT: the turn was aborted)."""
     if not ids:
         return
-    arr = np.array(ids, dtype=np.int64)
-    state = slots.ledger.cols.state[arr]
-    running = arr[state == int(State.LENT_RUNNING)]
-    waiting = arr[state != int(State.LENT_RUNNING)]
-    if running.size:
-        slots.fire(event or Event.FINISH, running, req)
-    if waiting.size:
-        slots.fire(event or Event.ROLLBACK, waiting, req)
+    lc = slots.ledger.lifecycle
+    groups: dict[Event, list[int]] = {}
+    for s in ids:  # a record holds one to three slots
+        state = State(slots.ledger.views.state[s])
+        groups.setdefault(event or _returning(lc, state), []).append(s)
+    for ev, group in groups.items():
+        slots.fire(ev, group, req)
+
+
+def _returning(lc, state: State) -> Event:
+    """The event of the first declared rule by which a borrower gives a `state` slot back to
+    its session (the model refuses the move if there is none: FINISH is fired then)."""
+
+    def back(r) -> bool:  # by the borrower, ending in the session with no borrower
+        dest = lc.spec(r.dest)
+        return r.by is Relation.BORROWER and dest.group is Group.SESSION_OWNED and not dest.lent
+
+    rule = next((r for r in lc.rules_from(state) if back(r)), None)
+    return Event.FINISH if rule is None else rule.event
