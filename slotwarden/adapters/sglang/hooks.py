@@ -22,34 +22,35 @@ def slots_of(pool) -> GuardedSlots | None:
     return got if isinstance(got, GuardedSlots) else None
 
 
-def _acting(site: str, pool_of, actor_of, admit: bool = False):
-    """A wrapper that runs the method with its allocator calls made by `actor_of(args)`."""
+def _attributed(site: str, pool_of, who_of):
+    """A wrapper that runs the method with its allocator calls attributed as `who_of(args)`."""
 
     def make(orig):
         def wrapper(self, *args, **kwargs):
             if slots_of(pool_of(self)) is None:
                 return orig(self, *args, **kwargs)
-            actor = actor_of(self, *args, **kwargs)
-            who = W.Who(W.Mode.ACTOR, actor, admit=admit, site=site) if actor is not None else W.HOLDER
-            with W.attributed(who):
+            with W.attributed(who_of(self, *args, **kwargs)):
                 return orig(self, *args, **kwargs)
 
         return wrapper
 
     return make
+
+
+def _acting(site: str, pool_of, actor_of, admit: bool = False):
+    """Allocator calls made by `actor_of(args)` (nobody named: by the slot's holder)."""
+
+    def who_of(self, *args, **kwargs):
+        actor = actor_of(self, *args, **kwargs)
+        return W.Who(W.Mode.ACTOR, actor, admit=admit, site=site) if actor is not None else W.HOLDER
+
+    return _attributed(site, pool_of, who_of)
 
 
 def _mode(site: str, pool_of, mode: W.Mode):
-    def make(orig):
-        def wrapper(self, *args, **kwargs):
-            if slots_of(pool_of(self)) is None:
-                return orig(self, *args, **kwargs)
-            with W.attributed(W.Who(mode, site=site)):
-                return orig(self, *args, **kwargs)
-
-        return wrapper
-
-    return make
+    """Allocator calls attributed by `mode` (the tree's, or passed through)."""
+    who = W.Who(mode, site=site)
+    return _attributed(site, pool_of, lambda self, *a, **k: who)
 
 
 def _arg(name: str, at: int):
@@ -68,7 +69,6 @@ def _match_actor(self, params, *args, **kwargs):
     return W.request(params.req) if params.req is not None else None
 
 
-_own_pool = lambda self: self  # noqa: E731 - the pool's own methods
 _cache_pool = lambda self: self.cache.req_to_token_pool  # noqa: E731 - a component's, a session's
 _tree_pool = lambda self: self.req_to_token_pool  # noqa: E731 - the radix cache's, the scheduler's
 
