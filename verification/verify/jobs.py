@@ -41,6 +41,7 @@ from slotwarden.verification.machines.pool import PoolMachine
 from slotwarden.verification.machines.scheduler import machine_for
 from slotwarden.verification.mutants import declaration as declaration_mutants
 from slotwarden.verification.mutants.history import MUTANTS
+from slotwarden.verification.mutants.runtime_checks import rejudge_listed, witness
 from slotwarden.verification.mutants.seeded import SEEDED_BUGS, hunt
 
 LEVELS = {  # examples per machine, steps per example, mutant examples, checker bounds
@@ -328,7 +329,11 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
     if mutant.cls is None:  # only the checker's half is in the catalogue: the runtime's is n/a
         h = CampaignResult(mutant.name, True, 0.0, 0, "", "", "")
     else:
-        h = run_machine(mutant.name, hunter(mutant.cls, **mutant.needs), budget, seed, shrink)
+        machine = hunter(mutant.cls, **mutant.needs)
+        h = run_machine(mutant.name, machine, budget, seed, shrink)
+    rejudged = rejudge_listed(
+        mutant.name, None if mutant.cls is None else witness(mutant.name, machine, h, budget.steps)
+    )
     prop = c.violation.property if c is not None and c.violation else None
     caught_checker, caught_hypothesis = mutant.caught_for_the_right_reason(prop, h.error)
     where = {"call": "raised at the call", "audit": "idle audit", "invariant": "invariant"}.get(h.caught_by, "-")
@@ -356,6 +361,9 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
     text = (
         f"checker: {c_text} (trace {len(c.violation.trace) if c is not None and c.violation else '-'})"
         f"; hypothesis: {h_text} after {h.examples} examples, {where}"
+        f"; its example under {rejudged.replayed} listed declaration mutants"
+        + "".join(f"; NOT EQUIVALENT: {m}" for m in rejudged.not_equivalent)
+        + "".join(f"; DOES NOT KILL {m} (KILLED_AT_RUNTIME)" for m in rejudged.unproved)
     )
     detail = {
         "bug": mutant.bug,
@@ -371,8 +379,16 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
             "seconds": c.seconds if c is not None else 0.0,
         },
         "hypothesis": h._asdict(),
+        "rejudged": rejudged._asdict(),
     }
-    return Row("mutants", mutant.name, caught_checker and caught_hypothesis, time.perf_counter() - start, text, detail)
+    return Row(
+        "mutants",
+        mutant.name,
+        caught_checker and caught_hypothesis and rejudged.ok,
+        time.perf_counter() - start,
+        text,
+        detail,
+    )
 
 
 def mutant_job(name: str, budget: Budget, seed, shrink: bool) -> Row:
