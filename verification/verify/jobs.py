@@ -25,7 +25,7 @@ from slotwarden.verification.checker import pins
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS
 from slotwarden.verification.checker.goals import UNREACHABLE, coverage, show_rule
 from slotwarden.verification.checker.search import check
-from slotwarden.verification import interrupts
+from slotwarden.verification import interrupts, selftest
 from slotwarden.verification.crosshair_proofs import prove, prove_moves
 from slotwarden.verification.differential import check_differential, runtime_has_cache
 from slotwarden.verification.machines.allocator import AllocatorMachine
@@ -129,6 +129,25 @@ def _runtime_agreement(_) -> Row:
     )
     detail = {"moves": len(verdicts), "disagreements": [f"{v.case} [{v.check}]: {v.problem}" for v in bad[:20]]}
     return Row("declaration", "runtime look_up/write = step()", not bad, time.perf_counter() - start, text, detail)
+
+
+def _selftest(_) -> Row:
+    """verify's own checks, each on a case built to break it (`verification/selftest.py`)."""
+    start = time.perf_counter()
+    found = selftest.run(_checker_row)
+    bad = [f for f in found if not f.ok]
+    kinds = {}
+    for f in found:
+        kind = f.check.rsplit(" ", 1)[0] if not f.check.startswith("pin ") else "pin"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    text = (
+        f"{len(found) - len(bad)}/{len(found)} checks fire on their bad case ("
+        + ", ".join(f"{n} {k}" for k, n in kinds.items())
+        + ")"
+        + "".join(f"; {f.check}: {f.got}" for f in bad[:3])
+    )
+    detail = {"checks": len(found), "failed": [f._asdict() for f in bad]}
+    return Row("self-test", "verify's own checks", not bad, time.perf_counter() - start, text, detail)
 
 
 def _batch_agreement(_) -> Row:
@@ -403,6 +422,7 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
     out += [("mutations", "declaration mutants", (survivors_timeout,))]
     out += [("declaration", "runtime agreement", lambda: _runtime_agreement(None))]
     out += [("declaration", "runtime batches", lambda: _batch_agreement(None))]
+    out += [("self-test", "verify's own checks", lambda: _selftest(None))]
     if level["proofs"]:
         names = only or [EVERY_MOVE] + [n for n in model_proofs.PROOFS if n not in model_proofs.MOVE_PROOFS]
         out += [("proofs", n, (n, proof_timeout)) for n in names]
