@@ -44,6 +44,11 @@ from slotwarden.verification.checker.goals import GOALS, coverage
 from slotwarden.verification.checker.symmetry import Codec
 
 
+class CheckerFault(Exception):
+    """The checker contradicts itself: a violation it found does not replay from the initial
+    world. A fault of the checker (or of a policy that calls itself symmetric), not of the model."""
+
+
 class Violation(NamedTuple):
     property: str  # a key of abstract.PROPERTIES
     message: str
@@ -262,7 +267,7 @@ def _violation(prop: str, path: list, last: Outcome | None, policy: Policy, boun
             bad = judge_move(m)
             if bad and bad[0] == prop:
                 return Violation(prop, bad[1], tuple(lines) + (describe(out),))
-    raise AssertionError(f"the violation {prop} did not replay: is the policy symmetric?")
+    raise CheckerFault(f"checker fault: the violation {prop} did not replay (is the policy symmetric?)")
 
 
 def main() -> int:

@@ -14,8 +14,8 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from slotwarden.model.properties import exclusive
-from slotwarden.model.vocabulary import Actor, State
+from slotwarden.model.properties import exclusive, handles_match, quiescent
+from slotwarden.model.vocabulary import Actor
 from slotwarden.runtime.scheduler.build import build
 from slotwarden.runtime.scheduler.request import Phase, SessionStatus
 from slotwarden.runtime.scheduler.scheduler import Scheduler
@@ -152,6 +152,9 @@ class SchedulerMachine(RuleBasedStateMachine):
         for s in sched.sessions.values():
             held = ledger.held_by(Actor.session(s.sid)).tolist()
             assert held == ([s.slot] if s.slot is not None else []), f"session {s.sid} handle {s.slot}, pool {held}"
+        handles = {Actor.request(r.rid): [r.slot] if r.phase is Phase.RUNNING else [] for r in sched.requests.values()}
+        handles.update({Actor.session(s.sid): [] if s.slot is None else [s.slot] for s in sched.sessions.values()})
+        assert handles_match(records, handles), f"a held slot nobody has a handle on: {records}"
 
     @invariant()
     @marks_broken  # a teardown after a failed invariant must not hide it
@@ -190,10 +193,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                 break  # stuck: requests wait for slots nobody gives back; the audit says why
         self.sched.check_audit()
         assert self.sched.idle, f"requests {[r.rid for r in self.sched.waiting]} wait for slots that never come free"
-        assert all(
-            r.state is State.FREE
-            for r in (self.sched.pool.ledger.record(i) for i in range(1, self.sched.pool.capacity + 1))
-        )
+        assert quiescent(tuple(self.sched.pool.ledger.record(i) for i in range(1, self.sched.pool.capacity + 1)))
 
 
 GROUP_FEATURES = FEATURES + ("groups",)

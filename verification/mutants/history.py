@@ -25,6 +25,7 @@ from slotwarden.verification.mutants.cache import (
 from slotwarden.verification.mutants.policies import (
     AbstractLentRollbackFrees,
     AbstractRollbackFreesAdmitted,
+    AbstractRollbackFreesAdmittedTurn,
     AbstractCloseLeaks,
     AbstractStaleHandleAfterPark,
     AbstractSentinelFreed,
@@ -44,6 +45,7 @@ from slotwarden.verification.mutants.policies import (
 from slotwarden.verification.mutants.runtime import (
     LentRollbackFrees,
     RollbackFreesAdmitted,
+    RollbackFreesAdmittedTurn,
     CloseLeaks,
     StaleHandleAfterPark,
     SentinelFreed,
@@ -106,6 +108,17 @@ MUTANTS = (
         _PAIR,
         "16067 / 18910",
         "a slot in the running batch is never freed by the batch builder",
+        {},
+        checker_catch=("legal",),
+        runtime_catch=("IllegalMove",),
+    ),
+    Mutant(
+        "rollback_frees_admitted_turn",
+        RollbackFreesAdmittedTurn,
+        AbstractRollbackFreesAdmittedTurn,
+        _PAIR,
+        "16067 / 18910, in a session",
+        "a turn in the running batch is never rolled back by the batch builder",
         {},
         checker_catch=("legal",),
         runtime_catch=("IllegalMove",),

@@ -30,6 +30,18 @@ class AbstractRollbackFreesAdmitted(Policy):
         return plan + ((Fire(Event.ROLLBACK, req_actor(admitted[0]), (admitted[0].handle,)),) if admitted else ())
 
 
+class AbstractRollbackFreesAdmittedTurn(Policy):
+    """PR 16067 in a session: the rollback also gives back the slot of a turn already in the
+    running batch, as if it had never run (the lent turn with the lowest id)."""
+
+    symmetric = False
+
+    def rollback_events(self, world, r):
+        plan = super().rollback_events(world, r)
+        turns = [q for q in world.requests if q.phase == A.RUNNING and q.handle is not None and q.lent]
+        return plan + ((Fire(Event.ROLLBACK, req_actor(turns[0]), (turns[0].handle,)),) if turns else ())
+
+
 class AbstractCloseLeaks(Policy):
     """PR 23496: closing a session never frees its slot."""
 

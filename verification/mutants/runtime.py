@@ -37,6 +37,17 @@ class RollbackFreesAdmitted(Scheduler):
             self.pool.rollback([admitted[-1].slot], Actor.request(admitted[-1].rid))
 
 
+class RollbackFreesAdmittedTurn(Scheduler):
+    """PR 16067 in a session: the rollback also gives back the slot of a turn already in the
+    running batch, as if it had never run."""
+
+    def rollback_candidate(self, req: Request) -> None:
+        turns = [r for r in self.running if r.lent]
+        super().rollback_candidate(req)
+        if turns:
+            self.pool.rollback([turns[-1].slot], Actor.request(turns[-1].rid))
+
+
 class CloseLeaks(Scheduler):
     """PR 23496: closing a session never frees its slot."""
 

@@ -25,7 +25,7 @@ from slotwarden.verification.checker import pins
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS
 from slotwarden.verification.checker.goals import UNREACHABLE, coverage, show_rule
 from slotwarden.verification.checker.search import check
-from slotwarden.verification import interrupts
+from slotwarden.verification import interrupts, selftest
 from slotwarden.verification.crosshair_proofs import prove, prove_moves
 from slotwarden.verification.differential import check_differential, runtime_has_cache
 from slotwarden.verification.machines.allocator import AllocatorMachine
@@ -41,6 +41,7 @@ from slotwarden.verification.machines.pool import PoolMachine
 from slotwarden.verification.machines.scheduler import machine_for
 from slotwarden.verification.mutants import declaration as declaration_mutants
 from slotwarden.verification.mutants.history import MUTANTS
+from slotwarden.verification.mutants.runtime_checks import rejudge_listed, witness
 from slotwarden.verification.mutants.seeded import SEEDED_BUGS, hunt
 
 LEVELS = {  # examples per machine, steps per example, mutant examples, checker bounds
@@ -128,6 +129,25 @@ def _runtime_agreement(_) -> Row:
     )
     detail = {"moves": len(verdicts), "disagreements": [f"{v.case} [{v.check}]: {v.problem}" for v in bad[:20]]}
     return Row("declaration", "runtime look_up/write = step()", not bad, time.perf_counter() - start, text, detail)
+
+
+def _selftest(_) -> Row:
+    """verify's own checks, each on a case built to break it (`verification/selftest.py`)."""
+    start = time.perf_counter()
+    found = selftest.run(_checker_row)
+    bad = [f for f in found if not f.ok]
+    kinds = {}
+    for f in found:
+        kind = f.check.rsplit(" ", 1)[0] if not f.check.startswith("pin ") else "pin"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    text = (
+        f"{len(found) - len(bad)}/{len(found)} checks fire on their bad case ("
+        + ", ".join(f"{n} {k}" for k, n in kinds.items())
+        + ")"
+        + "".join(f"; {f.check}: {f.got}" for f in bad[:3])
+    )
+    detail = {"checks": len(found), "failed": [f._asdict() for f in bad]}
+    return Row("self-test", "verify's own checks", not bad, time.perf_counter() - start, text, detail)
 
 
 def _batch_agreement(_) -> Row:
@@ -328,7 +348,11 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
     if mutant.cls is None:  # only the checker's half is in the catalogue: the runtime's is n/a
         h = CampaignResult(mutant.name, True, 0.0, 0, "", "", "")
     else:
-        h = run_machine(mutant.name, hunter(mutant.cls, **mutant.needs), budget, seed, shrink)
+        machine = hunter(mutant.cls, **mutant.needs)
+        h = run_machine(mutant.name, machine, budget, seed, shrink)
+    rejudged = rejudge_listed(
+        mutant.name, None if mutant.cls is None else witness(mutant.name, machine, h, budget.steps)
+    )
     prop = c.violation.property if c is not None and c.violation else None
     caught_checker, caught_hypothesis = mutant.caught_for_the_right_reason(prop, h.error)
     where = {"call": "raised at the call", "audit": "idle audit", "invariant": "invariant"}.get(h.caught_by, "-")
@@ -356,6 +380,9 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
     text = (
         f"checker: {c_text} (trace {len(c.violation.trace) if c is not None and c.violation else '-'})"
         f"; hypothesis: {h_text} after {h.examples} examples, {where}"
+        f"; its example under {rejudged.replayed} listed declaration mutants"
+        + "".join(f"; NOT EQUIVALENT: {m}" for m in rejudged.not_equivalent)
+        + "".join(f"; DOES NOT KILL {m} (KILLED_AT_RUNTIME)" for m in rejudged.unproved)
     )
     detail = {
         "bug": mutant.bug,
@@ -371,8 +398,16 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
             "seconds": c.seconds if c is not None else 0.0,
         },
         "hypothesis": h._asdict(),
+        "rejudged": rejudged._asdict(),
     }
-    return Row("mutants", mutant.name, caught_checker and caught_hypothesis, time.perf_counter() - start, text, detail)
+    return Row(
+        "mutants",
+        mutant.name,
+        caught_checker and caught_hypothesis and rejudged.ok,
+        time.perf_counter() - start,
+        text,
+        detail,
+    )
 
 
 def mutant_job(name: str, budget: Budget, seed, shrink: bool) -> Row:
@@ -387,6 +422,7 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
     out += [("mutations", "declaration mutants", (survivors_timeout,))]
     out += [("declaration", "runtime agreement", lambda: _runtime_agreement(None))]
     out += [("declaration", "runtime batches", lambda: _batch_agreement(None))]
+    out += [("self-test", "verify's own checks", lambda: _selftest(None))]
     if level["proofs"]:
         names = only or [EVERY_MOVE] + [n for n in model_proofs.PROOFS if n not in model_proofs.MOVE_PROOFS]
         out += [("proofs", n, (n, proof_timeout)) for n in names]
