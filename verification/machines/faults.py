@@ -1,9 +1,10 @@
 """The fault-injecting scheduler machines: the continuity machines' workloads with faults raised
 before or after the pool calls the scheduler makes, and the fault contract judged after each.
 
-A rule arms a fault (an exception, `KeyboardInterrupt` included) at the k-th next pool call:
-every move (its own and its prefix cache's), `launch`, `fence`, `on_device` and the zeroing that
-alloc runs before its ledger write; now and then a second one a few calls later, in the recovery.
+Each example plans its faults (an exception, `KeyboardInterrupt` included), armed one at a time
+at a public call's start, each at a coming pool call: every move (its own and its prefix cache's),
+`launch`, `fence`, `on_device` and the zeroing alloc runs before its ledger write; now and then a
+second one right after the first struck, in the recovery; the teardown's drain is faulted too.
 A fault after alloc is taken as the scheduler takes it (admission.py): the slots moved, their
 zeroing not confirmed, so the machine fills them with garbage. Then either the scheduler went on:
 every handle (a waiting candidate's too) agrees with the pool, every request ends with the tokens
@@ -55,9 +56,9 @@ POOL_CALLS = (
     "copy",
 )
 ALLOCS = ("alloc", "alloc_each", "_zero_batch")
-GARBAGE = 3.0
+GARBAGE = 3.0  # what a slot holds whose zeroing did not run
 DRAIN = 60  # faulted steps at teardown, at most
-EXPIRES = 60  # pool calls an armed fault waits for its call  # what a slot holds whose zeroing did not run
+EXPIRES = 60  # pool calls an armed fault waits for its call
 PUBLIC = ("step", "run", "abort", "close_session", "flush_cache", "submit", "submit_n", "open_session")
 
 
