@@ -43,6 +43,7 @@ from slotwarden.verification.mutants import declaration as declaration_mutants
 from slotwarden.verification.mutants.history import MUTANTS
 from slotwarden.verification.mutants.runtime_checks import rejudge_listed, witness
 from slotwarden.verification.mutants.seeded import SEEDED_BUGS, hunt
+from slotwarden.verification.verify.fault_job import fault_row
 
 LEVELS = {  # examples per machine, steps per example, mutant examples, checker bounds
     "quick": dict(
@@ -447,6 +448,9 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
         )
     )
     events = INTERRUPT_EVENTS[next((k for k, v in LEVELS.items() if v == level), "default")]
+    out.append(
+        ("contract", "pool-call faults", lambda: fault_row(next(k for k in LEVELS if LEVELS[k] == level), seed, Row))
+    )
     out.append(("interrupts", "settrace sweep", lambda: _interrupts(events, seed)))
     stages = seeded_bug_stages(runtime, level, seed)
     out += [("faults", f.name, lambda f=f: _seeded_bug(f, stages)) for f in SEEDED_BUGS]
