@@ -4,14 +4,14 @@ slot by slot. The real scheduler's prefill round and flush run too (shell.py).""
 
 import pytest
 
-from adapters.sglang import installed
+from slotwarden.adapters.sglang.drill import installed
 
 if installed.skip_reason() is not None:
     pytest.skip(installed.skip_reason(), allow_module_level=True)
 
 import slotwarden.adapters.sglang as sw  # noqa: E402
 
-from adapters.sglang import census, objects, scenarios  # noqa: E402
+from slotwarden.adapters.sglang.drill import census, objects, scenarios  # noqa: E402
 
 SCENARIOS = ["plain", "radix", "session", "alloc_group", "flush", "rollback"]
 
@@ -87,7 +87,7 @@ def test_replay_is_refused_at_the_buggy_call_with_nothing_changed(name, extra_bu
 
     from slotwarden.model.errors import LifecycleError
 
-    from adapters.sglang import replays
+    from slotwarden.adapters.sglang.drill import replays
 
     seen = []
     real = sw.GuardedSlots.free

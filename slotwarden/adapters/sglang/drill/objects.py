@@ -5,7 +5,7 @@ MambaSlotAllocator), a HybridLinearKVPool with its TokenToKVPoolAllocator, and a
 UnifiedRadixCache forced onto the Python tree core (so MambaComponent's Python hooks run), with
 its MambaComponent and StreamingSession. `make_req` gives each Req its own rid (SGLang's own tests
 give every Req rid=0). Written after SGLang's kit `sglang/test/kits/unified_radix_cache/fixtures.py`.
-Import only after `stubs.install()` (the conftest does it).
+Import only after `stubs.install()` (tests/adapters/sglang's conftest and verify's job do it).
 """
 
 from __future__ import annotations
