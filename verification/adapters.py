@@ -23,10 +23,6 @@ SCENARIOS = ("plain", "radix", "session", "alloc_group", "flush", "rollback")
 RUST = ("radix", "session", "flush")  # the scenarios with tree moves, on SGLang's default core
 REPLAYS = (("lent_slot_rollback", False), ("sentinel_free", True), ("double_free", False))
 QUICK = (("plain", True, "python"), ("radix", False, "python"), ("session", False, "python"))
-GAPS = {
-    ("session", True): "with extra buffers a session's turn donates a track slot of the session's record to the tree"
-}
-"""Known false refusals (not modelled, docs/sglang.md): such a case passes only while still refused."""
 
 
 class Case(NamedTuple):
@@ -144,13 +140,6 @@ def check_replay(name: str, extra_buffer: bool) -> str:
     return "" if refused[0][1] else f"refused ({refused[0][0]}) but the free list or the ledger changed"
 
 
-def _gap(case: Case, why: str) -> str:
-    """A known gap passes while it is still refused (when fixed, it must leave GAPS)."""
-    if why.startswith("refused or raised"):
-        return ""
-    return f"listed as a known gap ({GAPS[case[:2]]}) but {'now passes' if not why else why}"
-
-
 def sglang_job(quick: bool) -> tuple[bool, str, dict]:
     """(ok, summary, detail) of the job; detail["skipped"] says why when SGLang is not installed."""
     why = installed.skip_reason()
@@ -166,13 +155,10 @@ def _run_all(quick: bool) -> tuple[bool, str, dict]:
 
     stubs.install()
     start = time.perf_counter()
-    failures, gaps = {}, []
+    failures = {}
     with tempfile.TemporaryDirectory(prefix="slotwarden-sglang-") as folder:
         for case in cases(quick):
             got = check_scenario(case, Path(folder))
-            if case[:2] in GAPS:
-                gaps.append(str(case))
-                got = _gap(case, got)
             if got:
                 failures[str(case)] = got
     replays = REPLAYS[:1] if quick else REPLAYS
@@ -183,9 +169,9 @@ def _run_all(quick: bool) -> tuple[bool, str, dict]:
     n = len(cases(quick))
     text = f"{n - len([k for k in failures if not k.startswith('replay')])}/{n} scenarios guarded = bare, clean"
     text += f"; {len(replays) - len([k for k in failures if k.startswith('replay')])}/{len(replays)} replays refused"
-    text += " at the call" + (f"; known gap still refused: {', '.join(gaps)}" if gaps else "")
+    text += " at the call"
     if failures:
         first = next(iter(failures.items()))
         text += f"; FAILED {first[0]}: {first[1]}"
-    detail = {"failures": failures, "gaps": gaps, "cases": [str(c) for c in cases(quick)], "replays": replays}
+    detail = {"failures": failures, "cases": [str(c) for c in cases(quick)], "replays": replays}
     return not failures, text, detail | {"seconds": time.perf_counter() - start}

@@ -63,12 +63,17 @@ that check-trace accepts; every replayed bug must be refused at its buggy call w
 changed. Without sglang==0.5.23 and its pinned packages (requirements/sglang.txt) the job is a
 SKIP row naming what is missing.
 
-## Not modelled
+## Extra buffers and sessions
 
-With extra buffers (the pool's `enable_mamba_extra_buffer`), a streaming session's first turn
-publishes its prompt by donating a track slot of the session's record to the tree. The lifecycle
-has no move that takes a session-owned slot out of its session but the session's close, so the
-adapter refuses this legal move; sessions without extra buffers are not affected.
+With extra buffers (the pool's `enable_mamba_extra_buffer`) a record also holds ping-pong track
+slots. A session takes its first turn's record at the turn's first row allocation: the state
+slot is parked and lent back to that turn at once; the track slots stay the turn's own (it wrote
+them) until it hands the record back. So the first turn's prompt checkpoint, which donates a
+track slot to the tree and swaps a fresh one into the record
+(`HybridReqToTokenPool.donate_mamba_ping_pong_slot`), is the turn's own insert; at its finish,
+retraction or abort every slot of the record goes to the session (its track slots by PARK).
+Every later turn borrows the whole record, so a later turn's insert of a track slot (a lent
+slot) is refused, as any borrower's insert is.
 
 ## Call sites
 

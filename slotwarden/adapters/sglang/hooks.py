@@ -211,9 +211,10 @@ def session_take(orig):
         out = orig(self, req, *args, **kwargs)
         record = self.slots.get(req.session.session_id) if fresh else None
         if record is not None and record.kv is req.kv:  # the session took the first turn's record
-            ids, turn, owner = records.slot_ids(req.kv), W.request(req), W.session(record)
-            if ids:
-                records.admit(slots, req.kv, turn)
+            turn, owner = W.request(req), W.session(record)
+            records.admit(slots, req.kv, turn)
+            if req.kv.holds_mamba:  # its state slot; the track slots stay the turn's (records.py)
+                ids = [int(req.kv.mamba_pool_idx)]
                 slots.fire(Event.PARK, ids, turn, owner.id)
                 slots.fire(Event.LEND, ids, owner, turn.id)
                 slots.fire(Event.ADMIT, ids, turn)
@@ -245,7 +246,7 @@ def session_try_cache_finished_req(orig):
         kept = orig(self, req, *args, **kwargs)
         if record is not None:
             turn = W.request(req)
-            records.give_back(slots, ids, turn, None if kept else Event.ABORT)
+            records.give_back(slots, ids, turn, None if kept else Event.ABORT, W.session(record))
             if not kept:  # the session gives the record up: the turn's release closes it
                 slots.yielded[id(record.kv)] = (record.kv, W.session(record))
         return kept

@@ -176,7 +176,8 @@ SITES = (
         "session/streaming_session.py",
         "StreamingSession.take",
         "hook",
-        "first turn: ADMIT, PARK to the session, LEND back to the turn, ADMIT",
+        "first turn: ADMIT, its state slot PARK to the session, LEND back to the turn, ADMIT (its track "
+        "slots stay its own)",
         "StreamingSession.take",
     ),
     Site(
@@ -191,8 +192,8 @@ SITES = (
         "StreamingSession.try_cache_finished_req",
         "hook",
         "the turn gives the "
-        "record back: FINISH (running) or ROLLBACK (lent); an aborted turn: ABORT, then its release is the "
-        "session's CLOSE",
+        "record back: FINISH (running) or ROLLBACK (lent), a first turn's own track slots PARK; an aborted "
+        "turn: ABORT (its own slots PARK), then its release is the session's CLOSE",
         "StreamingSession.try_cache_finished_req",
     ),
     Site(

@@ -27,16 +27,8 @@ def _run(name: str, extra_buffer: bool, guard: bool, backend: str = "python"):
         sw.uninstall()
 
 
-PUBLISH_GAP = pytest.mark.xfail(
-    strict=True,
-    reason="not modelled: with extra buffers, a session's first turn donates a track slot of the session's "
-    "record to the tree; the lifecycle has no move that takes a session-owned slot out of its session but "
-    "the session's close (model/properties.py session_kept), so the adapter refuses this legal SGLang move",
-)
 CASES = [
-    pytest.param(name, extra, id=f"{name}-{'extra_buffer' if extra else 'no_buffer'}", marks=PUBLISH_GAP)
-    if (name, extra) == ("session", True)
-    else pytest.param(name, extra, id=f"{name}-{'extra_buffer' if extra else 'no_buffer'}")
+    pytest.param(name, extra, id=f"{name}-{'extra_buffer' if extra else 'no_buffer'}")
     for name in SCENARIOS
     for extra in (False, True)
 ]
