@@ -75,6 +75,11 @@ retraction or abort every slot of the record goes to the session (its track slot
 Every later turn borrows the whole record, so a later turn's insert of a track slot (a lent
 slot) is refused, as any borrower's insert is.
 
+In lazy mode (`enable_mamba_extra_buffer_lazy`) a request holds one track slot and takes a
+second at each track boundary (`ScheduleBatch.mamba_lazy_prealloc_at_boundary`,
+`mamba_lazy_spec_prepare`): that alloc is the request's own, admitted at once; the boundary's old
+slot is freed by the request after the decode.
+
 ## Call sites
 
 Every function of SGLang 0.5.23 that calls its Mamba slot allocator is in this table (a test

@@ -254,6 +254,38 @@ def session_try_cache_finished_req(orig):
     return try_cache_finished_req
 
 
+# -- ScheduleBatch (lazy extra buffers) -------------------------------------------------------
+def _lazy_boundary(site: str, due):
+    """A lazy track boundary's allocs, in SGLang's loop order: one slot for each request that
+    `due` (SGLang's own test) puts at a boundary and whose other track entry is empty, admitted
+    at once (the request runs). The tests read host values only: no device sync."""
+
+    def make(orig):
+        def wrapper(self, *args, **kwargs):
+            if slots_of(getattr(self, "req_to_token_pool", None)) is None:
+                return orig(self, *args, **kwargs)
+            queue = [
+                (W.request(req), 1)
+                for i, req in enumerate(self.reqs)
+                if req.kv.mamba_ping_pong_empty[1 - req.kv.mamba_next_track_idx] and due(orig, self, i, *args, **kwargs)
+            ]
+            with W.attributed(W.Who(W.Mode.QUEUE, queue=queue, admit=True, site=site)):
+                return orig(self, *args, **kwargs)
+
+        return wrapper
+
+    return make
+
+
+def _at_boundary(orig, batch, i, mamba_track_interval, *args, **kwargs) -> bool:
+    return int(batch.seq_lens_cpu[i]) % mamba_track_interval == 0
+
+
+def _spec_in_window(orig, batch, i, mamba_track_interval, max_draft_tokens, *args, **kwargs) -> bool:
+    in_window = orig.__globals__["mamba_lazy_spec_in_window"]  # the function SGLang's loop calls
+    return bool(in_window(batch.reqs[i], mamba_track_interval, max_draft_tokens))
+
+
 # -- Scheduler --------------------------------------------------------------------------------
 def scheduler_run_batch(orig):
     def run_batch(self, batch, *args, **kwargs):
@@ -312,6 +344,10 @@ HOOKS = {
     "StreamingSession._free_slot_mamba": _acting(
         "StreamingSession._free_slot_mamba", _cache_pool, lambda self, slot, *a, **k: W.session(slot)
     ),
+    "ScheduleBatch.mamba_lazy_prealloc_at_boundary": _lazy_boundary(
+        "ScheduleBatch.mamba_lazy_prealloc_at_boundary", _at_boundary
+    ),
+    "ScheduleBatch.mamba_lazy_spec_prepare": _lazy_boundary("ScheduleBatch.mamba_lazy_spec_prepare", _spec_in_window),
     "Scheduler.run_batch": scheduler_run_batch,
     "Scheduler.process_batch_result": scheduler_process_batch_result,
     "Scheduler.on_idle": scheduler_on_idle,

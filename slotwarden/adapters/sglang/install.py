@@ -20,6 +20,7 @@ MODULES = {
     "MambaComponent": "sglang.srt.mem_cache.unified_cache.components.mamba",
     "UnifiedRadixCache": "sglang.srt.mem_cache.unified_radix_cache",
     "StreamingSession": "sglang.srt.session.streaming_session",
+    "ScheduleBatch": "sglang.srt.managers.schedule_batch",
     "Scheduler": "sglang.srt.managers.scheduler",
 }
 """Where each SGLang class the adapter wraps is defined."""

@@ -33,7 +33,7 @@ _BR, _LM = (
     "managers/scheduler_components/batch_result_processor.py",
     "mem_cache/storage/lmcache/lmcache_unified_radix_cache.py",
 )
-_LAZY = "lazy extra-buffer track slot, alloc in a batch loop: owned by the anonymous request, freed by its holder"
+_LAZY = "lazy extra buffers: a boundary's old track slot, freed by the Req that holds it"
 _LMC = "LMCache external loads: their own slot flow, not modelled"
 _HA = "mem_cache/hybrid_cache/hybrid_pool_assembler.py"
 _HIC = (
@@ -231,9 +231,21 @@ SITES = (
         "holder",
         "a copy-on-write slot of a Req without a KV row: a free by the Req that holds it",
     ),
-    Site(_SB, "ScheduleBatch.mamba_lazy_prealloc_at_boundary", "trusted", _LAZY),
+    Site(
+        _SB,
+        "ScheduleBatch.mamba_lazy_prealloc_at_boundary",
+        "hook",
+        "lazy extra buffers: ALLOC + ADMIT of a boundary's track slot by each Req at a boundary",
+        "ScheduleBatch.mamba_lazy_prealloc_at_boundary",
+    ),
     Site(_SB, "ScheduleBatch.mamba_lazy_undo_prealloc_at_boundary", "holder", _LAZY),
-    Site(_SB, "ScheduleBatch.mamba_lazy_spec_prepare", "trusted", _LAZY),
+    Site(
+        _SB,
+        "ScheduleBatch.mamba_lazy_spec_prepare",
+        "hook",
+        "lazy extra buffers: ALLOC + ADMIT of the pending track slot by each Req a crossing may reach",
+        "ScheduleBatch.mamba_lazy_spec_prepare",
+    ),
     Site(_BR, "SchedulerBatchResultProcessor._mamba_lazy_spec_update", "holder", _LAZY),
     Site(_BR, "SchedulerBatchResultProcessor.mamba_lazy_post_decode_at_boundary", "holder", _LAZY),
     Site(

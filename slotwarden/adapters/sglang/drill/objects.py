@@ -80,8 +80,9 @@ def _server_args(sizes: Sizes, extra_buffer: bool) -> ServerArgs:
     return args
 
 
-def build(extra_buffer: bool = False, sizes: Sizes = Sizes(), backend: str = "python") -> Fixture:
-    """Fresh pools and cache on the tree core `backend` ("python", or SGLang's default "rust")."""
+def build(extra_buffer: bool = False, sizes: Sizes = Sizes(), backend: str = "python", lazy: bool = False) -> Fixture:
+    """Fresh pools and cache on the tree core `backend` ("python", or SGLang's default "rust");
+    `lazy`: extra buffers in lazy mode (one track slot a request, a second one at each boundary)."""
     set_global_server_args_for_scheduler(_server_args(sizes, extra_buffer))
     with envs.SGLANG_MAMBA_SSM_DTYPE.override("bfloat16"):
         shape = Mamba2StateShape.create(
@@ -104,6 +105,7 @@ def build(extra_buffer: bool = False, sizes: Sizes = Sizes(), backend: str = "py
         cache_params=params,
         mamba_layer_ids=MAMBA_LAYERS,
         enable_mamba_extra_buffer=extra_buffer,
+        enable_mamba_extra_buffer_lazy=lazy,
         speculative_num_draft_tokens=3,
     )
     kv_pool = HybridLinearKVPool(

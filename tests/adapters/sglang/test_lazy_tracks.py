@@ -1,0 +1,84 @@
+"""Lazy extra buffers: a request holds one track slot and takes a second one at each track
+boundary (ScheduleBatch.mamba_lazy_prealloc_at_boundary, mamba_lazy_spec_prepare); that alloc is
+the request's own, admitted at once, and the boundary's old slot is freed by it after the decode."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from slotwarden.adapters.sglang.drill import installed
+
+if installed.skip_reason() is not None:
+    pytest.skip(installed.skip_reason(), allow_module_level=True)
+
+from sglang.srt.managers.schedule_batch import ScheduleBatch  # noqa: E402
+from sglang.srt.managers.scheduler_components.batch_result_processor import (  # noqa: E402
+    SchedulerBatchResultProcessor,
+)
+
+from slotwarden.adapters.sglang import hooks  # noqa: E402
+from slotwarden.adapters.sglang import who as W  # noqa: E402
+from slotwarden.model.vocabulary import State  # noqa: E402
+
+from slotwarden.adapters.sglang.drill import census, flow, objects, scenarios  # noqa: E402
+
+INTERVAL = 4
+
+
+def _batch(fx, reqs, seq_len: int):
+    """What the two boundary methods read of a decode ScheduleBatch."""
+    return SimpleNamespace(reqs=reqs, req_to_token_pool=fx.pool, seq_lens_cpu=torch.tensor([seq_len] * len(reqs)))
+
+
+def _boundary(fx, prepare) -> tuple:
+    req = objects.make_req(list(range(1, 9)))
+    flow.start(fx, req)
+    assert req.kv.mamba_ping_pong_empty == [False, True]  # lazy: one track slot
+    old = int(req.kv.mamba_ping_pong_track_buffer[0])
+    batch = _batch(fx, [req], 2 * INTERVAL)
+    prepare(batch)  # SGLang's own loop allocates the second slot
+    new = int(req.kv.mamba_ping_pong_track_buffer[1])
+    return req, batch, old, new
+
+
+def _prealloc(batch):
+    ScheduleBatch.mamba_lazy_prealloc_at_boundary(batch, INTERVAL)
+
+
+def _spec(batch):
+    ScheduleBatch.mamba_lazy_spec_prepare(batch, INTERVAL, 3)
+
+
+@pytest.mark.parametrize("prepare", [_prealloc, _spec], ids=["prealloc_at_boundary", "spec_prepare"])
+def test_a_boundarys_track_slot_is_the_requests_own(guarded, prepare):
+    fx = objects.build(extra_buffer=True, lazy=True)
+    slots = fx.pool.mamba_allocator
+    req, batch, old, new = _boundary(fx, prepare)
+    assert slots.unattributed == 0
+    record = slots.ledger.record(new)
+    assert record.state is State.RUNNING and record.owner == W.request(req).id
+    # after the decode: the boundary is committed and the old slot freed by the request
+    SchedulerBatchResultProcessor.mamba_lazy_post_decode_at_boundary(object(), req, batch, 1)
+    assert slots.state(old) is State.RELEASED or slots.state(old) is State.FREE
+    flow.run(fx, req)
+    flow.finish(fx, req)
+    scenarios.evict_all(fx)
+    audit = slots.guarded.audit()
+    assert audit.problems == () and audit.free_list_ok, audit
+    census.assert_balanced(fx)
+    assert fx.mamba_free() == fx.sizes.mamba_slots
+
+
+def test_without_the_hook_the_boundarys_slot_is_unattributed(guarded, monkeypatch):
+    """The broken variant the test above rules out: the method passed through unhooked."""
+    import slotwarden.adapters.sglang as sw
+
+    sw.uninstall()
+    monkeypatch.delitem(hooks.HOOKS, "ScheduleBatch.mamba_lazy_prealloc_at_boundary")
+    sw.install()
+    fx = objects.build(extra_buffer=True, lazy=True)
+    _boundary(fx, _prealloc)
+    assert fx.pool.mamba_allocator.unattributed == 1
