@@ -78,7 +78,9 @@ slot) is refused, as any borrower's insert is.
 In lazy mode (`enable_mamba_extra_buffer_lazy`) a request holds one track slot and takes a
 second at each track boundary (`ScheduleBatch.mamba_lazy_prealloc_at_boundary`,
 `mamba_lazy_spec_prepare`): that alloc is the request's own, admitted at once; the boundary's old
-slot is freed by the request after the decode.
+slot is freed by the request after the decode. In a session's later turn that old slot is the
+session's, lent to the turn: it goes back to the session (the turn's FINISH of it), which
+releases it (CLOSE, free at the fence), and the turn's new slot joins the record at its end.
 
 ## Call sites
 

@@ -286,6 +286,23 @@ def _spec_in_window(orig, batch, i, mamba_track_interval, max_draft_tokens, *arg
     return bool(in_window(batch.reqs[i], mamba_track_interval, max_draft_tokens))
 
 
+def _lazy_swap(site: str):
+    """A lazy boundary's free of the record's old track slot (`SWAP`: a session's lent slot goes
+    back to the session, which releases it). The pool is the batch's (the processor's own
+    methods take the request and its batch)."""
+
+    def make(orig):
+        def wrapper(self, req, batch, *args, **kwargs):
+            if slots_of(getattr(batch, "req_to_token_pool", None)) is None:
+                return orig(self, req, batch, *args, **kwargs)
+            with W.attributed(W.Who(W.Mode.SWAP, site=site)):
+                return orig(self, req, batch, *args, **kwargs)
+
+        return wrapper
+
+    return make
+
+
 # -- Scheduler --------------------------------------------------------------------------------
 def scheduler_run_batch(orig):
     def run_batch(self, batch, *args, **kwargs):
@@ -348,6 +365,12 @@ HOOKS = {
         "ScheduleBatch.mamba_lazy_prealloc_at_boundary", _at_boundary
     ),
     "ScheduleBatch.mamba_lazy_spec_prepare": _lazy_boundary("ScheduleBatch.mamba_lazy_spec_prepare", _spec_in_window),
+    "SchedulerBatchResultProcessor.mamba_lazy_post_decode_at_boundary": _lazy_swap(
+        "SchedulerBatchResultProcessor.mamba_lazy_post_decode_at_boundary"
+    ),
+    "SchedulerBatchResultProcessor._mamba_lazy_spec_update": _lazy_swap(
+        "SchedulerBatchResultProcessor._mamba_lazy_spec_update"
+    ),
     "Scheduler.run_batch": scheduler_run_batch,
     "Scheduler.process_batch_result": scheduler_process_batch_result,
     "Scheduler.on_idle": scheduler_on_idle,

@@ -22,6 +22,7 @@ MODULES = {
     "StreamingSession": "sglang.srt.session.streaming_session",
     "ScheduleBatch": "sglang.srt.managers.schedule_batch",
     "Scheduler": "sglang.srt.managers.scheduler",
+    "SchedulerBatchResultProcessor": "sglang.srt.managers.scheduler_components.batch_result_processor",
 }
 """Where each SGLang class the adapter wraps is defined."""
 

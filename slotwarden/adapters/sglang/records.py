@@ -49,15 +49,15 @@ def give_back(slots, ids: list[int], req: Actor, event: Event | None, session: A
     for s in ids:  # a record holds one to three slots
         state = State(v.state[s])
         if lc.spec(state).owner is ActorKind.REQUEST and v.owner[s] == req.id:
-            key = (_into_session(lc, state, Relation.OWNER), session.id)
+            key = (into_session(lc, state, Relation.OWNER), session.id)
         else:
-            key = (event or _into_session(lc, state, Relation.BORROWER), NOBODY)
+            key = (event or into_session(lc, state, Relation.BORROWER), NOBODY)
         groups.setdefault(key, []).append(s)
     for (ev, target), group in groups.items():
         slots.fire(ev, group, req, target)
 
 
-def _into_session(lc, state: State, by: Relation) -> Event:
+def into_session(lc, state: State, by: Relation) -> Event:
     """The event of the first declared rule by which `by` gives a `state` slot to a session,
     ending there with no borrower (the model refuses the move if there is none: FINISH is
     fired then)."""

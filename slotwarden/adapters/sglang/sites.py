@@ -246,8 +246,20 @@ SITES = (
         "lazy extra buffers: ALLOC + ADMIT of the pending track slot by each Req a crossing may reach",
         "ScheduleBatch.mamba_lazy_spec_prepare",
     ),
-    Site(_BR, "SchedulerBatchResultProcessor._mamba_lazy_spec_update", "holder", _LAZY),
-    Site(_BR, "SchedulerBatchResultProcessor.mamba_lazy_post_decode_at_boundary", "holder", _LAZY),
+    Site(
+        _BR,
+        "SchedulerBatchResultProcessor._mamba_lazy_spec_update",
+        "hook",
+        _LAZY + "; a session's lent one goes back to the session (FINISH), which releases it (CLOSE)",
+        "SchedulerBatchResultProcessor._mamba_lazy_spec_update",
+    ),
+    Site(
+        _BR,
+        "SchedulerBatchResultProcessor.mamba_lazy_post_decode_at_boundary",
+        "hook",
+        _LAZY + "; a session's lent one goes back to the session (FINISH), which releases it (CLOSE)",
+        "SchedulerBatchResultProcessor.mamba_lazy_post_decode_at_boundary",
+    ),
     Site(
         "disaggregation/decode.py",
         "HybridMambaDecodeReqToTokenPool.clear",
