@@ -26,6 +26,7 @@ from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS, 
 from slotwarden.verification.checker.goals import UNREACHABLE, coverage, show_rule
 from slotwarden.verification.checker.search import check
 from slotwarden.verification import interrupts, selftest
+from slotwarden.verification.adapters import sglang_job
 from slotwarden.verification.crosshair_proofs import prove, prove_moves
 from slotwarden.verification.differential import check_differential, runtime_has_cache
 from slotwarden.verification.machines.allocator import AllocatorMachine
@@ -217,6 +218,12 @@ def _interrupts(per_config, seed) -> Row:
     )
     detail = {"tried": tried, "failures": [f"{f.config} {f.exc} at {f.where}: {f.what}" for f in failures[:20]]}
     return Row("interrupts", "settrace sweep", not failures, time.perf_counter() - start, text, detail)
+
+
+def _sglang(quick: bool) -> Row:
+    start = time.perf_counter()
+    ok, text, detail = sglang_job(quick)
+    return Row("adapters", "SGLang 0.5.23 real objects", ok, time.perf_counter() - start, text, detail)
 
 
 def _seeded_bug(fault, stages: dict) -> Row:
@@ -460,6 +467,7 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
         ("bad input", n, lambda n=n, m=m: _machine(n, m, level["scheduler"], seed)._replace(stage="bad input"))
         for n, m in junk
     ]
+    out.append(("adapters", "sglang", lambda: _sglang(level is LEVELS["quick"])))  # last: it imports SGLang
     return out
 
 

@@ -34,6 +34,7 @@ def summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
         "faults",
         "mutants",
         "bad input",
+        "adapters",
     ):
         mine = [r for r in rows if r.stage == stage]
         if mine:
@@ -95,7 +96,8 @@ def write_report(folder: Path, rows: list[Row], total: float, level_name: str, o
         for p in registry.PROPERTIES.values()
     ]
     md += ["", "## Results", "", "| stage | check | ok | seconds | result |", "|---|---|---|---:|---|"]
-    md += [f"| {r.stage} | {r.name} | {'yes' if r.ok else 'NO'} | {r.seconds:.1f} | {r.summary} |" for r in rows]
+    mark = lambda r: "skip" if "skipped" in r.detail else "yes" if r.ok else "NO"  # noqa: E731
+    md += [f"| {r.stage} | {r.name} | {mark(r)} | {r.seconds:.1f} | {r.summary} |" for r in rows]
     for r in rows:
         if r.stage == "mutations" and "kills" in r.detail:
             md += ["", "## Declaration mutants", "", *declaration_mutants.matrix_lines(r.detail), ""]

@@ -53,7 +53,7 @@ def run_verify(args) -> int:
 
     def show(row: Row) -> None:
         rows.append(row)
-        mark = "ok  " if row.ok else "FAIL"
+        mark = "SKIP" if "skipped" in row.detail else "ok  " if row.ok else "FAIL"
         print(
             f"  [{len(rows):>2}/{expected}] {mark} {row.stage:<11} {row.name:<34} {row.seconds:7.1f} s  {row.summary}",
             flush=True,
