@@ -24,6 +24,7 @@ from slotwarden.verification.batches import covers, judge_batches
 from slotwarden.verification.checker import pins
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS
 from slotwarden.verification.checker.goals import UNREACHABLE, coverage, show_rule
+from slotwarden.verification.checker.liveness import check_live
 from slotwarden.verification.checker.search import check
 from slotwarden.verification import interrupts
 from slotwarden.verification.crosshair_proofs import prove, prove_moves
@@ -40,7 +41,7 @@ from slotwarden.verification.machines.guard import GuardMachine
 from slotwarden.verification.machines.pool import PoolMachine
 from slotwarden.verification.machines.scheduler import machine_for
 from slotwarden.verification.mutants import declaration as declaration_mutants
-from slotwarden.verification.mutants.history import MUTANTS
+from slotwarden.verification.mutants.history import LIVENESS_MUTANTS, MUTANTS
 from slotwarden.verification.mutants.seeded import SEEDED_BUGS, hunt
 
 LEVELS = {  # examples per machine, steps per example, mutant examples, checker bounds
@@ -227,7 +228,7 @@ EVERY_MOVE = "every one-move proof"
 
 def checker_job(bounds) -> tuple:
     """One exhaustive bounds in a worker process: its row and its result (for the coverage job)."""
-    r = check(bounds)
+    r = check_live(bounds)  # the safety properties, then (on the graph it kept) the liveness ones
     return _checker_row(r), r
 
 
@@ -241,6 +242,7 @@ def _checker_row(r) -> Row:
     text = f"{r.states} states, {r.transitions} transitions, depth {r.max_depth}" + (
         f"; VIOLATION {v.property}" if v else ""
     )
+    text += f"; {r.liveness}" if r.liveness is not None else ""
     pinned = True
     if pin is None:
         pinned = bounds not in DEFAULT_BOUNDS
@@ -323,7 +325,7 @@ def _machine(name: str, machine: type, budget: Budget, seed) -> Row:
 
 def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
     start = time.perf_counter()
-    c = check(mutant.bounds, mutant.policy()) if mutant.policy is not None else None
+    c = check_live(mutant.bounds, mutant.policy()) if mutant.policy is not None else None  # safety, then liveness
     hunter = continuity_machine_for if mutant.machine == "continuity" else machine_for
     if mutant.cls is None:  # only the checker's half is in the catalogue: the runtime's is n/a
         h = CampaignResult(mutant.name, True, 0.0, 0, "", "", "")
@@ -376,7 +378,7 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
 
 
 def mutant_job(name: str, budget: Budget, seed, shrink: bool) -> Row:
-    return _mutant({m.name: m for m in MUTANTS}[name], budget, seed, shrink)
+    return _mutant({m.name: m for m in MUTANTS + LIVENESS_MUTANTS}[name], budget, seed, shrink)
 
 
 def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, Callable]]:
@@ -414,7 +416,7 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
     out.append(("interrupts", "settrace sweep", lambda: _interrupts(events, seed)))
     stages = seeded_bug_stages(runtime, level, seed)
     out += [("faults", f.name, lambda f=f: _seeded_bug(f, stages)) for f in SEEDED_BUGS]
-    out += [("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"])) for m in MUTANTS]
+    out += [("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"])) for m in MUTANTS + LIVENESS_MUTANTS]
     junk = [("pool, ledger, guard", BadInputMachine), ("scheduler", SchedulerBadInputMachine)]
     out += [
         ("bad input", n, lambda n=n, m=m: _machine(n, m, level["scheduler"], seed)._replace(stage="bad input"))

@@ -1,0 +1,25 @@
+"""The livelock and hang bugs in verify's mutant matrix: each caught by the checker's liveness
+property it names (their runtime variants are not in the catalogue: that half is n/a)."""
+
+import pytest
+
+from slotwarden.verification.abstract import Policy
+from slotwarden.verification.machines.campaign import Budget
+from slotwarden.verification.mutants.history import LIVENESS_MUTANTS, MUTANTS
+from slotwarden.verification.verify import jobs as verify
+
+
+def test_the_matrix_runs_them_after_the_safety_mutants():
+    names = [n for stage, n, _ in verify.jobs(verify.LEVELS["quick"], 1.0, 0, None) if stage == "mutants"]
+    assert names == [m.name for m in MUTANTS + LIVENESS_MUTANTS]
+    assert all(m.bug.startswith(("vLLM #52520", "vLLM #50754")) and "HISTORY" in m.bug for m in LIVENESS_MUTANTS)
+
+
+@pytest.mark.parametrize("mutant", LIVENESS_MUTANTS, ids=lambda m: m.name)
+def test_verify_catches_each_for_its_liveness_property(mutant):
+    row = verify.mutant_job(mutant.name, Budget(1, 1), 0, False)
+    assert row.ok, row.summary
+    assert f"checker: {mutant.checker_catch[0]}" in row.summary and "hypothesis: n/a" in row.summary
+    assert row.detail["checker"]["property"] == mutant.checker_catch[0]
+    missed = verify._mutant(mutant._replace(policy=Policy), Budget(1, 1), 0)  # the correct policy: a miss
+    assert not missed.ok and "checker: MISSED" in missed.summary
