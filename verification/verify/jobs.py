@@ -26,6 +26,7 @@ from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS, 
 from slotwarden.verification.checker.goals import UNREACHABLE, coverage, show_rule
 from slotwarden.verification.checker.liveness import check_live
 from slotwarden.verification.checker.search import check
+from slotwarden.verification.checker.simulate import SIMULATION_BOUNDS, simulate
 from slotwarden.verification import interrupts
 from slotwarden.verification.crosshair_proofs import prove, prove_moves
 from slotwarden.verification.differential import check_differential, runtime_has_cache
@@ -74,6 +75,7 @@ LEVELS = {  # examples per machine, steps per example, mutant examples, checker 
         bounds=THOROUGH_BOUNDS,
         proofs=True,
         shrink=True,
+        simulate=120.0,  # seconds of random walks per simulated bounds (`checker.simulate`)
     ),
 }
 
@@ -381,9 +383,17 @@ def mutant_job(name: str, budget: Budget, seed, shrink: bool) -> Row:
     return _mutant({m.name: m for m in MUTANTS + LIVENESS_MUTANTS}[name], budget, seed, shrink)
 
 
-def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, Callable]]:
+def _simulation(bounds, seconds: float, seed) -> Row:
+    r = simulate(bounds, seconds=seconds, seed=0 if seed is None else seed)
+    v = None if r.violation is None else {"property": r.violation.property, "trace": list(r.violation.trace)}
+    detail = r._asdict() | {"bounds": bounds._asdict(), "violation": v, "states": r.states}
+    return Row("simulation", str(bounds), r.ok, r.seconds, str(r), detail)
+
+
+def jobs(level: dict, proof_timeout: float, seed, only, walks: float | None = None) -> list[tuple[str, str, Callable]]:
     """Every job of the campaign as (stage, name, thunk), in a fixed order (for sharding). A
-    job whose thunk is a tuple runs in the worker processes: `workers.run_pooled(stage, thunk)`."""
+    job whose thunk is a tuple runs in the worker processes: `workers.run_pooled(stage, thunk)`.
+    `walks`: seconds of simulation per simulated bounds (None: the level's; 0: none)."""
     out = [("declaration", "agreement", lambda: _agreement(None))]
     survivors_timeout = proof_timeout if level is LEVELS["thorough"] else None  # CrossHair on unlisted survivors
     out += [("mutations", "declaration mutants", (survivors_timeout,))]
@@ -394,6 +404,8 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
         out += [("proofs", n, (n, proof_timeout)) for n in names]
     out += [("exhaustive", str(b), (b,)) for b in level["bounds"]]
     out.append(("exhaustive", "coverage", lambda: _coverage(level["bounds"])))
+    walk = level.get("simulate") if walks is None else walks  # seconds of walks per bounds (`--simulate`)
+    out += [("simulation", str(b), lambda b=b: _simulation(b, walk, seed)) for b in SIMULATION_BOUNDS if walk]
     out.append(("differential", "model = runtime", lambda: _differential(level["differential"], seed)))
     machines = [
         ("pool", PoolMachine, level["pool"]),

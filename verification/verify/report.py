@@ -27,6 +27,7 @@ def summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
         "mutations",
         "proofs",
         "exhaustive",
+        "simulation",
         "differential",
         "hypothesis",
         "continuity",
