@@ -8,7 +8,8 @@ A bug in the state's numbers rather than in who holds a slot (SGLang #40252: a r
 partial state kept as the session's checkpoint) makes only legal moves: the checker cannot see
 it (`policy` None); the continuity machine catches it (`machine="continuity"`). The livelock and
 hang bugs (`LIVENESS_MUTANTS`) make only legal moves too: the checker's liveness properties
-catch them (`checker.liveness`); their runtime variants are not written yet (`cls` None).
+catch them (`checker.liveness`); the livelock's runtime variant never lets the scheduler go idle
+(the machine's teardown); the hangs' runtime variants are not written yet (`cls` None).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from slotwarden.verification.mutants.runtime import (
     AbortPinsLentSlot,
     RejectedTurnClearsLive,
     OverlengthAbortRestores,
+    RequeueNearCeiling,
     RetractKeepsPartialTurn,
 )
 
@@ -300,13 +302,14 @@ MUTANTS = (
 LIVENESS_MUTANTS = (
     Mutant(
         "requeue_near_ceiling",
-        None,
+        RequeueNearCeiling,
         AbstractRequeueNearCeiling,
         _SESSION,
         "vLLM #52520 (HISTORY 44)",
         "a request admitted at the slot ceiling and prefilled is not requeued to be prefilled again forever",
         {},
         checker_catch=("admitted_ends",),
+        runtime_catch=("AssertionError",),  # the machine's teardown: never idle, requests wait forever
     ),
     Mutant(
         "release_awaits_lost_notice",
