@@ -202,7 +202,7 @@ def _surely_unfair(g: Graph, ms: list, comp, keys: list, codec) -> bool:
             if comp[g.targets[e]] == c and k not in FAILURES:
                 inside.add(k)
         enabled = here if enabled is None else enabled & here
-    if (enabled & _STEPS) - inside:
+    if (enabled & _STEPS & FAIR) - inside:
         return True
     worlds = [codec.world(keys[v]) for v in ms]
     if not any(stuck(w) for w in worlds for stuck in _STUCK.values()):
