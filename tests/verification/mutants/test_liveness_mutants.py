@@ -33,3 +33,14 @@ def test_the_scheduler_machine_catches_the_livelock():
     result = run_machine(m.name, machine_for(m.cls), Budget(500, 40), None, False)
     assert not result.passed and result.error.split(":")[0] in m.runtime_catch, result.error
     assert "never come free" in result.error and result.caught_by == "invariant"
+
+
+def test_the_matrix_says_n_a_for_a_missing_runtime_variant():
+    from slotwarden.verification.verify.report import summary
+
+    m = {m.name: m for m in LIVENESS_MUTANTS}["turn_awaits_lost_handoff"]
+    row = verify.mutant_job(m.name, Budget(1, 1), 0, False)
+    (line,) = [
+        x for x in summary([row], 1.0, "quick", verify.LEVELS["quick"]).splitlines() if x.startswith(f"| {m.name}")
+    ]
+    assert "n/a (no runtime variant)" in line and "MISSED" not in line, line
