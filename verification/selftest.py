@@ -13,6 +13,7 @@ A failure names the property or pin whose check no longer fires.
 from __future__ import annotations
 
 import ast
+import time
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -193,3 +194,18 @@ def pin_comparison(row_of: Callable) -> list[Finding]:
 def run(row_of: Callable) -> list[Finding]:
     """Every self-test finding, in a fixed order."""
     return checker_properties() + registry_moves() + registry_claims() + pin_comparison(row_of)
+
+
+def verdict(row_of: Callable) -> tuple:
+    """(ok, seconds, summary, detail) of `run(row_of)`, for verify's row."""
+    start = time.perf_counter()
+    found = run(row_of)
+    bad = [f for f in found if not f.ok]
+    kinds: dict = {}
+    for f in found:
+        kind = "pin" if f.check.startswith("pin ") else f.check.rsplit(" ", 1)[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    text = f"{len(found) - len(bad)}/{len(found)} checks fire on their bad case ("
+    text += ", ".join(f"{n} {k}" for k, n in kinds.items()) + ")" + "".join(f"; {f.check}: {f.got}" for f in bad[:3])
+    detail = {"checks": len(found), "failed": [f._asdict() for f in bad]}
+    return not bad, time.perf_counter() - start, text, detail

@@ -5,10 +5,11 @@ The stages: the declaration (the `transitions` machine, `step()`, the table and 
 own paths agree on every move and on many-slot batches; every single-rule mutant of it is
 killed), the CrossHair proofs, the exhaustive model checker over the abstract scheduler and
 its coverage, the differential stage (the checker's model follows the runtime's scheduler),
-the Hypothesis machines,
+verify's self-test, the Hypothesis machines (faults injected at every pool call among them),
 continuity (tokens and state against a replay of the transcript), the runtime bugs seeded
-and hunted, the mutant matrix (each bug of the history caught by the checker and the scheduler
-machine, each for the reason it names) and bad input at every entry point.
+and hunted, the mutant matrix (each bug of the history caught by the checker, liveness included,
+and by the scheduler machine, each for the reason it names), bad input at every entry point and
+the SGLang adapter on SGLang's real objects.
 A job whose thunk is a tuple runs in a worker process (`workers.run_pooled`).
 """
 
@@ -24,7 +25,9 @@ from slotwarden.verification.batches import covers, judge_batches
 from slotwarden.verification.checker import pins
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS
 from slotwarden.verification.checker.goals import UNREACHABLE, coverage, show_rule
+from slotwarden.verification.checker.liveness import check_live
 from slotwarden.verification.checker.search import check
+from slotwarden.verification.checker.simulate import SIMULATION_BOUNDS, simulate
 from slotwarden.verification import interrupts, selftest
 from slotwarden.verification.adapters import sglang_job
 from slotwarden.verification.crosshair_proofs import prove, prove_moves
@@ -41,7 +44,7 @@ from slotwarden.verification.machines.guard import GuardMachine
 from slotwarden.verification.machines.pool import PoolMachine
 from slotwarden.verification.machines.scheduler import machine_for
 from slotwarden.verification.mutants import declaration as declaration_mutants
-from slotwarden.verification.mutants.history import MUTANTS
+from slotwarden.verification.mutants.history import LIVENESS_MUTANTS, MUTANTS
 from slotwarden.verification.mutants.runtime_checks import rejudge_listed, witness
 from slotwarden.verification.mutants.seeded import SEEDED_BUGS, hunt
 from slotwarden.verification.verify.fault_job import fault_row
@@ -76,6 +79,7 @@ LEVELS = {  # examples per machine, steps per example, mutant examples, checker 
         bounds=THOROUGH_BOUNDS,
         proofs=True,
         shrink=True,
+        simulate=120.0,  # seconds of random walks per simulated bounds (`checker.simulate`)
     ),
 }
 
@@ -135,21 +139,7 @@ def _runtime_agreement(_) -> Row:
 
 def _selftest(_) -> Row:
     """verify's own checks, each on a case built to break it (`verification/selftest.py`)."""
-    start = time.perf_counter()
-    found = selftest.run(_checker_row)
-    bad = [f for f in found if not f.ok]
-    kinds = {}
-    for f in found:
-        kind = f.check.rsplit(" ", 1)[0] if not f.check.startswith("pin ") else "pin"
-        kinds[kind] = kinds.get(kind, 0) + 1
-    text = (
-        f"{len(found) - len(bad)}/{len(found)} checks fire on their bad case ("
-        + ", ".join(f"{n} {k}" for k, n in kinds.items())
-        + ")"
-        + "".join(f"; {f.check}: {f.got}" for f in bad[:3])
-    )
-    detail = {"checks": len(found), "failed": [f._asdict() for f in bad]}
-    return Row("self-test", "verify's own checks", not bad, time.perf_counter() - start, text, detail)
+    return Row("self-test", "verify's own checks", *selftest.verdict(_checker_row))
 
 
 def _batch_agreement(_) -> Row:
@@ -255,7 +245,7 @@ EVERY_MOVE = "every one-move proof"
 
 def checker_job(bounds) -> tuple:
     """One exhaustive bounds in a worker process: its row and its result (for the coverage job)."""
-    r = check(bounds)
+    r = check_live(bounds)  # the safety properties, then (on the graph it kept) the liveness ones
     return _checker_row(r), r
 
 
@@ -269,6 +259,7 @@ def _checker_row(r) -> Row:
     text = f"{r.states} states, {r.transitions} transitions, depth {r.max_depth}" + (
         f"; VIOLATION {v.property}" if v else ""
     )
+    text += f"; {r.liveness}" if r.liveness is not None else ""
     pinned = True
     if pin is None:
         pinned = bounds not in DEFAULT_BOUNDS
@@ -351,7 +342,7 @@ def _machine(name: str, machine: type, budget: Budget, seed) -> Row:
 
 def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
     start = time.perf_counter()
-    c = check(mutant.bounds, mutant.policy()) if mutant.policy is not None else None
+    c = check_live(mutant.bounds, mutant.policy()) if mutant.policy is not None else None  # safety, then liveness
     hunter = continuity_machine_for if mutant.machine == "continuity" else machine_for
     if mutant.cls is None:  # only the checker's half is in the catalogue: the runtime's is n/a
         h = CampaignResult(mutant.name, True, 0.0, 0, "", "", "")
@@ -419,12 +410,20 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
 
 
 def mutant_job(name: str, budget: Budget, seed, shrink: bool) -> Row:
-    return _mutant({m.name: m for m in MUTANTS}[name], budget, seed, shrink)
+    return _mutant({m.name: m for m in MUTANTS + LIVENESS_MUTANTS}[name], budget, seed, shrink)
 
 
-def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, Callable]]:
+def _simulation(bounds, seconds: float, seed) -> Row:
+    r = simulate(bounds, seconds=seconds, seed=0 if seed is None else seed)
+    v = None if r.violation is None else {"property": r.violation.property, "trace": list(r.violation.trace)}
+    detail = r._asdict() | {"bounds": bounds._asdict(), "violation": v, "states": r.states}
+    return Row("simulation", str(bounds), r.ok, r.seconds, str(r), detail)
+
+
+def jobs(level: dict, proof_timeout: float, seed, only, walks: float | None = None) -> list[tuple[str, str, Callable]]:
     """Every job of the campaign as (stage, name, thunk), in a fixed order (for sharding). A
-    job whose thunk is a tuple runs in the worker processes: `workers.run_pooled(stage, thunk)`."""
+    job whose thunk is a tuple runs in the worker processes: `workers.run_pooled(stage, thunk)`.
+    `walks`: seconds of simulation per simulated bounds (None: the level's; 0: none)."""
     out = [("declaration", "agreement", lambda: _agreement(None))]
     survivors_timeout = proof_timeout if level is LEVELS["thorough"] else None  # CrossHair on unlisted survivors
     out += [("mutations", "declaration mutants", (survivors_timeout,))]
@@ -436,6 +435,8 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
         out += [("proofs", n, (n, proof_timeout)) for n in names]
     out += [("exhaustive", str(b), (b,)) for b in level["bounds"]]
     out.append(("exhaustive", "coverage", lambda: _coverage(level["bounds"])))
+    walk = level.get("simulate") if walks is None else walks  # seconds of walks per bounds (`--simulate`)
+    out += [("simulation", str(b), lambda b=b: _simulation(b, walk, seed)) for b in SIMULATION_BOUNDS if walk]
     out.append(("differential", "model = runtime", lambda: _differential(level["differential"], seed)))
     machines = [
         ("pool", PoolMachine, level["pool"]),
@@ -461,7 +462,7 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
     out.append(("interrupts", "settrace sweep", lambda: _interrupts(events, seed)))
     stages = seeded_bug_stages(runtime, level, seed)
     out += [("faults", f.name, lambda f=f: _seeded_bug(f, stages)) for f in SEEDED_BUGS]
-    out += [("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"])) for m in MUTANTS]
+    out += [("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"])) for m in MUTANTS + LIVENESS_MUTANTS]
     junk = [("pool, ledger, guard", BadInputMachine), ("scheduler", SchedulerBadInputMachine)]
     out += [
         ("bad input", n, lambda n=n, m=m: _machine(n, m, level["scheduler"], seed)._replace(stage="bad input"))

@@ -27,6 +27,7 @@ def summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
         "mutations",
         "proofs",
         "exhaustive",
+        "simulation",
         "differential",
         "hypothesis",
         "continuity",
@@ -61,12 +62,12 @@ def summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
         ]
         for r in mutants:
             c, h = r.detail["checker"], r.detail["hypothesis"]
+            want, right = r.detail["expected"], r.detail["right_reason"]
             where = {
                 "call": "the call (" + h["error"].split(":")[0] + ")",
                 "audit": "idle audit (AuditFailed)",
                 "invariant": f"{r.detail.get('machine', 'scheduler')} invariant",
-            }.get(h["caught_by"], "MISSED")
-            want, right = r.detail["expected"], r.detail["right_reason"]
+            }.get(h["caught_by"], "MISSED" if want["runtime"] else "n/a (no runtime variant)")
             got = c["property"] or "MISSED"
             where = where if right["hypothesis"] or h["passed"] else "WRONG REASON " + where
             checked = (

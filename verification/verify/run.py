@@ -34,7 +34,7 @@ def run_verify(args) -> int:
         raise UsageError(f"--only {unknown[0]}: no such proof; the proofs are {', '.join(model_proofs.PROOFS)}")
     if args.report:
         output_folder(args.report, "--report")
-    every = jobs(level, timeout, args.seed, args.only)
+    every = jobs(level, timeout, args.seed, args.only, getattr(args, "simulate", None))
     todo = [j for i, j in enumerate(every) if i % shards == shard]
     if not todo:
         raise UsageError(
