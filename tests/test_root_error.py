@@ -19,12 +19,26 @@ INTERNAL = {
 }
 
 
+DRILL = "slotwarden.adapters.sglang.drill."  # SGLang's real objects: imported after the stubs, or not at all
+
+
 def modules() -> list:
+    from slotwarden.adapters.sglang.drill import installed, stubs
+
+    with_sglang = installed.skip_reason() is None
+    if with_sglang:
+        stubs.install()  # as the drill's docstring asks: SGLang's heavy imports served first
     seen = []
     for root in ROOTS:
         package = importlib.import_module(root)
         for info in pkgutil.walk_packages(package.__path__, root + "."):
             if info.name.endswith("__main__") or info.name in seen:
+                continue
+            if (
+                info.name.startswith(DRILL)
+                and not with_sglang
+                and info.name not in (DRILL + "installed", DRILL + "stubs")
+            ):
                 continue
             seen.append(info.name)
     return [importlib.import_module(name) for name in seen]

@@ -21,6 +21,7 @@ from array import array
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Iterable, NamedTuple
 
+from slotwarden.model.errors import SlotwardenError
 from slotwarden.model.declaration import Lifecycle, relation_of
 from slotwarden.model.lifecycle import LIFECYCLE
 
@@ -44,7 +45,7 @@ from slotwarden.verification.checker.goals import GOALS, coverage
 from slotwarden.verification.checker.symmetry import Codec
 
 
-class CheckerFault(Exception):
+class CheckerFault(SlotwardenError):
     """The checker contradicts itself: a violation it found does not replay from the initial
     world. A fault of the checker (or of a policy that calls itself symmetric), not of the model."""
 
