@@ -8,7 +8,7 @@
  * key is computed as `look_up` computes it; its fields are written as `write` writes them.
  *
  * Contract of `Mover.move(event, ids, actor, target, epoch, before, after, keys, write, dup)`:
- *   ids     a C-contiguous int64 buffer of n >= 1 slot ids;
+ *   ids     a C-contiguous int64 buffer of n >= 1 slot ids, the bytes of one, or one id (an int);
  *   actor   one actor id (int) or a C-contiguous int64 buffer of n, one per slot;
  *   before, after   uint8 buffers of n, filled with each slot's state before and after; or both
  *           None, when the caller needs them only if the slots differ: a batch whose slots were
@@ -397,14 +397,27 @@ static PyObject *mover_move(Mover *m, PyObject *const *args, Py_ssize_t nargs) {
         return NULL;
     }
     Py_buffer ids_view, actor_view, before_view, after_view, keys_view;
-    int have_actors = 0, have_keys = 0;
-    int64_t one_actor = 0;
-    if (PyObject_GetBuffer(args[1], &ids_view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    int have_actors = 0, have_keys = 0, have_ids = 0;
+    int64_t one_actor = 0, one_id = 0;
+    const int64_t *ids_in = &one_id;
     PyObject *result = NULL;
-    Py_ssize_t n = ids_view.len / 8;
-    if (!is_int64(&ids_view) || n < 1) {
-        PyErr_SetString(PyExc_ValueError, "ids: a C-contiguous int64 array of at least one id");
-        goto done_ids;
+    Py_ssize_t n = 1;
+    if (PyLong_CheckExact(args[1])) { /* one slot, named by an int */
+        int overflow = 0;
+        one_id = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+        if (one_id == -1 && PyErr_Occurred()) return NULL;
+        if (overflow) return PyLong_FromLong(-1 - 0); /* past int64: not a slot of the pool, at position 0 */
+    } else {
+        if (PyObject_GetBuffer(args[1], &ids_view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+        have_ids = 1;
+        n = ids_view.len / 8;
+        /* an int64 array, or the bytes of one (the copy `read` makes) */
+        int raw = PyBytes_CheckExact(args[1]) && ids_view.len % 8 == 0;
+        if ((!raw && !is_int64(&ids_view)) || n < 1) {
+            PyErr_SetString(PyExc_ValueError, "ids: a C-contiguous int64 array (or its bytes) of at least one id");
+            goto done_ids;
+        }
+        ids_in = ids_view.buf;
     }
     if (PyLong_Check(args[2])) {
         one_actor = PyLong_AsLongLong(args[2]);
@@ -442,7 +455,7 @@ states_done:
         /* everything the loops read, in locals: the compiler keeps them in registers (a byte
          * written through a uint8_t pointer may alias anything, so fields of `m` would be
          * read again after every write) */
-        const int64_t *ids_at = ids_view.buf, *actors_at = have_actors ? actor_view.buf : NULL;
+        const int64_t *ids_at = ids_in, *actors_at = have_actors ? actor_view.buf : NULL;
         int failed = 0;
         int64_t *ids_copy = own_copy(m, &ids_at, n, &failed);
         int64_t *actors_copy = actors_at && !failed ? own_copy(m, &actors_at, n, &failed) : NULL;
@@ -583,13 +596,34 @@ done_before:
 done_actor:
     if (have_actors) PyBuffer_Release(&actor_view);
 done_ids:
-    PyBuffer_Release(&ids_view);
+    if (have_ids) PyBuffer_Release(&ids_view);
     return result;
+}
+
+/* read(address, n) -> bytes: a copy of the n int64 values at `address`. The caller vouches for
+ * the memory: a CPU tensor's data (`data_ptr()`) of at least n contiguous int64 values, which it
+ * holds alive for the call. The ledger's guard reads an engine's index tensor with it (the copy
+ * is what the ledger checks, writes and records: later writes into the tensor change nothing). */
+static PyObject *mover_read(Mover *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "read(address, n)");
+        return NULL;
+    }
+    void *at = PyLong_AsVoidPtr(args[0]);
+    Py_ssize_t n = PyLong_AsSsize_t(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    if (n < 0 || n > PY_SSIZE_T_MAX / 8 || (at == NULL && n > 0)) {
+        PyErr_SetString(PyExc_ValueError, "read: a non-null address and a count of int64 values");
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize(at, n * 8);
 }
 
 static PyMethodDef mover_methods[] = {
     {"move", (PyCFunction)(void (*)(void))mover_move, METH_FASTCALL,
      "move(event, ids, actor, target, epoch, before, after, keys, write, dup) -> int: see the module's contract"},
+    {"read", (PyCFunction)(void (*)(void))mover_read, METH_FASTCALL,
+     "read(address, n) -> bytes: a copy of the n int64 values at address (a CPU tensor's data_ptr())"},
     {NULL, NULL, 0, NULL},
 };
 
