@@ -23,14 +23,14 @@ import numpy as np
 import torch
 
 from slotwarden.model.errors import BadInput, LifecycleError, SlotwardenError
-from slotwarden.model.free import free_rule, free_rule_for
-from slotwarden.model.table import ILLEGAL, NO_KIND
+from slotwarden.model.free import free_rule
+from slotwarden.model.table import NO_KIND
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, State
 
 from slotwarden.runtime import inputs
 from slotwarden.runtime.guard import _CPU, _INT64, LedgerGuard, host_raw
+from slotwarden.runtime.guard_tables import _BORROWER, _ILLEGAL, _NONE, _OWNER, _free_table, _one_move
 from slotwarden.runtime.ledger.codes import SMALL
-from slotwarden.runtime.ledger.tables import BITS, BOR, OWN, plain_of
 
 ACTING: ContextVar[Actor | None] = ContextVar("slotwarden_acting", default=None)
 """Who makes the allocator calls of the current context (None: nobody said)."""
@@ -42,8 +42,6 @@ ANONYMOUS = -2
 
 _FREE = int(State.FREE)
 _FREE_BYTE = bytes((_FREE,))
-_ILLEGAL = -1
-_NONE, _OWNER, _BORROWER = int(Relation.NONE), int(Relation.OWNER), int(Relation.BORROWER)
 _EVENTS = tuple(Event)  # by number
 _first_id = struct.Struct("=q").unpack_from  # the first of the native int64 ids in a bytes copy
 
@@ -121,7 +119,7 @@ class GuardedAllocator:
         """`need_size` slots for the acting request, or None when fewer are free."""
         actor = ACTING.get()
         if actor is not None and type(need_size) is int and need_size > 0:  # the usual call
-            return self.guard.alloc(need_size, self.ledger.checked_actor(actor, "alloc"))
+            return self.guard.alloc(need_size, actor)  # which checks the actor
         if inputs.is_int(need_size) and need_size == 0:
             return self.allocator.alloc(0)  # nothing moves
         actor = self._actor("alloc") or Actor.request(ANONYMOUS)
@@ -461,44 +459,3 @@ def _first(ids: np.ndarray, due: np.ndarray) -> np.ndarray:
     if mine.all() and ids.size == due.size:
         return ids
     return np.concatenate((ids[mine], due[~np.isin(due, ids)]))
-
-
-def _one_move(ledger, free_event: np.ndarray) -> list:
-    """[actor kind][event][state]: whether a batch of slots all in that state that the ledger
-    lets an actor of that kind move by that event is, slot for slot, the free table's move: the
-    ledger's keys for the state carry the relation bits the free table reads (owner, borrower;
-    `tables.plain_of`) and each key it accepts maps to that event in the free table."""
-    out = []
-    for kind in ActorKind:
-        per_event = []
-        for event in Event:
-            table = ledger.tables[event]
-            probes = plain_of(table)[1]
-            row = []
-            for s in range(len(State)):
-                own = ledger.owner_kinds[s] == kind
-                bor = kind is ActorKind.REQUEST and bool(ledger.lent[s])
-                reads = (OWN if own else 0) | (BOR if bor else 0)
-                ok = probes[s] & reads == reads
-                for bits in range(BITS):
-                    if ok and bits & ~probes[s] == 0 and table.next_state[s * BITS + bits] != ILLEGAL:
-                        rel = _BORROWER if bor and bits & BOR else _OWNER if own and bits & OWN else _NONE
-                        ok = free_event[kind, s, rel] == event
-                row.append(bool(ok))
-            per_event.append(row)
-        out.append(per_event)
-    return out
-
-
-def _free_table(lifecycle) -> tuple[np.ndarray, np.ndarray]:
-    """[actor kind, state, relation] -> the event of a free, or -1; and the state it ends in
-    (or -1): compiled from the model."""
-    table = np.full((len(ActorKind), len(State), len(Relation)), _ILLEGAL, dtype=np.int64)
-    dest = table.copy()
-    for kind in ActorKind:
-        for state in State:
-            for relation in Relation:
-                rule = free_rule_for(lifecycle, state, kind, relation)
-                if rule is not None:
-                    table[kind, state, relation], dest[kind, state, relation] = int(rule.event), int(rule.dest)
-    return table, dest

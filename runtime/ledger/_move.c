@@ -16,7 +16,13 @@
  *           ASK_WITH_STATES (131072), nothing written, for the caller to ask again with buffers;
  *   keys    None or an int64 buffer of n, filled with each slot's key;
  *   write   whether to write when every check passes (False: check only);
- *   dup     whether to refuse a slot named twice (False: the caller knows they are distinct).
+ *   dup     whether to refuse a slot named twice (False: the caller knows they are distinct);
+ *   give, given, when   (optional, all three or none) with `write`, when every check has passed and
+ *           every slot moves to state `when`, `give(given)` is called before anything is written (the
+ *           guard hands its engine the freed slots there): if it raises, the move returns NULL with
+ *           nothing written. Slots in, or moving to, different states are then refused with
+ *           ASK_WITH_STATES, nothing written and `give` not called. `give` must not move this
+ *           ledger's slots (the ledger holds its write mark over the call: a call into it raises).
  * Returns, when every check passes, `after + 256 * before` when every slot was in one state and
  * moved to one state, or MIXED (65536) otherwise; else -(1 + 4 * p + why) for the first refused
  * position p, why 0: not a slot of the pool, 1: named twice, 2: a move the table refuses, 3: a
@@ -231,7 +237,10 @@ typedef struct {
  * runs, and the slot-at-a-time loop checks the ids one by one). */
 static Py_ssize_t runs_of(const int64_t *restrict ids, Py_ssize_t n, uint64_t cap, Runs *runs) {
     Py_ssize_t breaks = 0;
-    for (Py_ssize_t i = 1; i < n; i++) breaks += ids[i] != ids[i - 1] + 1; /* vectorised */
+    uint64_t differ = 0; /* one run (the usual batch): an OR of differences, which the compiler vectorises */
+    for (Py_ssize_t i = 1; i < n; i++) differ |= (uint64_t)(ids[i] ^ (ids[i - 1] + 1));
+    if (differ)
+        for (Py_ssize_t i = 1; i < n; i++) breaks += ids[i] != ids[i - 1] + 1;
     runs->count = RUNS_MAX + 1;
     if (breaks >= RUNS_MAX) return -1;
     int r = 0;
@@ -379,11 +388,23 @@ static int64_t *own_copy(const Mover *m, const int64_t **data, Py_ssize_t n, int
     return copy;
 }
 
+/* The caller's give(given), between the checks and the write: -1 if it raised (nothing written). */
+static int call_give(PyObject *give, PyObject *given) {
+    PyObject *r = PyObject_CallOneArg(give, given);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 static PyObject *mover_move(Mover *m, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "move(event, ids, actor, target, epoch, before, after, keys, write, dup)");
+    if (nargs != 10 && nargs != 13) {
+        PyErr_SetString(PyExc_TypeError,
+                        "move(event, ids, actor, target, epoch, before, after, keys, write, dup[, give, given, when])");
         return NULL;
     }
+    /* give(given) once every check has passed and before the write, when the slots move to state `when` */
+    PyObject *give = nargs == 13 && args[10] != Py_None ? args[10] : NULL, *given = nargs == 13 ? args[11] : NULL;
+    long when = nargs == 13 ? PyLong_AsLong(args[12]) : -1;
     long event = PyLong_AsLong(args[0]);
     int64_t target = PyLong_AsLongLong(args[3]), epoch = PyLong_AsLongLong(args[4]);
     int write = PyObject_IsTrue(args[8]), dup = PyObject_IsTrue(args[9]);
@@ -498,6 +519,7 @@ states_done:
                 }
                 if (keys)
                     for (i = 0; i < n; i++) keys[i] = key;
+                if (write && give && a == when && call_give(give, given) < 0) goto done_copies;
                 if (write)
                     run_write(m, &runs, from + key * FIELDS, (uint8_t)a, (uint8_t)event, one_actor, target, epoch);
                 result = PyLong_FromLong(a | b0 << 8);
@@ -562,10 +584,11 @@ states_done:
             result = PyLong_FromLong(-1 - refused);
             goto done_copies;
         }
-        if (!uniform && !before) { /* the caller must see each slot's states: it asks again with arrays */
+        if (!uniform && (!before || (write && give))) { /* the caller must see each slot's states: it asks again */
             result = PyLong_FromLong(ASK_WITH_STATES);
             goto done_copies;
         }
+        if (write && give && first == when && call_give(give, given) < 0) goto done_copies;
         /* 3. the writes: every field the key's sources rewrite, the state and the last event */
         if (write) {
             for (i = 0; i < n; i++) {

@@ -4,9 +4,9 @@ engine hands in as its own index tensor (the guard's alloc and free, `LedgerGuar
 The ids come as one int (one slot) or as the bytes of an int64 array (`Mover.read`: a copy of a
 CPU tensor's data, which the ledger then checks, writes and records; a later write into the
 tensor changes nothing). The kernel checks the whole batch (real slots, each named once, every
-move legal by the table) and returns its one state before and after; the caller's `give` runs
-between the check and the write when the move makes the slots FREE (the guard hands the engine
-its tensor there). Nothing here decides what is legal: a batch the kernel refuses, or whose
+move legal by the table), calls the caller's `give` between the check and the write when the
+move makes the slots FREE (the guard hands the engine its tensor there), and returns the one
+state before and after. Nothing here decides what is legal: a batch the kernel refuses, or whose
 slots are not in one state moving to one state, comes back as `REFUSED` with nothing written,
 and the caller takes `apply`, which raises the model's typed error (or does the move). No
 numpy call on the way; no device sync (host tensors only).
@@ -41,48 +41,35 @@ class RawMoves(BatchPath):
 
     def apply_raw(self, event: Event, ids, actor: Actor, give=None, given=None) -> int:
         """`apply(event, ids, actor)` for `ids` one slot (an int) or the bytes of an int64 array
-        (`Mover.read`), for the events that name no target and no step, in one kernel call (two
-        with `give`: the check, then `give(given)` if the move makes the slots FREE, then the
-        write). Returns the code `after | before << 8`: every slot was in state `before` and is
-        now in `after`. Returns `REFUSED`, nothing written and `give` not called, when the kernel
-        refuses the batch, when its slots are not all in one state moving to one state, or where
-        this call does not apply (no compiled move, check="off", an actor of another kind, an
-        ALLOC on a ledger that chooses its slots): then `apply` raises or does it. If `give`
-        raises, nothing is written."""
+        (`Mover.read`), for the events that name no target and no step, in one kernel call:
+        checked whole, then `give(given)` if the move makes the slots FREE (the guard hands its
+        engine the slots there), then written. Returns the code `after | before << 8`: every
+        slot was in state `before` and is now in `after`. Returns `REFUSED`, nothing written
+        and `give` not called, when the kernel refuses the batch, when its slots are not all in
+        one state moving to one state, or where this call does not apply (no compiled move,
+        check="off", an actor of another kind, an ALLOC on a ledger that chooses its slots):
+        then `apply` raises or does it. If `give` raises, nothing is written. `give` must not
+        move this ledger's slots: the ledger holds its write mark over it (a call raises)."""
         if get_ident() != self._thread:
             self._bind_or_refuse()
         if actor is not self._actor:  # the actor validated last is still valid (an Actor is immutable)
             actor = self._actor = inputs.actor(actor)
-        if type(event) is not Event:
-            return REFUSED
-        return self._move_raw(event, ids, actor, give, given)
-
-    def _move_raw(self, event: Event, ids, actor: Actor, give=None, given=None) -> int:
-        """`apply_raw` once the thread and `actor` are checked (the guard's alloc and free)."""
         mover = self.mover
-        kind, needs_target = self._actor_ok[event]
-        if mover is None or actor[0] is not kind or needs_target or event is _FENCE:
+        if mover is None or type(event) is not Event:
             return REFUSED
-        if event is _ALLOC and self.has_free_list:
+        kind, needs_target = self._actor_ok[event]
+        if actor[0] is not kind or needs_target or event is _FENCE or (event is _ALLOC and self.has_free_list):
             return REFUSED
         me, epoch = actor[1], self.launched
-        if give is None:
-            owner, self._thread = self._thread, self._marks[event]  # the kernel checks, then writes: one unit
-            got = mover.move(event, ids, me, NOBODY, epoch, None, None, None, True, True)
-            if got < 0 or got >= _NOT_ONE:  # refused, or not one state (asks for arrays): nothing written
-                self._thread = owner
-                return REFUSED
-        else:
-            got = mover.move(event, ids, me, NOBODY, epoch, None, None, None, False, True)
-            if got < 0 or got >= _NOT_ONE:
-                return REFUSED
-            if got & 0xFF == _FREE:
-                give(given)  # every check passed, nothing written yet
-            owner, self._thread = self._thread, self._marks[event]  # the write's parts: one unit
-            got = mover.move(event, ids, me, NOBODY, epoch, None, None, None, True, True)
-            if got < 0 or got >= _NOT_ONE:  # nothing written: `give` moved the slots (re-entered the ledger)
-                self._thread = owner
-                raise RuntimeError(f"the compiled move refused {event.name} after checking it")
+        owner, self._thread = self._thread, self._marks[event]  # the kernel checks, then writes: one unit
+        try:
+            got = mover.move(event, ids, me, NOBODY, epoch, None, None, None, True, True, give, given, _FREE)
+        except BaseException:  # raised by `give`: nothing written
+            self._thread = owner
+            raise
+        if got < 0 or got >= _NOT_ONE:  # refused, or not one state (asks for arrays): nothing written
+            self._thread = owner
+            return REFUSED
         after = got & 0xFF
         lst = [ids] if type(ids) is int else ids
         if after in self._waits or (after == _FREE and self.has_free_list and event is not _ALLOC):
