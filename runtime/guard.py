@@ -91,10 +91,10 @@ class LedgerGuard:
         ids = self.allocator.alloc(n)
         if ids is None:
             return None
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 1:
+        if not isinstance(ids, torch.Tensor) or len(ids.shape) != 1:
             self._refuse_shape(ids, n, owner)
         try:
-            if ids.numel() != n:
+            if ids.shape[0] != n:
                 raise BadSlotId(
                     f"the engine's alloc({n}) gave {shown(ids)}", slot_id=None, event=Event.ALLOC, actor=owner
                 )

@@ -43,6 +43,7 @@ ANONYMOUS = -2
 _FREE = int(State.FREE)
 _FREE_BYTE = bytes((_FREE,))
 _EVENTS = tuple(Event)  # by number
+_REQUEST = ActorKind.REQUEST
 _first_id = struct.Struct("=q").unpack_from  # the first of the native int64 ids in a bytes copy
 
 
@@ -175,9 +176,10 @@ class GuardedAllocator:
         (`SlotLedger.apply_raw`), the engine's `free` in between, no numpy call. The rest (CUDA
         ids, no compiled move, a batch the kernel declines) take the array lane
         (`_free_arrays`), which also says why a declined batch is not one move."""
-        if free_index.dtype is not _INT64 or free_index.dim() != 1:
+        shape = free_index.shape
+        if free_index.dtype is not _INT64 or len(shape) != 1:
             return False
-        ledger, n = self.ledger, free_index.numel()
+        ledger, n = self.ledger, shape[0]
         mover = ledger.mover
         if mover is None or not free_index.is_cpu or self.guard.device is not _CPU or not 0 < n <= ledger.capacity:
             return self._free_arrays(free_index, actor)
@@ -188,7 +190,18 @@ class GuardedAllocator:
         if not 1 <= first <= ledger.capacity:
             return False
         actor = ledger.checked_actor(actor, "free")
-        move, state, kind = self._move_of(first, actor)
+        # the free table's event for the first slot, read from the ledger's memoryviews
+        views = ledger.views
+        state, kind = views.state[first], actor[0]
+        events = self._free_lists[kind]
+        if state >= len(events):
+            return False
+        if kind is _REQUEST and self._lent[state] and views.borrower[first] == actor[1]:
+            move = events[state][_BORROWER]
+        else:
+            move = events[state][
+                _OWNER if self._owner_kinds[state] == kind and views.owner[first] == actor[1] else _NONE
+            ]
         if move == _ILLEGAL or (n > 1 and not self._one_move[kind][move][state]):
             return False
         quiet = not ledger.awaits_fence() and ledger.launched == ledger.completed  # no fence could free others
@@ -200,18 +213,6 @@ class GuardedAllocator:
         if not (got & 0xFF == _FREE and quiet):  # released slots whose step has finished go to the engine now
             ledger.fence(before_write=lambda batch: self._give_due(batch, first, raw, free_index, quiet))
         return True
-
-    def _move_of(self, first: int, actor: Actor) -> tuple[int, int, int]:
-        """The free table's event for `actor` freeing slot `first` (or -1), its state and the
-        actor's kind: read a slot at a time from the ledger's memoryviews."""
-        views = self.ledger.views
-        state, kind = views.state[first], actor[0]
-        events = self._free_lists[kind]
-        if state >= len(events):
-            return _ILLEGAL, state, kind
-        owns = self._owner_kinds[state] == kind and views.owner[first] == actor[1]
-        lent = kind is ActorKind.REQUEST and self._lent[state] and views.borrower[first] == actor[1]
-        return events[state][_BORROWER if lent else _OWNER if owns else _NONE], state, kind
 
     def _free_arrays(self, free_index: torch.Tensor, actor) -> bool:
         """`_free_one_move` through the ledger's arrays: every slot in the first one's state is
