@@ -32,19 +32,23 @@ from slotwarden.runtime.trace import attach as attach_trace
 
 _FREE = int(State.FREE)
 _CPU = torch.device("cpu")
-_INT64, _STRIDED, _ALLOC = torch.int64, torch.strided, Event.ALLOC
+_INT64, _ALLOC = torch.int64, Event.ALLOC
 
 
-def host_raw(ids: torch.Tensor, n: int, mover):
+def host_raw(ids: torch.Tensor, n: int, mover) -> bytes | None:
     """The ids of `ids`, a 1-D int64 CPU tensor of `n` ids, as `SlotLedger.apply_raw` takes them:
-    one id as an int, more as a copy of their bytes read by the ledger's compiled move (`mover`)
-    from the tensor's own memory while the caller holds it; None where that would need a copy
-    through numpy (not a plain strided contiguous tensor). No device sync: host memory only."""
-    if type(ids) is not torch.Tensor or ids.layout is not _STRIDED:
+    a copy of their bytes, read by the ledger's compiled move (`mover`) from the tensor's own
+    memory while the caller holds it; None where that would need a copy through numpy (a
+    subclass, a strided view) or the tensor has no plain storage (sparse: `data_ptr` refuses).
+    No device sync: host memory only."""
+    if type(ids) is not torch.Tensor:
         return None
-    if n == 1:
-        return ids.item()
-    return mover.read(ids.data_ptr(), n) if ids.is_contiguous() else None
+    try:
+        if n == 1:  # one element: its address, whatever the strides
+            return mover.read(ids.data_ptr(), 1)
+        return mover.read(ids.data_ptr(), n) if ids.is_contiguous() else None
+    except RuntimeError:  # no storage to read (a sparse tensor)
+        return None
 
 
 class SlotAllocator(Protocol):

@@ -186,7 +186,7 @@ class GuardedAllocator:
         raw = host_raw(free_index, n, mover)
         if raw is None:
             return self._free_arrays(free_index, actor)
-        first = raw if n == 1 else _first_id(raw)[0]
+        first = _first_id(raw)[0]
         if not 1 <= first <= ledger.capacity:
             return False
         actor = ledger.checked_actor(actor, "free")
