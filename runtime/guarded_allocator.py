@@ -23,13 +23,13 @@ import numpy as np
 import torch
 
 from slotwarden.model.errors import BadInput, LifecycleError, SlotwardenError
-from slotwarden.model.free import free_rule
+from slotwarden.model.free import free_rule, free_rule_for
 from slotwarden.model.table import NO_KIND
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, State
 
 from slotwarden.runtime import inputs
 from slotwarden.runtime.guard import _CPU, _INT64, LedgerGuard, host_raw
-from slotwarden.runtime.guard_tables import _BORROWER, _ILLEGAL, _NONE, _OWNER, _free_table, _one_move
+from slotwarden.runtime.guard_tables import _BORROWER, _ILLEGAL, _NONE, _OWNER, _one_move
 from slotwarden.runtime.ledger.codes import SMALL
 
 ACTING: ContextVar[Actor | None] = ContextVar("slotwarden_acting", default=None)
@@ -460,3 +460,17 @@ def _first(ids: np.ndarray, due: np.ndarray) -> np.ndarray:
     if mine.all() and ids.size == due.size:
         return ids
     return np.concatenate((ids[mine], due[~np.isin(due, ids)]))
+
+
+def _free_table(lifecycle) -> tuple[np.ndarray, np.ndarray]:
+    """[actor kind, state, relation] -> the event of a free, or -1; and the state it ends in
+    (or -1): compiled from the model."""
+    table = np.full((len(ActorKind), len(State), len(Relation)), _ILLEGAL, dtype=np.int64)
+    dest = table.copy()
+    for kind in ActorKind:
+        for state in State:
+            for relation in Relation:
+                rule = free_rule_for(lifecycle, state, kind, relation)
+                if rule is not None:
+                    table[kind, state, relation], dest[kind, state, relation] = int(rule.event), int(rule.dest)
+    return table, dest
