@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml setup.py runtime/ledger/_move.c requirements/sglang.txt
 	# load only its allocator's module file; tests/adapters/sglang imports its pools, cache and session)
 	$(BIN)/pip install --quiet --no-deps sglang==0.5.23
 	# what SGLang's radix cache, session, Req and scheduler import (pinned, small wheels), held to the
-	# torch above; triton and torchvision are stubbed in tests/adapters/sglang/stubs.py instead
+	# torch above; triton and torchvision are stubbed in slotwarden/adapters/sglang/drill/stubs.py instead
 	$(BIN)/pip install --quiet -r requirements/sglang.txt -c requirements/torch.txt
 	touch $(STAMP)
 

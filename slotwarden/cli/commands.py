@@ -152,7 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the full verification (the main job)",
         description="The full verification: the declaration's derived forms agree; CrossHair proves the model's "
         "safety properties; the exhaustive model checker covers the abstract scheduler within its bounds, firing "
-        "every declared rule and reaching every `sometimes` goal; the abstract scheduler follows the runtime's on "
+        "every declared rule, reaching every `sometimes` goal and proving its liveness properties under weak fairness "
+        "(every admitted request ends, every released slot becomes free, a waiting request is admitted when a slot is "
+        "free); the abstract scheduler follows the runtime's on "
         "random workloads (differential); the Hypothesis machines run the pool, a guarded engine allocator and the "
         "scheduler (overlap off and on); the "
         "runtime's own transition path agrees with the model; every finished request's tokens and state equal a "
@@ -170,8 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     level.add_argument(
         "--thorough",
         action="store_true",
-        help="ten times the default Hypothesis budgets, the larger exhaustive bounds, and "
-        "Hypothesis counterexamples shrunk",
+        help="ten times the default Hypothesis budgets, the larger exhaustive bounds, "
+        "Hypothesis counterexamples shrunk, and 120 s of simulation (see --simulate)",
     )
     p.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: a fixed one, reproducible)")
     p.add_argument(
@@ -190,6 +192,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="CrossHair per-condition timeout in seconds (default: 300)",
     )
     p.add_argument("--only", action="append", metavar="PROOF", help="run only this CrossHair proof (repeatable)")
+    p.add_argument(
+        "--simulate",
+        type=positive_seconds,
+        default=None,
+        metavar="S",
+        help="seconds of seeded random walks (the model checker's simulation, checking its safety properties) "
+        "over 8 slots, 16 requests, 4 sessions and the prefix cache (default: 120 with --thorough, else none)",
+    )
     p.set_defaults(func=_verify)
 
     p = sub.add_parser(

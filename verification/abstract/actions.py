@@ -402,8 +402,14 @@ def _complete(world: World, policy: Policy):
         return None
     t = _Txn(world, policy)
     done = t.steps.pop(0)
-    for rid in done.requests:
-        t.set_request(rid, ran=True)
+    for rid in sorted(done.requests):
+        r = t.requests[rid]
+        if policy.requeued_at_fence(world, r):  # never, in the correct scheduler
+            t.fire(policy.retract_events(world, r))
+            t.set_request(rid, phase=WAITING, handle=None, lent=False, ran=False, src=None)
+            t.leave_steps(rid)
+        else:
+            t.set_request(rid, ran=True)
     for rid, slot in sorted(done.copies):
         t.fire(policy.copy_done_events(world, rid, slot))
     t.completed = done.epoch

@@ -97,6 +97,11 @@ class Policy:
         """The handle a request keeps after parking `slot` in its session: none."""
         return None
 
+    def requeued_at_fence(self, world: World, r: Request) -> bool:
+        """Whether the fence of a step the request ran in sends it back to wait (its slot given
+        back as by `retract_events`) instead of letting it go on: never."""
+        return False
+
     def can_retract(self, world: World, r: Request) -> bool:
         """Any running request may be retracted: one on its own slot frees that slot, a session
         turn on its lent slot frees a seat in the running batch (the slot stays with the

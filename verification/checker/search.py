@@ -44,13 +44,22 @@ from slotwarden.verification.checker.goals import GOALS, coverage
 from slotwarden.verification.checker.symmetry import Codec
 
 
+class CheckerFault(Exception):
+    """The checker contradicts itself: a violation it found does not replay from the initial
+    world. A fault of the checker (or of a policy that calls itself symmetric), not of the model."""
+
+
 class Violation(NamedTuple):
     property: str  # a key of abstract.PROPERTIES
     message: str
     trace: tuple  # tuple[str, ...]: the actions from the initial world, each with its slot moves
+    loop: int | None = None  # a liveness lasso: the trace from here on repeats forever (at the end: it stays)
 
     def __str__(self) -> str:
-        steps = "\n".join(f"  {i + 1:2d}. {a}" for i, a in enumerate(self.trace))
+        steps = [f"  {i + 1:2d}. {a}" for i, a in enumerate(self.trace)]
+        if self.loop is not None:
+            steps.insert(self.loop, "  -- from here on, forever:" if self.loop < len(steps) else "  -- stays there")
+        steps = "\n".join(steps)
         return f"{self.property}: {self.message}\n{steps}" if steps else f"{self.property}: {self.message}"
 
 
@@ -65,6 +74,7 @@ class CheckResult(NamedTuple):
     policy: str = "correct"
     rules: frozenset = frozenset()  # (source, event, relation) of every declared rule that fired
     goals: frozenset = frozenset()  # names of the `GOALS` reached
+    liveness: object = None  # liveness.Liveness, when the search kept its graph (`liveness.check_live`)
 
     @property
     def ok(self) -> bool:
@@ -101,6 +111,7 @@ def check(
     symmetry: bool = True,
     lifecycle: Lifecycle = LIFECYCLE,
     on_level: Callable[[int, int], None] | None = None,
+    graph=None,
 ) -> CheckResult:
     """Explore every world reachable under `bounds` with `policy` (default: the correct one),
     breadth-first, one world per class of renamed worlds (`symmetry=False`, or a policy that is
@@ -111,7 +122,8 @@ def check(
     Memory: the visited set holds one compact key per world (`symmetry.Codec`); each level of
     the search is a list of those keys with the position of each one's parent in the level
     before (4 bytes), enough to rebuild a trace. A world is decoded from its key when its level
-    is expanded, so no world object outlives its expansion."""
+    is expanded, so no world object outlives its expansion. A `graph` (`liveness.Graph`) is
+    given every world and edge; once the safety properties hold it judges the liveness ones."""
     policy = Policy() if policy is None else policy
     start = time.perf_counter()
     root = initial(bounds)
@@ -153,6 +165,8 @@ def check(
 
     if judge_world(root):
         return found(judge_world(root)[0], 0, 0)
+    if graph is not None:
+        graph.start(root_key)
     depth = 0
     while levels[depth][0]:
         level_keys: list = []
@@ -160,6 +174,8 @@ def check(
         levels.append((level_keys, parents))
         for k, wkey in enumerate(levels[depth][0]):
             world = codec.world(wkey)
+            if graph is not None:
+                graph.open(world)
             enabled = False
             for out in successors(world, policy, overlap):
                 enabled = True
@@ -182,6 +198,8 @@ def check(
                         reached.add(goal.name)
                 nxt = out.world
                 nkey = keyof(nxt)
+                if graph is not None:
+                    graph.edge(out.action.kind, nkey)
                 if nkey in seen:
                     continue
                 seen.add(nkey)
@@ -197,6 +215,9 @@ def check(
         depth += 1
         if on_level is not None:
             on_level(depth, len(seen))
+    if graph is not None:
+        live = graph.judge(codec, keyof, policy, bounds)
+        return done(live.violation, True)._replace(liveness=live)
     return done(None, True)
 
 
@@ -262,7 +283,7 @@ def _violation(prop: str, path: list, last: Outcome | None, policy: Policy, boun
             bad = judge_move(m)
             if bad and bad[0] == prop:
                 return Violation(prop, bad[1], tuple(lines) + (describe(out),))
-    raise AssertionError(f"the violation {prop} did not replay: is the policy symmetric?")
+    raise CheckerFault(f"checker fault: the violation {prop} did not replay (is the policy symmetric?)")
 
 
 def main() -> int:

@@ -6,6 +6,7 @@ is checked by importing one (a test file only says `TestX = PoolMachine.TestCase
   `GuardedAllocator`, every free judged by the declaration's free rule);
 - the scheduler: `SchedulerMachine`, `CachedSchedulerMachine`, `machine_for(cls)` for a mutant;
 - continuity: `ContinuityMachine`, `CachedContinuityMachine`, `continuity_machine_for(cls)`;
+- the fault contract: `FaultMachine`, `CachedFaultMachine` (faults at the scheduler's pool calls);
 - the prefix tree: `RadixMachine`, `radix_machine_for(cls)`;
 - bad input: `BadInputMachine`, `SchedulerBadInputMachine`.
 """
@@ -17,6 +18,7 @@ from slotwarden.verification.machines.continuity import (
     ContinuityMachine,
     continuity_machine_for,
 )
+from slotwarden.verification.machines.faults import CachedFaultMachine, FaultMachine
 from slotwarden.verification.machines.guard import GuardMachine, GuardUnderTest, TensorFreeList
 from slotwarden.verification.machines.pool import PoolMachine
 from slotwarden.verification.machines.radix import RadixMachine, radix_machine_for
@@ -33,8 +35,10 @@ __all__ = [
     "AllocatorMachine",
     "BadInputMachine",
     "CachedContinuityMachine",
+    "CachedFaultMachine",
     "CachedSchedulerMachine",
     "ContinuityMachine",
+    "FaultMachine",
     "GuardMachine",
     "GuardUnderTest",
     "MODEL",

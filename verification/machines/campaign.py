@@ -8,11 +8,12 @@ runnable step sequence Hypothesis printed.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import NamedTuple
 
 import hypothesis.core
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, __version__, settings
 from hypothesis.database import InMemoryExampleDatabase
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
@@ -31,9 +32,11 @@ class CampaignResult(NamedTuple):
     error: str  # exception type and first line, for a failure
     caught_by: str  # "call" (the illegal move raised), "audit", "invariant", or "" when passed
     trace: str  # the shrunk steps Hypothesis printed
+    blob: str = ""  # a failure's `@reproduce_failure` blob: `replay` runs that one example again
 
 
 _SHRINK = (Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink)  # no `explain`: it reruns a lot
+_BLOB = re.compile(r"@reproduce_failure\('[^']*', b'([^']*)'\)")
 _AT_CALL = ("IllegalMove", "BadSlotId", "FenceError", "IllegalCopy")
 
 
@@ -47,19 +50,20 @@ def run_machine(
     it, giving the shortest step sequence Hypothesis can find and where it was caught
     (`shrink=False`: the failing steps as first found)."""
     database = InMemoryExampleDatabase()
-    search = _attempt(machine, budget, seed, database, (Phase.explicit, Phase.reuse, Phase.generate))
+    search = attempt(machine, budget, seed, database, (Phase.explicit, Phase.reuse, Phase.generate))
     if search.passed or not shrink:
         return search._replace(name=name)
-    shrunk = _attempt(machine, budget, seed, database, _SHRINK)  # same seed: finds it again, then shrinks
+    shrunk = attempt(machine, budget, seed, database, _SHRINK)  # same seed: finds it again, then shrinks
     return search._replace(
         name=name,
         error=shrunk.error or search.error,
         caught_by=shrunk.caught_by or search.caught_by,
         trace=shrunk.trace or search.trace,
+        blob=shrunk.blob or search.blob,
     )
 
 
-def _attempt(machine: type, budget: Budget, seed, database, phases) -> CampaignResult:
+def attempt(machine: type, budget: Budget, seed, database, phases) -> CampaignResult:
     lines: list[str] = []
     count = [0]
     original_init = machine.__init__
@@ -76,7 +80,7 @@ def _attempt(machine: type, budget: Budget, seed, database, phases) -> CampaignR
         deadline=None,
         database=database,
         suppress_health_check=list(HealthCheck),
-        print_blob=False,
+        print_blob=True,  # taken out of the trace into `blob`
         report_multiple_bugs=False,
         phases=phases,
     )
@@ -99,5 +103,16 @@ def _attempt(machine: type, budget: Budget, seed, database, phases) -> CampaignR
         else:
             machine.__init__ = own_init
     seconds = time.perf_counter() - start
-    trace = "\n".join(line for line in lines if line.strip())
-    return CampaignResult("", not error, seconds, count[0], error, caught, trace)
+    blobs = [m.group(1) for m in map(_BLOB.search, lines) if m]
+    trace = "\n".join(line for line in lines if line.strip() and not _BLOB.search(line))
+    return CampaignResult("", not error, seconds, count[0], error, caught, trace, blobs[0] if blobs else "")
+
+
+def replay(machine: type, blob: str, steps: int) -> CampaignResult:
+    """Run the one example `blob` (a failure's `CampaignResult.blob`) of `machine` again, as
+    `@reproduce_failure` does: its verdict is the error it raises now (`DidNotReproduce` when
+    it passes)."""
+    once = type(
+        machine.__name__, (machine,), {"_hypothesis_internal_use_reproduce_failure": (__version__, blob.encode())}
+    )
+    return attempt(once, Budget(1, steps), 0, None, (Phase.explicit, Phase.reuse, Phase.generate))

@@ -29,6 +29,7 @@ from slotwarden.runtime.scheduler.request import SessionStatus
 from slotwarden.runtime.scheduler.scheduler import Scheduler
 from slotwarden.model.vocabulary import State
 from slotwarden.verification.machines.scheduler import CachedSchedulerMachine, SchedulerMachine, marks_broken
+from slotwarden.verification.machines import sampling
 from slotwarden.verification.machines.shared import MODEL
 
 
@@ -201,10 +202,10 @@ class CachedContinuityMachine(ContinuityMachine, CachedSchedulerMachine):
     @marks_broken
     def submit_group(self, n, size, new, first, temperature, seed):
         """n samples of one prompt: the siblings wait for their prompt request's donation."""
-        for rid in self.sched.submit_n(
-            [(first + i) % 64 for i in range(size)], new, n, temperature=temperature, seed=seed
-        ):
-            self.bases.append(self.sched.requests[rid])
+        prompt = [(first + i) % 64 for i in range(size)]
+        rids = self.sched.submit_n(prompt, new, n, temperature=temperature, seed=seed)
+        self.bases.extend(self.sched.requests[rid] for rid in rids)
+        self.sampled.append(sampling.group_of(self.sched, rids, seed, prompt))
 
 
 def continuity_machine_for(scheduler_cls: type, **settings) -> type:

@@ -310,6 +310,18 @@ class PoolMachine(RuleBasedStateMachine):
             lambda _: self.shadow.__setitem__(dst, self.shadow[src]),
         )
 
+    def _strangers(self) -> list:
+        """Pairs of held slots (src, dst) whose holders differ."""
+        held = self._held()
+        return [(a, b) for a in held for b in held if self._holder(a) != self._holder(b)]
+
+    @precondition(lambda self: getattr(self, "data", False) and self._strangers())
+    @rule(data=st.data())
+    def copy_into_a_strangers_slot(self, data):
+        """A holder copies its own slot into a slot another actor holds: always refused."""
+        src, dst = data.draw(st.sampled_from(self._strangers()), label="(own, stranger's)")
+        self._data_move(False, lambda: self.impl.copy((src,), (dst,), self._holder(src)), None)
+
     @precondition(lambda self: getattr(self, "data", False))
     @rule(data=st.data())
     def zero(self, data):

@@ -14,11 +14,12 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from slotwarden.model.properties import exclusive
-from slotwarden.model.vocabulary import Actor, State
+from slotwarden.model.properties import exclusive, handles_match, quiescent
+from slotwarden.model.vocabulary import Actor
 from slotwarden.runtime.scheduler.build import build
 from slotwarden.runtime.scheduler.request import Phase, SessionStatus
 from slotwarden.runtime.scheduler.scheduler import Scheduler
+from slotwarden.verification.machines import sampling
 from slotwarden.verification.machines.shared import MODEL, SESSION_IDS
 
 
@@ -152,6 +153,9 @@ class SchedulerMachine(RuleBasedStateMachine):
         for s in sched.sessions.values():
             held = ledger.held_by(Actor.session(s.sid)).tolist()
             assert held == ([s.slot] if s.slot is not None else []), f"session {s.sid} handle {s.slot}, pool {held}"
+        handles = {Actor.request(r.rid): [r.slot] if r.phase is Phase.RUNNING else [] for r in sched.requests.values()}
+        handles.update({Actor.session(s.sid): [] if s.slot is None else [s.slot] for s in sched.sessions.values()})
+        assert handles_match(records, handles), f"a held slot nobody has a handle on: {records}"
 
     @invariant()
     @marks_broken  # a teardown after a failed invariant must not hide it
@@ -190,10 +194,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                 break  # stuck: requests wait for slots nobody gives back; the audit says why
         self.sched.check_audit()
         assert self.sched.idle, f"requests {[r.rid for r in self.sched.waiting]} wait for slots that never come free"
-        assert all(
-            r.state is State.FREE
-            for r in (self.sched.pool.ledger.record(i) for i in range(1, self.sched.pool.capacity + 1))
-        )
+        assert quiescent(tuple(self.sched.pool.ledger.record(i) for i in range(1, self.sched.pool.capacity + 1)))
 
 
 GROUP_FEATURES = FEATURES + ("groups",)
@@ -217,6 +218,7 @@ class CachedSchedulerMachine(SchedulerMachine):
         SchedulerMachine.setup(self, slots, overlap, budget, chunk, max_running, retract_after, features)
         self.bases = []  # plain requests submitted, in order (the scheduler forgets ended ones)
         self.groups = []  # (sibling ids, the prompt request's id) of every group submitted
+        sampling.watch(self)  # `sampled`: every group as submitted; its prefills checked at the model
 
     @precondition(lambda self: self._has("plain"))
     @rule(n=st.integers(1, 6), new=st.integers(1, 4), first=st.integers(0, 63))
@@ -253,8 +255,10 @@ class CachedSchedulerMachine(SchedulerMachine):
         """n samples of one prompt (of two tokens or more: the group has a prompt request,
         whose prefill may take several steps); the siblings are plain requests that
         follow-ups may continue."""
-        rids = self.sched.submit_n([(first + i) % 64 for i in range(size)], new, n, temperature=temperature, seed=first)
+        prompt = [(first + i) % 64 for i in range(size)]
+        rids = self.sched.submit_n(prompt, new, n, temperature=temperature, seed=first)
         self.groups.append((rids, rids[-1] + 1))  # the prompt request takes the id after the siblings'
+        self.sampled.append(sampling.group_of(self.sched, rids, first, prompt))
         self.bases.extend(self.sched.requests[rid] for rid in rids)
 
     @precondition(lambda self: self._has("groups") and self.groups)
@@ -296,6 +300,25 @@ class CachedSchedulerMachine(SchedulerMachine):
                 assert any(not s.done for s in r.siblings), (
                     f"prompt request {r.rid} is {r.phase.name}, yet every sibling of its group has ended"
                 )
+
+    @invariant()
+    @marks_broken  # a teardown after a failed invariant must not hide it
+    def groups_sample_apart(self):
+        """Each group as the machine submitted it (`sampling.py`): seeds `sibling_seed(seed, i)`,
+        distinct; no sibling admitted or prefilled before its prompt state is published; none
+        prefilling the prompt again while that state is there to copy."""
+        if not hasattr(self, "sched"):
+            return
+        found = [p for g in self.sampled for p in sampling.problems(g, self.sched)] + self.prefill_problems
+        assert not found, "; ".join(found[:3])
+
+    @invariant()
+    @marks_broken  # a teardown after a failed invariant must not hide it
+    def tree_intact(self):
+        """The prefix tree's own integrity check (`RadixTree.check`): no slotless leaf or pass-through
+        left behind, parents and prefix lengths agree, the slot index matches the nodes."""
+        if hasattr(self, "sched") and self.sched.prefix is not None:
+            self.sched.prefix.tree.check()
 
 
 def machine_for(scheduler_cls: type, **settings) -> type:

@@ -8,7 +8,8 @@ then the fast checks over a finite domain (`fast_checks`: every move property on
 mutation can change, a bounded proof of the one-move properties; the shutdown; `conserved` over
 a two-slot pool step), then the exhaustive checker on small bounds with the scheduler's moves
 going through the mutant (`search_checks`), and with `--thorough` the CrossHair proofs on any
-survivor not listed as equivalent. A mutant no check kills must be listed in `EQUIVALENT` with
+survivor not listed as equivalent; last, a history mutant's runtime half (`KILLED_AT_RUNTIME`,
+checked in that mutant's row). A mutant no check kills must be listed in `EQUIVALENT` with
 its reason (`equivalent`); the stage fails on an unlisted survivor and on a listed mutant that
 is in fact killed.
 """
@@ -23,7 +24,7 @@ from slotwarden.model.declaration import Effect, Rule, Source, declare
 from slotwarden.model.errors import DeclarationError
 from slotwarden.model.lifecycle import EVENTS, LIFECYCLE, RULES, STATES
 from slotwarden.model.vocabulary import Relation, State
-from slotwarden.verification.mutants.equivalent import EQUIVALENT
+from slotwarden.verification.mutants.equivalent import EQUIVALENT, KILLED_AT_RUNTIME
 from slotwarden.verification.mutants.fast_checks import baseline_check, changed, move_check, pool_check, shutdown_check
 from slotwarden.verification.mutants.search_checks import CHECKER_BOUNDS, checker_check, crosshair_check
 
@@ -96,6 +97,10 @@ def judge(mutant: Mutant, bounds: tuple, crosshair_timeout: float | None = None)
         found = crosshair_check(lifecycle, crosshair_timeout)
         if found:
             return kill("crosshair", found)
+    if mutant.name in KILLED_AT_RUNTIME:  # its history mutant's row replays the claim (`runtime_checks`)
+        return kill(
+            "runtime", f"the runtime half of history mutant {KILLED_AT_RUNTIME[mutant.name]} gives another verdict"
+        )
     return kill("", "")
 
 
@@ -136,7 +141,7 @@ def run_stage(
     return StageResult(tuple(kills), baseline, unlisted, wrongly, time.perf_counter() - start)
 
 
-KILLERS = ("declare", "moves", "shutdown", "pool", "checker", "crosshair")
+KILLERS = ("declare", "moves", "shutdown", "pool", "checker", "crosshair", "runtime")
 
 
 def summary(r: StageResult) -> str:

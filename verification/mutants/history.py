@@ -6,7 +6,10 @@ failure: a crash elsewhere does not show that the check meant for the bug works.
 
 A bug in the state's numbers rather than in who holds a slot (SGLang #40252: a retracted turn's
 partial state kept as the session's checkpoint) makes only legal moves: the checker cannot see
-it (`policy` None); the continuity machine catches it (`machine="continuity"`).
+it (`policy` None); the continuity machine catches it (`machine="continuity"`). The livelock and
+hang bugs (`LIVENESS_MUTANTS`) make only legal moves too: the checker's liveness properties
+catch them (`checker.liveness`); the livelock's runtime variant never lets the scheduler go idle
+(the machine's teardown); the hangs' runtime variants are not written yet (`cls` None).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from slotwarden.verification.mutants.cache import (
 from slotwarden.verification.mutants.policies import (
     AbstractLentRollbackFrees,
     AbstractRollbackFreesAdmitted,
+    AbstractRollbackFreesAdmittedTurn,
     AbstractCloseLeaks,
     AbstractStaleHandleAfterPark,
     AbstractSentinelFreed,
@@ -40,10 +44,14 @@ from slotwarden.verification.mutants.policies import (
     AbstractMatchLeaksOnQueueAbort,
     AbstractEvictIgnoresPin,
     AbstractPublishAtSchedule,
+    AbstractReleaseAwaitsLostNotice,
+    AbstractRequeueNearCeiling,
+    AbstractTurnAwaitsLostHandoff,
 )
 from slotwarden.verification.mutants.runtime import (
     LentRollbackFrees,
     RollbackFreesAdmitted,
+    RollbackFreesAdmittedTurn,
     CloseLeaks,
     StaleHandleAfterPark,
     SentinelFreed,
@@ -53,6 +61,7 @@ from slotwarden.verification.mutants.runtime import (
     AbortPinsLentSlot,
     RejectedTurnClearsLive,
     OverlengthAbortRestores,
+    RequeueNearCeiling,
     RetractKeepsPartialTurn,
 )
 
@@ -106,6 +115,17 @@ MUTANTS = (
         _PAIR,
         "16067 / 18910",
         "a slot in the running batch is never freed by the batch builder",
+        {},
+        checker_catch=("legal",),
+        runtime_catch=("IllegalMove",),
+    ),
+    Mutant(
+        "rollback_frees_admitted_turn",
+        RollbackFreesAdmittedTurn,
+        AbstractRollbackFreesAdmittedTurn,
+        _PAIR,
+        "16067 / 18910, in a session",
+        "a turn in the running batch is never rolled back by the batch builder",
         {},
         checker_catch=("legal",),
         runtime_catch=("IllegalMove",),
@@ -291,3 +311,39 @@ MUTANTS = (
         runtime_catch=("FenceError",),
     ),
 )
+
+LIVENESS_MUTANTS = (
+    Mutant(
+        "requeue_near_ceiling",
+        RequeueNearCeiling,
+        AbstractRequeueNearCeiling,
+        _SESSION,
+        "vLLM #52520 (HISTORY 44)",
+        "a request admitted at the slot ceiling and prefilled is not requeued to be prefilled again forever",
+        {},
+        checker_catch=("admitted_ends",),
+        runtime_catch=("AssertionError",),  # the machine's teardown: never idle, requests wait forever
+    ),
+    Mutant(
+        "release_awaits_lost_notice",
+        None,
+        AbstractReleaseAwaitsLostNotice,
+        _SESSION,
+        "vLLM #50754 (HISTORY 18)",
+        "a released slot is fenced by a step that will come, not held until a lease expires",
+        {},
+        checker_catch=("released_freed",),
+    ),
+    Mutant(
+        "turn_awaits_lost_handoff",
+        None,
+        AbstractTurnAwaitsLostHandoff,
+        _SESSION,
+        "vLLM #50754 (HISTORY 18)",
+        "a waiting turn is admitted when a slot is free, not only when its session parks one",
+        {},
+        checker_catch=("waiting_admitted",),
+    ),
+)
+"""The livelock and hang class: every move legal, each caught by the liveness property it names
+(the same bounds pass under the correct policy); the mutant matrix runs them after `MUTANTS`."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from slotwarden.model.vocabulary import Actor, Event, State
 from slotwarden.verification import abstract as A
-from slotwarden.verification.abstract import Fire, Policy, req_actor, session_of
+from slotwarden.verification.abstract import Alloc, Fire, Policy, req_actor, session_of
 
 
 class AbstractLentRollbackFrees(Policy):
@@ -28,6 +28,18 @@ class AbstractRollbackFreesAdmitted(Policy):
         plan = super().rollback_events(world, r)
         admitted = [q for q in world.requests if q.phase == A.RUNNING and q.handle is not None]
         return plan + ((Fire(Event.ROLLBACK, req_actor(admitted[0]), (admitted[0].handle,)),) if admitted else ())
+
+
+class AbstractRollbackFreesAdmittedTurn(Policy):
+    """PR 16067 in a session: the rollback also gives back the slot of a turn already in the
+    running batch, as if it had never run (the lent turn with the lowest id)."""
+
+    symmetric = False
+
+    def rollback_events(self, world, r):
+        plan = super().rollback_events(world, r)
+        turns = [q for q in world.requests if q.phase == A.RUNNING and q.handle is not None and q.lent]
+        return plan + ((Fire(Event.ROLLBACK, req_actor(turns[0]), (turns[0].handle,)),) if turns else ())
 
 
 class AbstractCloseLeaks(Policy):
@@ -150,3 +162,46 @@ class AbstractPublishAtSchedule(Policy):
     def launch_events(self, world, copies):
         caching = tuple(i + 1 for i, s in enumerate(world.pool.slots) if s.state is State.CACHING)
         return (Fire(Event.FENCE, Actor.fence(world.launched), caching),) if caching else ()
+
+
+# -- the liveness bugs: every move legal, yet a request or a slot never gets where it must ------
+class AbstractRequeueNearCeiling(Policy):
+    """vLLM #52520: a request admitted with no free slot left (near the ceiling) is prefilled,
+    and at its prefill's fence requeued (its slot given back) to be prefilled again, forever."""
+
+    symmetric = False  # several requeued at one fence give back their slots in id order
+
+    def requeued_at_fence(self, world, r):
+        return not r.ran and not world.pool.free
+
+
+class AbstractReleaseAwaitsLostNotice(Policy):
+    """vLLM #50754: a request finishing while nothing is in flight and another waits has its
+    slot fenced by a step not yet launched, a notice that never comes while nothing runs: the
+    slot is held and the waiter hangs until a lease expires (an abort fences the slot back)."""
+
+    def finish_events(self, world, r):
+        plan = super().finish_events(world, r)
+        if world.steps or not any(q.phase == A.WAITING for q in world.requests):
+            return plan
+        return tuple(d._replace(epoch=world.launched + 1) if d.event is Event.FINISH else d for d in plan)
+
+    def abort_events(self, world, r):
+        plan = super().abort_events(world, r)
+        held = tuple(i + 1 for i, s in enumerate(world.pool.slots) if s.state is State.RELEASED)
+        if not held or world.steps:  # nothing in flight: a slot still RELEASED waits for a lost notice
+            return plan
+        return plan + (Fire(Event.FENCE, Actor.fence(world.launched + 1), held),)
+
+
+class AbstractTurnAwaitsLostHandoff(Policy):
+    """vLLM #50754 (a consumer counting notifications that never come): a session's later turn
+    waits for the state its turn before parks; when that turn was aborted nothing is parked,
+    and the turn waits with slots free until its lease expires (its abort)."""
+
+    def take_events(self, world, r):
+        if r.session is not None:
+            s = session_of(world, r.session)
+            if s.handle is None and s.turns.index(r.id) > 0:
+                return (Alloc(req_actor(r), len(world.pool.slots) + 1),)  # never that many free: it waits
+        return super().take_events(world, r)

@@ -37,6 +37,17 @@ class RollbackFreesAdmitted(Scheduler):
             self.pool.rollback([admitted[-1].slot], Actor.request(admitted[-1].rid))
 
 
+class RollbackFreesAdmittedTurn(Scheduler):
+    """PR 16067 in a session: the rollback also gives back the slot of a turn already in the
+    running batch, as if it had never run."""
+
+    def rollback_candidate(self, req: Request) -> None:
+        turns = [r for r in self.running if r.lent]
+        super().rollback_candidate(req)
+        if turns:
+            self.pool.rollback([turns[-1].slot], Actor.request(turns[-1].rid))
+
+
 class CloseLeaks(Scheduler):
     """PR 23496: closing a session never frees its slot."""
 
@@ -137,3 +148,18 @@ class RetractKeepsPartialTurn(Scheduler):
 
     def turn_retracted(self, s: Session, req: Request, lent: bool) -> None:
         pass
+
+
+class RequeueNearCeiling(Scheduler):
+    """vLLM #52520: a plain request whose prefill lands with no free slot left (admitted at the
+    ceiling) is requeued, its output dropped, to be prefilled again: the same each time, forever."""
+
+    def _process(self, done) -> None:
+        ran = [req for req, generation, _ in done.rows if generation == req.generation]
+        super()._process(done)
+        for req in ran:
+            first = req.phase is Phase.RUNNING and len(req.output) == 1 and all(r is not req for r in self.finishing)
+            if first and req.session is None and self.pool.available() == 0:
+                self.batches.retract(req)
+                req.output.clear()
+                req.input = list(req.prompt)

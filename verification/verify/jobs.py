@@ -5,10 +5,11 @@ The stages: the declaration (the `transitions` machine, `step()`, the table and 
 own paths agree on every move and on many-slot batches; every single-rule mutant of it is
 killed), the CrossHair proofs, the exhaustive model checker over the abstract scheduler and
 its coverage, the differential stage (the checker's model follows the runtime's scheduler),
-the Hypothesis machines,
+verify's self-test, the Hypothesis machines (faults injected at every pool call among them),
 continuity (tokens and state against a replay of the transcript), the runtime bugs seeded
-and hunted, the mutant matrix (each bug of the history caught by the checker and the scheduler
-machine, each for the reason it names) and bad input at every entry point.
+and hunted, the mutant matrix (each bug of the history caught by the checker, liveness included,
+and by the scheduler machine, each for the reason it names), bad input at every entry point and
+the SGLang adapter on SGLang's real objects.
 A job whose thunk is a tuple runs in a worker process (`workers.run_pooled`).
 """
 
@@ -24,8 +25,11 @@ from slotwarden.verification.batches import covers, judge_batches
 from slotwarden.verification.checker import pins
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS, THOROUGH_BOUNDS
 from slotwarden.verification.checker.goals import UNREACHABLE, coverage, show_rule
+from slotwarden.verification.checker.liveness import check_live
 from slotwarden.verification.checker.search import check
-from slotwarden.verification import interrupts
+from slotwarden.verification.checker.simulate import SIMULATION_BOUNDS, simulate
+from slotwarden.verification import interrupts, selftest
+from slotwarden.verification.adapters import sglang_job
 from slotwarden.verification.crosshair_proofs import prove, prove_moves
 from slotwarden.verification.differential import check_differential, runtime_has_cache
 from slotwarden.verification.machines.allocator import AllocatorMachine
@@ -40,8 +44,10 @@ from slotwarden.verification.machines.guard import GuardMachine
 from slotwarden.verification.machines.pool import PoolMachine
 from slotwarden.verification.machines.scheduler import machine_for
 from slotwarden.verification.mutants import declaration as declaration_mutants
-from slotwarden.verification.mutants.history import MUTANTS
+from slotwarden.verification.mutants.history import LIVENESS_MUTANTS, MUTANTS
+from slotwarden.verification.mutants.runtime_checks import rejudge_listed, witness
 from slotwarden.verification.mutants.seeded import SEEDED_BUGS, hunt
+from slotwarden.verification.verify.fault_job import fault_row
 
 LEVELS = {  # examples per machine, steps per example, mutant examples, checker bounds
     "quick": dict(
@@ -73,6 +79,7 @@ LEVELS = {  # examples per machine, steps per example, mutant examples, checker 
         bounds=THOROUGH_BOUNDS,
         proofs=True,
         shrink=True,
+        simulate=120.0,  # seconds of random walks per simulated bounds (`checker.simulate`)
     ),
 }
 
@@ -128,6 +135,11 @@ def _runtime_agreement(_) -> Row:
     )
     detail = {"moves": len(verdicts), "disagreements": [f"{v.case} [{v.check}]: {v.problem}" for v in bad[:20]]}
     return Row("declaration", "runtime look_up/write = step()", not bad, time.perf_counter() - start, text, detail)
+
+
+def _selftest(_) -> Row:
+    """verify's own checks, each on a case built to break it (`verification/selftest.py`)."""
+    return Row("self-test", "verify's own checks", *selftest.verdict(_checker_row))
 
 
 def _batch_agreement(_) -> Row:
@@ -198,6 +210,12 @@ def _interrupts(per_config, seed) -> Row:
     return Row("interrupts", "settrace sweep", not failures, time.perf_counter() - start, text, detail)
 
 
+def _sglang(quick: bool) -> Row:
+    start = time.perf_counter()
+    ok, text, detail = sglang_job(quick)
+    return Row("adapters", "SGLang 0.5.23 real objects", ok, time.perf_counter() - start, text, detail)
+
+
 def _seeded_bug(fault, stages: dict) -> Row:
     c = hunt(fault, stages)
     text = f"caught by {c.stage}: {c.error}" if c.caught else f"ESCAPED {', '.join(c.tried)}"
@@ -227,7 +245,7 @@ EVERY_MOVE = "every one-move proof"
 
 def checker_job(bounds) -> tuple:
     """One exhaustive bounds in a worker process: its row and its result (for the coverage job)."""
-    r = check(bounds)
+    r = check_live(bounds)  # the safety properties, then (on the graph it kept) the liveness ones
     return _checker_row(r), r
 
 
@@ -241,6 +259,7 @@ def _checker_row(r) -> Row:
     text = f"{r.states} states, {r.transitions} transitions, depth {r.max_depth}" + (
         f"; VIOLATION {v.property}" if v else ""
     )
+    text += f"; {r.liveness}" if r.liveness is not None else ""
     pinned = True
     if pin is None:
         pinned = bounds not in DEFAULT_BOUNDS
@@ -323,12 +342,16 @@ def _machine(name: str, machine: type, budget: Budget, seed) -> Row:
 
 def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
     start = time.perf_counter()
-    c = check(mutant.bounds, mutant.policy()) if mutant.policy is not None else None
+    c = check_live(mutant.bounds, mutant.policy()) if mutant.policy is not None else None  # safety, then liveness
     hunter = continuity_machine_for if mutant.machine == "continuity" else machine_for
     if mutant.cls is None:  # only the checker's half is in the catalogue: the runtime's is n/a
         h = CampaignResult(mutant.name, True, 0.0, 0, "", "", "")
     else:
-        h = run_machine(mutant.name, hunter(mutant.cls, **mutant.needs), budget, seed, shrink)
+        machine = hunter(mutant.cls, **mutant.needs)
+        h = run_machine(mutant.name, machine, budget, seed, shrink)
+    rejudged = rejudge_listed(
+        mutant.name, None if mutant.cls is None else witness(mutant.name, machine, h, budget.steps)
+    )
     prop = c.violation.property if c is not None and c.violation else None
     caught_checker, caught_hypothesis = mutant.caught_for_the_right_reason(prop, h.error)
     where = {"call": "raised at the call", "audit": "idle audit", "invariant": "invariant"}.get(h.caught_by, "-")
@@ -356,6 +379,9 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
     text = (
         f"checker: {c_text} (trace {len(c.violation.trace) if c is not None and c.violation else '-'})"
         f"; hypothesis: {h_text} after {h.examples} examples, {where}"
+        f"; its example under {rejudged.replayed} listed declaration mutants"
+        + "".join(f"; NOT EQUIVALENT: {m}" for m in rejudged.not_equivalent)
+        + "".join(f"; DOES NOT KILL {m} (KILLED_AT_RUNTIME)" for m in rejudged.unproved)
     )
     detail = {
         "bug": mutant.bug,
@@ -371,27 +397,46 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
             "seconds": c.seconds if c is not None else 0.0,
         },
         "hypothesis": h._asdict(),
+        "rejudged": rejudged._asdict(),
     }
-    return Row("mutants", mutant.name, caught_checker and caught_hypothesis, time.perf_counter() - start, text, detail)
+    return Row(
+        "mutants",
+        mutant.name,
+        caught_checker and caught_hypothesis and rejudged.ok,
+        time.perf_counter() - start,
+        text,
+        detail,
+    )
 
 
 def mutant_job(name: str, budget: Budget, seed, shrink: bool) -> Row:
-    return _mutant({m.name: m for m in MUTANTS}[name], budget, seed, shrink)
+    return _mutant({m.name: m for m in MUTANTS + LIVENESS_MUTANTS}[name], budget, seed, shrink)
 
 
-def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, Callable]]:
+def _simulation(bounds, seconds: float, seed) -> Row:
+    r = simulate(bounds, seconds=seconds, seed=0 if seed is None else seed)
+    v = None if r.violation is None else {"property": r.violation.property, "trace": list(r.violation.trace)}
+    detail = r._asdict() | {"bounds": bounds._asdict(), "violation": v, "states": r.states}
+    return Row("simulation", str(bounds), r.ok, r.seconds, str(r), detail)
+
+
+def jobs(level: dict, proof_timeout: float, seed, only, walks: float | None = None) -> list[tuple[str, str, Callable]]:
     """Every job of the campaign as (stage, name, thunk), in a fixed order (for sharding). A
-    job whose thunk is a tuple runs in the worker processes: `workers.run_pooled(stage, thunk)`."""
+    job whose thunk is a tuple runs in the worker processes: `workers.run_pooled(stage, thunk)`.
+    `walks`: seconds of simulation per simulated bounds (None: the level's; 0: none)."""
     out = [("declaration", "agreement", lambda: _agreement(None))]
     survivors_timeout = proof_timeout if level is LEVELS["thorough"] else None  # CrossHair on unlisted survivors
     out += [("mutations", "declaration mutants", (survivors_timeout,))]
     out += [("declaration", "runtime agreement", lambda: _runtime_agreement(None))]
     out += [("declaration", "runtime batches", lambda: _batch_agreement(None))]
+    out += [("self-test", "verify's own checks", lambda: _selftest(None))]
     if level["proofs"]:
         names = only or [EVERY_MOVE] + [n for n in model_proofs.PROOFS if n not in model_proofs.MOVE_PROOFS]
         out += [("proofs", n, (n, proof_timeout)) for n in names]
     out += [("exhaustive", str(b), (b,)) for b in level["bounds"]]
     out.append(("exhaustive", "coverage", lambda: _coverage(level["bounds"])))
+    walk = level.get("simulate") if walks is None else walks  # seconds of walks per bounds (`--simulate`)
+    out += [("simulation", str(b), lambda b=b: _simulation(b, walk, seed)) for b in SIMULATION_BOUNDS if walk]
     out.append(("differential", "model = runtime", lambda: _differential(level["differential"], seed)))
     machines = [
         ("pool", PoolMachine, level["pool"]),
@@ -411,15 +456,19 @@ def jobs(level: dict, proof_timeout: float, seed, only) -> list[tuple[str, str, 
         )
     )
     events = INTERRUPT_EVENTS[next((k for k, v in LEVELS.items() if v == level), "default")]
+    out.append(
+        ("contract", "pool-call faults", lambda: fault_row(next(k for k in LEVELS if LEVELS[k] == level), seed, Row))
+    )
     out.append(("interrupts", "settrace sweep", lambda: _interrupts(events, seed)))
     stages = seeded_bug_stages(runtime, level, seed)
     out += [("faults", f.name, lambda f=f: _seeded_bug(f, stages)) for f in SEEDED_BUGS]
-    out += [("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"])) for m in MUTANTS]
+    out += [("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"])) for m in MUTANTS + LIVENESS_MUTANTS]
     junk = [("pool, ledger, guard", BadInputMachine), ("scheduler", SchedulerBadInputMachine)]
     out += [
         ("bad input", n, lambda n=n, m=m: _machine(n, m, level["scheduler"], seed)._replace(stage="bad input"))
         for n, m in junk
     ]
+    out.append(("adapters", "sglang", lambda: _sglang(level is LEVELS["quick"])))  # last: it imports SGLang
     return out
 
 

@@ -27,6 +27,7 @@ def summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
         "mutations",
         "proofs",
         "exhaustive",
+        "simulation",
         "differential",
         "hypothesis",
         "continuity",
@@ -34,6 +35,7 @@ def summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
         "faults",
         "mutants",
         "bad input",
+        "adapters",
     ):
         mine = [r for r in rows if r.stage == stage]
         if mine:
@@ -60,12 +62,12 @@ def summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
         ]
         for r in mutants:
             c, h = r.detail["checker"], r.detail["hypothesis"]
+            want, right = r.detail["expected"], r.detail["right_reason"]
             where = {
                 "call": "the call (" + h["error"].split(":")[0] + ")",
                 "audit": "idle audit (AuditFailed)",
                 "invariant": f"{r.detail.get('machine', 'scheduler')} invariant",
-            }.get(h["caught_by"], "MISSED")
-            want, right = r.detail["expected"], r.detail["right_reason"]
+            }.get(h["caught_by"], "MISSED" if want["runtime"] else "n/a (no runtime variant)")
             got = c["property"] or "MISSED"
             where = where if right["hypothesis"] or h["passed"] else "WRONG REASON " + where
             checked = (
@@ -95,7 +97,8 @@ def write_report(folder: Path, rows: list[Row], total: float, level_name: str, o
         for p in registry.PROPERTIES.values()
     ]
     md += ["", "## Results", "", "| stage | check | ok | seconds | result |", "|---|---|---|---:|---|"]
-    md += [f"| {r.stage} | {r.name} | {'yes' if r.ok else 'NO'} | {r.seconds:.1f} | {r.summary} |" for r in rows]
+    mark = lambda r: "skip" if "skipped" in r.detail else "yes" if r.ok else "NO"  # noqa: E731
+    md += [f"| {r.stage} | {r.name} | {mark(r)} | {r.seconds:.1f} | {r.summary} |" for r in rows]
     for r in rows:
         if r.stage == "mutations" and "kills" in r.detail:
             md += ["", "## Declaration mutants", "", *declaration_mutants.matrix_lines(r.detail), ""]

@@ -34,7 +34,7 @@ def run_verify(args) -> int:
         raise UsageError(f"--only {unknown[0]}: no such proof; the proofs are {', '.join(model_proofs.PROOFS)}")
     if args.report:
         output_folder(args.report, "--report")
-    every = jobs(level, timeout, args.seed, args.only)
+    every = jobs(level, timeout, args.seed, args.only, getattr(args, "simulate", None))
     todo = [j for i, j in enumerate(every) if i % shards == shard]
     if not todo:
         raise UsageError(
@@ -53,7 +53,7 @@ def run_verify(args) -> int:
 
     def show(row: Row) -> None:
         rows.append(row)
-        mark = "ok  " if row.ok else "FAIL"
+        mark = "SKIP" if "skipped" in row.detail else "ok  " if row.ok else "FAIL"
         print(
             f"  [{len(rows):>2}/{expected}] {mark} {row.stage:<11} {row.name:<34} {row.seconds:7.1f} s  {row.summary}",
             flush=True,

@@ -53,12 +53,34 @@ no move of a request takes a LENT slot toward the free list; ...; the slot belon
 `install(trace=path)` writes every move of the first pool to `path` (later pools to `path.1`,
 ...); `slotwarden check-trace path` replays it against the declaration (docs/traces.md).
 
-## Not modelled
+## Verified
 
-With extra buffers (the pool's `enable_mamba_extra_buffer`), a streaming session's first turn
-publishes its prompt by donating a track slot of the session's record to the tree. The lifecycle
-has no move that takes a session-owned slot out of its session but the session's close, so the
-adapter refuses this legal move; sessions without extra buffers are not affected.
+`slotwarden verify` drives SGLang's real objects (`slotwarden/adapters/sglang/drill/`: the pool,
+UnifiedRadixCache with its MambaComponent, StreamingSession, the real prefill round and flush) on
+CPU: every scenario bare and guarded, on both tree cores, must show the same, refuse nothing,
+end with a clean audit, no unattributed alloc, SGLang's own pool equations balanced and a trace
+that check-trace accepts; every replayed bug must be refused at its buggy call with nothing
+changed. Without sglang==0.5.23 and its pinned packages (requirements/sglang.txt) the job is a
+SKIP row naming what is missing.
+
+## Extra buffers and sessions
+
+With extra buffers (the pool's `enable_mamba_extra_buffer`) a record also holds ping-pong track
+slots. A session takes its first turn's record at the turn's first row allocation: the state
+slot is parked and lent back to that turn at once; the track slots stay the turn's own (it wrote
+them) until it hands the record back. So the first turn's prompt checkpoint, which donates a
+track slot to the tree and swaps a fresh one into the record
+(`HybridReqToTokenPool.donate_mamba_ping_pong_slot`), is the turn's own insert; at its finish,
+retraction or abort every slot of the record goes to the session (its track slots by PARK).
+Every later turn borrows the whole record, so a later turn's insert of a track slot (a lent
+slot) is refused, as any borrower's insert is.
+
+In lazy mode (`enable_mamba_extra_buffer_lazy`) a request holds one track slot and takes a
+second at each track boundary (`ScheduleBatch.mamba_lazy_prealloc_at_boundary`,
+`mamba_lazy_spec_prepare`): that alloc is the request's own, admitted at once; the boundary's old
+slot is freed by the request after the decode. In a session's later turn that old slot is the
+session's, lent to the turn: it goes back to the session (the turn's FINISH of it), which
+releases it (CLOSE, free at the fence), and the turn's new slot joins the record at its end.
 
 ## Call sites
 

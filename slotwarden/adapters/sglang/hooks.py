@@ -211,9 +211,10 @@ def session_take(orig):
         out = orig(self, req, *args, **kwargs)
         record = self.slots.get(req.session.session_id) if fresh else None
         if record is not None and record.kv is req.kv:  # the session took the first turn's record
-            ids, turn, owner = records.slot_ids(req.kv), W.request(req), W.session(record)
-            if ids:
-                records.admit(slots, req.kv, turn)
+            turn, owner = W.request(req), W.session(record)
+            records.admit(slots, req.kv, turn)
+            if req.kv.holds_mamba:  # its state slot; the track slots stay the turn's (records.py)
+                ids = [int(req.kv.mamba_pool_idx)]
                 slots.fire(Event.PARK, ids, turn, owner.id)
                 slots.fire(Event.LEND, ids, owner, turn.id)
                 slots.fire(Event.ADMIT, ids, turn)
@@ -245,12 +246,61 @@ def session_try_cache_finished_req(orig):
         kept = orig(self, req, *args, **kwargs)
         if record is not None:
             turn = W.request(req)
-            records.give_back(slots, ids, turn, None if kept else Event.ABORT)
+            records.give_back(slots, ids, turn, None if kept else Event.ABORT, W.session(record))
             if not kept:  # the session gives the record up: the turn's release closes it
                 slots.yielded[id(record.kv)] = (record.kv, W.session(record))
         return kept
 
     return try_cache_finished_req
+
+
+# -- ScheduleBatch (lazy extra buffers) -------------------------------------------------------
+def _lazy_boundary(site: str, due):
+    """A lazy track boundary's allocs, in SGLang's loop order: one slot for each request that
+    `due` (SGLang's own test) puts at a boundary and whose other track entry is empty, admitted
+    at once (the request runs). The tests read host values only: no device sync."""
+
+    def make(orig):
+        def wrapper(self, *args, **kwargs):
+            if slots_of(getattr(self, "req_to_token_pool", None)) is None:
+                return orig(self, *args, **kwargs)
+            queue = [
+                (W.request(req), 1)
+                for i, req in enumerate(self.reqs)
+                if req.kv.mamba_ping_pong_empty[1 - req.kv.mamba_next_track_idx] and due(orig, self, i, *args, **kwargs)
+            ]
+            with W.attributed(W.Who(W.Mode.QUEUE, queue=queue, admit=True, site=site)):
+                return orig(self, *args, **kwargs)
+
+        return wrapper
+
+    return make
+
+
+def _at_boundary(orig, batch, i, mamba_track_interval, *args, **kwargs) -> bool:
+    return int(batch.seq_lens_cpu[i]) % mamba_track_interval == 0
+
+
+def _spec_in_window(orig, batch, i, mamba_track_interval, max_draft_tokens, *args, **kwargs) -> bool:
+    in_window = orig.__globals__["mamba_lazy_spec_in_window"]  # the function SGLang's loop calls
+    return bool(in_window(batch.reqs[i], mamba_track_interval, max_draft_tokens))
+
+
+def _lazy_swap(site: str):
+    """A lazy boundary's free of the record's old track slot (`SWAP`: a session's lent slot goes
+    back to the session, which releases it). The pool is the batch's (the processor's own
+    methods take the request and its batch)."""
+
+    def make(orig):
+        def wrapper(self, req, batch, *args, **kwargs):
+            if slots_of(getattr(batch, "req_to_token_pool", None)) is None:
+                return orig(self, req, batch, *args, **kwargs)
+            with W.attributed(W.Who(W.Mode.SWAP, site=site)):
+                return orig(self, req, batch, *args, **kwargs)
+
+        return wrapper
+
+    return make
 
 
 # -- Scheduler --------------------------------------------------------------------------------
@@ -310,6 +360,16 @@ HOOKS = {
     "StreamingSession.try_cache_finished_req": session_try_cache_finished_req,
     "StreamingSession._free_slot_mamba": _acting(
         "StreamingSession._free_slot_mamba", _cache_pool, lambda self, slot, *a, **k: W.session(slot)
+    ),
+    "ScheduleBatch.mamba_lazy_prealloc_at_boundary": _lazy_boundary(
+        "ScheduleBatch.mamba_lazy_prealloc_at_boundary", _at_boundary
+    ),
+    "ScheduleBatch.mamba_lazy_spec_prepare": _lazy_boundary("ScheduleBatch.mamba_lazy_spec_prepare", _spec_in_window),
+    "SchedulerBatchResultProcessor.mamba_lazy_post_decode_at_boundary": _lazy_swap(
+        "SchedulerBatchResultProcessor.mamba_lazy_post_decode_at_boundary"
+    ),
+    "SchedulerBatchResultProcessor._mamba_lazy_spec_update": _lazy_swap(
+        "SchedulerBatchResultProcessor._mamba_lazy_spec_update"
     ),
     "Scheduler.run_batch": scheduler_run_batch,
     "Scheduler.process_batch_result": scheduler_process_batch_result,

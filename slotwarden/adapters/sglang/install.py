@@ -20,7 +20,9 @@ MODULES = {
     "MambaComponent": "sglang.srt.mem_cache.unified_cache.components.mamba",
     "UnifiedRadixCache": "sglang.srt.mem_cache.unified_radix_cache",
     "StreamingSession": "sglang.srt.session.streaming_session",
+    "ScheduleBatch": "sglang.srt.managers.schedule_batch",
     "Scheduler": "sglang.srt.managers.scheduler",
+    "SchedulerBatchResultProcessor": "sglang.srt.managers.scheduler_components.batch_result_processor",
 }
 """Where each SGLang class the adapter wraps is defined."""
 

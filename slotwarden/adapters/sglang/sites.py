@@ -33,7 +33,7 @@ _BR, _LM = (
     "managers/scheduler_components/batch_result_processor.py",
     "mem_cache/storage/lmcache/lmcache_unified_radix_cache.py",
 )
-_LAZY = "lazy extra-buffer track slot, alloc in a batch loop: owned by the anonymous request, freed by its holder"
+_LAZY = "lazy extra buffers: a boundary's old track slot, freed by the Req that holds it"
 _LMC = "LMCache external loads: their own slot flow, not modelled"
 _HA = "mem_cache/hybrid_cache/hybrid_pool_assembler.py"
 _HIC = (
@@ -176,7 +176,8 @@ SITES = (
         "session/streaming_session.py",
         "StreamingSession.take",
         "hook",
-        "first turn: ADMIT, PARK to the session, LEND back to the turn, ADMIT",
+        "first turn: ADMIT, its state slot PARK to the session, LEND back to the turn, ADMIT (its track "
+        "slots stay its own)",
         "StreamingSession.take",
     ),
     Site(
@@ -191,8 +192,8 @@ SITES = (
         "StreamingSession.try_cache_finished_req",
         "hook",
         "the turn gives the "
-        "record back: FINISH (running) or ROLLBACK (lent); an aborted turn: ABORT, then its release is the "
-        "session's CLOSE",
+        "record back: FINISH (running) or ROLLBACK (lent), a first turn's own track slots PARK; an aborted "
+        "turn: ABORT (its own slots PARK), then its release is the session's CLOSE",
         "StreamingSession.try_cache_finished_req",
     ),
     Site(
@@ -230,11 +231,35 @@ SITES = (
         "holder",
         "a copy-on-write slot of a Req without a KV row: a free by the Req that holds it",
     ),
-    Site(_SB, "ScheduleBatch.mamba_lazy_prealloc_at_boundary", "trusted", _LAZY),
+    Site(
+        _SB,
+        "ScheduleBatch.mamba_lazy_prealloc_at_boundary",
+        "hook",
+        "lazy extra buffers: ALLOC + ADMIT of a boundary's track slot by each Req at a boundary",
+        "ScheduleBatch.mamba_lazy_prealloc_at_boundary",
+    ),
     Site(_SB, "ScheduleBatch.mamba_lazy_undo_prealloc_at_boundary", "holder", _LAZY),
-    Site(_SB, "ScheduleBatch.mamba_lazy_spec_prepare", "trusted", _LAZY),
-    Site(_BR, "SchedulerBatchResultProcessor._mamba_lazy_spec_update", "holder", _LAZY),
-    Site(_BR, "SchedulerBatchResultProcessor.mamba_lazy_post_decode_at_boundary", "holder", _LAZY),
+    Site(
+        _SB,
+        "ScheduleBatch.mamba_lazy_spec_prepare",
+        "hook",
+        "lazy extra buffers: ALLOC + ADMIT of the pending track slot by each Req a crossing may reach",
+        "ScheduleBatch.mamba_lazy_spec_prepare",
+    ),
+    Site(
+        _BR,
+        "SchedulerBatchResultProcessor._mamba_lazy_spec_update",
+        "hook",
+        _LAZY + "; a session's lent one goes back to the session (FINISH), which releases it (CLOSE)",
+        "SchedulerBatchResultProcessor._mamba_lazy_spec_update",
+    ),
+    Site(
+        _BR,
+        "SchedulerBatchResultProcessor.mamba_lazy_post_decode_at_boundary",
+        "hook",
+        _LAZY + "; a session's lent one goes back to the session (FINISH), which releases it (CLOSE)",
+        "SchedulerBatchResultProcessor.mamba_lazy_post_decode_at_boundary",
+    ),
     Site(
         "disaggregation/decode.py",
         "HybridMambaDecodeReqToTokenPool.clear",

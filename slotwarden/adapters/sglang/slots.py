@@ -18,9 +18,10 @@ import numpy as np
 
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.free import free_rule
-from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Group, State
+from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Group, Relation, State
 from slotwarden.runtime.guarded_allocator import ANONYMOUS, GuardedAllocator, HeldSlots, acting
 
+from slotwarden.adapters.sglang import records
 from slotwarden.adapters.sglang import who as W
 
 _CACHE, _REQUEST = int(ActorKind.CACHE), int(ActorKind.REQUEST)
@@ -182,6 +183,8 @@ class GuardedSlots:
         ids = self.ledger.checked_ids(free_index, "free", who.actor)
         if who.mode is W.Mode.TREE:
             return self._evict(free_index, ids)
+        if who.mode is W.Mode.SWAP and self.ledger.lent[self.ledger.cols.state[ids]].all():
+            return self._swap_out(free_index, ids)
         for actor, group in self._holders(ids):  # checked whole first: all or none
             with acting(actor):
                 self.guarded.free(free_index if len(group) == ids.size else _tensor(group, free_index))
@@ -202,6 +205,21 @@ class GuardedSlots:
             for s in group.tolist():
                 free_rule(led.record(s), actor, led.lifecycle, s)
         return groups
+
+    def _swap_out(self, free_index, ids: np.ndarray) -> None:
+        """A lazy boundary replaced lent track slots of a session's record (SGLang empties the
+        entries right after): each goes back to its session by its borrower's declared return,
+        and the session releases it (CLOSE: free at the fence of the steps that may use it)."""
+        c = self.ledger.cols
+        owner, borrower = c.owner[ids], c.borrower[ids]
+        if not ((owner == owner[0]).all() and (borrower == borrower[0]).all()):
+            raise SiteMismatch(f"a lazy track boundary frees slots {ids.tolist()} of several records at once")
+        state = State(int(c.state[ids[0]]))
+        self.fire(
+            records.into_session(self.ledger.lifecycle, state, Relation.BORROWER), ids, Actor.request(int(borrower[0]))
+        )
+        with acting(Actor.session(int(owner[0]))):
+            self.guarded.free(free_index)
 
     def _evict(self, free_index, ids: np.ndarray) -> None:
         c, led = self.ledger.cols, self.ledger

@@ -10,6 +10,8 @@ allocator's moves are attributed:
     TREE    the prefix tree frees: each slot by the node that owns it
     PASS    a path the adapter does not guard (CPU offload, external linkers): trusted
     HOLDER  nobody said (the default): a free acts as the request that uses the slot
+    SWAP    a lazy track boundary frees the record's old track slot: as HOLDER, but a slot lent
+            to the request goes back to its session, which releases it
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Mode(Enum):
     TREE = "tree"
     PASS = "pass"
     HOLDER = "holder"
+    SWAP = "swap"
 
 
 class Who(NamedTuple):

@@ -7,7 +7,7 @@ the pip commands).
 
 import pytest
 
-from adapters.sglang import installed, stubs
+from slotwarden.adapters.sglang.drill import installed, stubs
 
 if installed.skip_reason() is None:
     stubs.install()

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from adapters.sglang import installed
+from slotwarden.adapters.sglang.drill import installed
 
 if installed.skip_reason() is not None:
     pytest.skip(installed.skip_reason(), allow_module_level=True)
@@ -23,7 +23,7 @@ from slotwarden.model.errors import BadSlotId  # noqa: E402
 from slotwarden.model.free import IllegalFree  # noqa: E402
 from slotwarden.runtime.guarded_allocator import HeldSlots  # noqa: E402
 
-from adapters.sglang import flow, objects  # noqa: E402
+from slotwarden.adapters.sglang.drill import flow, objects  # noqa: E402
 
 
 def _clean(fx) -> None:

@@ -6,13 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from adapters.sglang import installed
+from slotwarden.adapters.sglang.drill import installed
 
 if installed.skip_reason() is not None:
     pytest.skip(installed.skip_reason(), allow_module_level=True)
@@ -22,7 +21,7 @@ from slotwarden.adapters.sglang import who as W  # noqa: E402
 from slotwarden.adapters.sglang.slots import LockedEviction  # noqa: E402
 from slotwarden.model.vocabulary import State  # noqa: E402
 
-from adapters.sglang import flow, objects  # noqa: E402
+from slotwarden.adapters.sglang.drill import flow, objects  # noqa: E402
 
 
 def _finished_in_flight(fx):
@@ -117,8 +116,7 @@ def test_an_alloc_group_passes_through_and_is_attributed(guarded):
 
 
 def _run(code: str, env: dict) -> subprocess.CompletedProcess:
-    here = Path(__file__).resolve().parents[2]
-    prelude = f"import sys; sys.path.insert(0, {str(here)!r}); from adapters.sglang import stubs; stubs.install()\n"
+    prelude = "from slotwarden.adapters.sglang.drill import stubs; stubs.install()\n"
     return subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True, env=env)
 
 
@@ -136,10 +134,7 @@ def test_the_environment_switch_installs_through_sglangs_plugins(switch):
 
 
 def test_the_pytest_plugin_installs(tmp_path):
-    here = Path(__file__).resolve().parents[2]
-    (tmp_path / "conftest.py").write_text(
-        f"import sys; sys.path.insert(0, {str(here)!r})\nfrom adapters.sglang import stubs\nstubs.install()\n"
-    )
+    (tmp_path / "conftest.py").write_text("from slotwarden.adapters.sglang.drill import stubs\nstubs.install()\n")
     (tmp_path / "test_on.py").write_text(
         "def test_on():\n    import slotwarden.adapters.sglang as sw\n    assert sw.installed() is not None\n"
     )

@@ -7,12 +7,12 @@ stops making its calls fails here.
 
 import pytest
 
-from adapters.sglang import installed
+from slotwarden.adapters.sglang.drill import installed
 
 if installed.skip_reason() is not None:
     pytest.skip(installed.skip_reason(), allow_module_level=True)
 
-from adapters.sglang import census, objects, replays, scenarios  # noqa: E402
+from slotwarden.adapters.sglang.drill import census, objects, replays, scenarios  # noqa: E402
 
 SIZE = objects.Sizes().mamba_slots
 

@@ -5,12 +5,12 @@ import sys
 
 import pytest
 
-from adapters.sglang import installed
+from slotwarden.adapters.sglang.drill import installed
 
 if installed.skip_reason() is not None:
     pytest.skip(installed.skip_reason(), allow_module_level=True)
 
-from adapters.sglang import stubs  # noqa: E402
+from slotwarden.adapters.sglang.drill import stubs  # noqa: E402
 
 MODULES = [
     "sglang.srt.mem_cache.memory_pool",

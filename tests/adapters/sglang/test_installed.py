@@ -4,14 +4,14 @@ slot by slot. The real scheduler's prefill round and flush run too (shell.py).""
 
 import pytest
 
-from adapters.sglang import installed
+from slotwarden.adapters.sglang.drill import installed
 
 if installed.skip_reason() is not None:
     pytest.skip(installed.skip_reason(), allow_module_level=True)
 
 import slotwarden.adapters.sglang as sw  # noqa: E402
 
-from adapters.sglang import census, objects, scenarios  # noqa: E402
+from slotwarden.adapters.sglang.drill import census, objects, scenarios  # noqa: E402
 
 SCENARIOS = ["plain", "radix", "session", "alloc_group", "flush", "rollback"]
 
@@ -27,16 +27,8 @@ def _run(name: str, extra_buffer: bool, guard: bool, backend: str = "python"):
         sw.uninstall()
 
 
-PUBLISH_GAP = pytest.mark.xfail(
-    strict=True,
-    reason="not modelled: with extra buffers, a session's first turn donates a track slot of the session's "
-    "record to the tree; the lifecycle has no move that takes a session-owned slot out of its session but "
-    "the session's close (model/properties.py session_kept), so the adapter refuses this legal SGLang move",
-)
 CASES = [
-    pytest.param(name, extra, id=f"{name}-{'extra_buffer' if extra else 'no_buffer'}", marks=PUBLISH_GAP)
-    if (name, extra) == ("session", True)
-    else pytest.param(name, extra, id=f"{name}-{'extra_buffer' if extra else 'no_buffer'}")
+    pytest.param(name, extra, id=f"{name}-{'extra_buffer' if extra else 'no_buffer'}")
     for name in SCENARIOS
     for extra in (False, True)
 ]
@@ -87,7 +79,7 @@ def test_replay_is_refused_at_the_buggy_call_with_nothing_changed(name, extra_bu
 
     from slotwarden.model.errors import LifecycleError
 
-    from adapters.sglang import replays
+    from slotwarden.adapters.sglang.drill import replays
 
     seen = []
     real = sw.GuardedSlots.free

@@ -1,8 +1,9 @@
 """Whether SGLang 0.5.23 and its pinned import-time packages (requirements/sglang.txt) are installed.
 
 `missing()` names what is absent, read from package metadata only (importing nothing), so that a
-machine without them skips tests/adapters/sglang with the pip commands, while a broken import on
-a machine that has them fails loudly instead of skipping.
+machine without them skips tests/adapters/sglang (and verify's adapter job) with the pip commands,
+while a broken import on a machine that has them fails loudly instead of skipping. Outside a
+checkout (no requirements/ folder) only sglang's own version is checked.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import importlib.metadata
 import os
 
 SGLANG_VERSION = "0.5.23"
-_REQUIREMENTS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "requirements", "sglang.txt")
+_REQUIREMENTS = os.path.join(os.path.dirname(__file__), *[".."] * 4, "requirements", "sglang.txt")
 INSTALL = (
     f"pip install --no-deps sglang=={SGLANG_VERSION} && "
     "pip install -r requirements/sglang.txt -c requirements/torch.txt (what `make test` runs)"
@@ -19,6 +20,8 @@ INSTALL = (
 
 
 def _pins() -> list[tuple[str, str]]:
+    if not os.path.exists(_REQUIREMENTS):
+        return []
     with open(_REQUIREMENTS) as f:
         lines = [line.split("#")[0].strip() for line in f]
     return [tuple(line.split("==")) for line in lines if "==" in line]

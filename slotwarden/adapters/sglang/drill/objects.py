@@ -5,7 +5,7 @@ MambaSlotAllocator), a HybridLinearKVPool with its TokenToKVPoolAllocator, and a
 UnifiedRadixCache forced onto the Python tree core (so MambaComponent's Python hooks run), with
 its MambaComponent and StreamingSession. `make_req` gives each Req its own rid (SGLang's own tests
 give every Req rid=0). Written after SGLang's kit `sglang/test/kits/unified_radix_cache/fixtures.py`.
-Import only after `stubs.install()` (the conftest does it).
+Import only after `stubs.install()` (tests/adapters/sglang's conftest and verify's job do it).
 """
 
 from __future__ import annotations
@@ -80,8 +80,9 @@ def _server_args(sizes: Sizes, extra_buffer: bool) -> ServerArgs:
     return args
 
 
-def build(extra_buffer: bool = False, sizes: Sizes = Sizes(), backend: str = "python") -> Fixture:
-    """Fresh pools and cache on the tree core `backend` ("python", or SGLang's default "rust")."""
+def build(extra_buffer: bool = False, sizes: Sizes = Sizes(), backend: str = "python", lazy: bool = False) -> Fixture:
+    """Fresh pools and cache on the tree core `backend` ("python", or SGLang's default "rust");
+    `lazy`: extra buffers in lazy mode (one track slot a request, a second one at each boundary)."""
     set_global_server_args_for_scheduler(_server_args(sizes, extra_buffer))
     with envs.SGLANG_MAMBA_SSM_DTYPE.override("bfloat16"):
         shape = Mamba2StateShape.create(
@@ -104,6 +105,7 @@ def build(extra_buffer: bool = False, sizes: Sizes = Sizes(), backend: str = "py
         cache_params=params,
         mamba_layer_ids=MAMBA_LAYERS,
         enable_mamba_extra_buffer=extra_buffer,
+        enable_mamba_extra_buffer_lazy=lazy,
         speculative_num_draft_tokens=3,
     )
     kv_pool = HybridLinearKVPool(

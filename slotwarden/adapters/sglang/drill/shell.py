@@ -23,7 +23,7 @@ from sglang.srt.managers.schedule_policy import SchedulePolicy
 from sglang.srt.managers.scheduler import Scheduler
 from sglang.srt.runtime_context import get_parallel
 
-from adapters.sglang import flow
+from slotwarden.adapters.sglang.drill import flow
 
 
 class _Extend(SimpleNamespace):

@@ -1,4 +1,4 @@
-"""Stand-ins for the heavy modules that SGLang 0.5.23 imports at module level, for CPU tests only.
+"""Stand-ins for the heavy modules that SGLang 0.5.23 imports at module level, for CPU drills only.
 
 Each stub is served only to imports made from SGLang's own files (a meta-path finder looks at the
 importing frame), so torch and transformers keep seeing the real machine: no triton, no
@@ -31,7 +31,7 @@ def _sglang_dir() -> str:
 
 
 _SGLANG_DIR = None  # set by install()
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+_REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 4))  # the checkout
 
 
 def _decorator(*args, **kwargs):

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from sglang.srt.mem_cache.common import release_kv_cache
 
-from adapters.sglang import flow
-from adapters.sglang.objects import make_req, make_session
-from adapters.sglang.scenarios import LONGER, PROMPT
+from slotwarden.adapters.sglang.drill import flow
+from slotwarden.adapters.sglang.drill.objects import make_req, make_session
+from slotwarden.adapters.sglang.drill.scenarios import LONGER, PROMPT
 
 
 def _free_list(fx) -> list[int]:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from sglang.srt.mem_cache.base_prefix_cache import EvictParams
 from sglang.srt.mem_cache.common import checkpoint_kv_cache
 
-from adapters.sglang import flow, shell
-from adapters.sglang.objects import make_req, make_session
+from slotwarden.adapters.sglang.drill import flow, shell
+from slotwarden.adapters.sglang.drill.objects import make_req, make_session
 
 PROMPT = list(range(1, 9))
 LONGER = list(range(1, 13))
