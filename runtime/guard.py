@@ -31,6 +31,24 @@ from slotwarden.runtime.trace import attach as attach_trace
 
 
 _FREE = int(State.FREE)
+_CPU = torch.device("cpu")
+_INT64, _ALLOC = torch.int64, Event.ALLOC
+
+
+def host_raw(ids: torch.Tensor, n: int, mover) -> bytes | None:
+    """The ids of `ids`, a 1-D int64 CPU tensor of `n` ids, as `SlotLedger.apply_raw` takes them:
+    a copy of their bytes, read by the ledger's compiled move (`mover`) from the tensor's own
+    memory while the caller holds it; None where that would need a copy through numpy (a
+    subclass, a strided view) or the tensor has no plain storage (sparse: `data_ptr` refuses).
+    No device sync: host memory only."""
+    if type(ids) is not torch.Tensor:
+        return None
+    try:
+        if n == 1:  # one element: its address, whatever the strides
+            return mover.read(ids.data_ptr(), 1)
+        return mover.read(ids.data_ptr(), n) if ids.is_contiguous() else None
+    except RuntimeError:  # no storage to read (a sparse tensor)
+        return None
 
 
 class SlotAllocator(Protocol):
@@ -59,7 +77,7 @@ class LedgerGuard:
         self.allocator = allocator
         self.ledger = SlotLedger(capacity, check=check, free_list=False)
         attach_trace(self.ledger, trace)  # a slot-event trace (runtime/trace.py); None: off, nothing added
-        self.device = torch.device("cpu")  # where the engine's index tensors live (from alloc)
+        self.device = _CPU  # where the engine's index tensors live (from alloc)
         self._alloc_kind = self.ledger.lifecycle.event(Event.ALLOC).actor
 
     def alloc(self, n: int, owner: Actor) -> torch.Tensor | None:
@@ -67,22 +85,29 @@ class LedgerGuard:
         back to the engine and raises if the engine gave out a slot that is not free. A bad
         count or an actor that may not allocate raises before the engine is asked (an engine
         slicing its free list would take `free[:-1]` for n = -1)."""
-        self.ledger.check_thread()
-        owner = inputs.actor(owner, Event.ALLOC)
+        ledger = self.ledger
+        ledger.check_thread()
+        owner = ledger.checked_actor(owner, Event.ALLOC)
         if type(n) is not int or n < 1:
             n = inputs.count(n, owner)
-        if owner.kind is not self._alloc_kind:
+        if owner[0] is not self._alloc_kind:
             legal_rule(FREE_SLOT, Event.ALLOC, owner, NOBODY, self.ledger.lifecycle)  # raises, in the model's words
         ids = self.allocator.alloc(n)
         if ids is None:
             return None
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 1:
+        if not isinstance(ids, torch.Tensor) or len(ids.shape) != 1:
             self._refuse_shape(ids, n, owner)
         try:
-            if ids.numel() != n:
+            if ids.shape[0] != n:
                 raise BadSlotId(
                     f"the engine's alloc({n}) gave {shown(ids)}", slot_id=None, event=Event.ALLOC, actor=owner
                 )
+            # host ids: their copy checked and written by one kernel call (`SlotLedger.apply_raw`)
+            if ids.dtype is _INT64 and ids.is_cpu and ledger.mover is not None:
+                raw = host_raw(ids, n, ledger.mover)
+                if raw is not None and ledger.apply_raw(_ALLOC, raw, owner) >= 0:
+                    self.device = _CPU
+                    return ids
             # a device sync for CUDA ids (`.item()`, `host_ids`): the ledger records them on the host
             if n == 1 and ids.dtype is torch.int64 and (ids.is_cpu or ids.is_cuda):
                 self.ledger.apply_one(Event.ALLOC, ids.item(), owner)
@@ -92,7 +117,7 @@ class LedgerGuard:
         except Exception:
             self.allocator.free(ids)
             raise
-        self.device = ids.device
+        self.device = _CPU if ids.is_cpu else ids.device
         return ids
 
     def _refuse_shape(self, ids, n: int, owner: Actor) -> None:

@@ -16,6 +16,7 @@ as each slot's owner, so state errors still raise but nobody's identity is check
 
 from __future__ import annotations
 
+import struct
 from contextvars import ContextVar
 
 import numpy as np
@@ -23,13 +24,13 @@ import torch
 
 from slotwarden.model.errors import BadInput, LifecycleError, SlotwardenError
 from slotwarden.model.free import free_rule, free_rule_for
-from slotwarden.model.table import ILLEGAL, NO_KIND
+from slotwarden.model.table import NO_KIND
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, State
 
 from slotwarden.runtime import inputs
-from slotwarden.runtime.guard import LedgerGuard
+from slotwarden.runtime.guard import _CPU, _INT64, LedgerGuard, host_raw
+from slotwarden.runtime.guard_tables import _BORROWER, _ILLEGAL, _NONE, _OWNER, _one_move
 from slotwarden.runtime.ledger.codes import SMALL
-from slotwarden.runtime.ledger.tables import BITS, BOR, OWN, plain_of
 
 ACTING: ContextVar[Actor | None] = ContextVar("slotwarden_acting", default=None)
 """Who makes the allocator calls of the current context (None: nobody said)."""
@@ -41,8 +42,9 @@ ANONYMOUS = -2
 
 _FREE = int(State.FREE)
 _FREE_BYTE = bytes((_FREE,))
-_ILLEGAL = -1
-_NONE, _OWNER, _BORROWER = int(Relation.NONE), int(Relation.OWNER), int(Relation.BORROWER)
+_EVENTS = tuple(Event)  # by number
+_REQUEST = ActorKind.REQUEST
+_first_id = struct.Struct("=q").unpack_from  # the first of the native int64 ids in a bytes copy
 
 
 class acting:
@@ -118,7 +120,7 @@ class GuardedAllocator:
         """`need_size` slots for the acting request, or None when fewer are free."""
         actor = ACTING.get()
         if actor is not None and type(need_size) is int and need_size > 0:  # the usual call
-            return self.guard.alloc(need_size, inputs.actor(actor, "alloc"))
+            return self.guard.alloc(need_size, actor)  # which checks the actor
         if inputs.is_int(need_size) and need_size == 0:
             return self.allocator.alloc(0)  # nothing moves
         actor = self._actor("alloc") or Actor.request(ANONYMOUS)
@@ -169,9 +171,53 @@ class GuardedAllocator:
 
         The move is the free table's for the first slot. A batch of more is that one move for
         every slot if they are all in the first one's state and that state's every key the
-        ledger accepts for the move is one the free table maps to it (`_one_move`): checked in
-        the ledger's `before_write`, before anything is written. A device sync for CUDA ids
-        (`.item()`, `host_ids`): the ledger reads them on the host."""
+        ledger accepts for the move is one the free table maps to it (`_one_move`). Host ids
+        take the raw lane: their copy (`host_raw`) checked and written by one kernel call
+        (`SlotLedger.apply_raw`), the engine's `free` in between, no numpy call. The rest (CUDA
+        ids, no compiled move, a batch the kernel declines) take the array lane
+        (`_free_arrays`), which also says why a declined batch is not one move."""
+        shape = free_index.shape
+        if free_index.dtype is not _INT64 or len(shape) != 1:
+            return False
+        ledger, n = self.ledger, shape[0]
+        mover = ledger.mover
+        if mover is None or not free_index.is_cpu or self.guard.device is not _CPU or not 0 < n <= ledger.capacity:
+            return self._free_arrays(free_index, actor)
+        raw = host_raw(free_index, n, mover)
+        if raw is None:
+            return self._free_arrays(free_index, actor)
+        first = _first_id(raw)[0]
+        if not 1 <= first <= ledger.capacity:
+            return False
+        actor = ledger.checked_actor(actor, "free")
+        # the free table's event for the first slot, read from the ledger's memoryviews
+        views = ledger.views
+        state, kind = views.state[first], actor[0]
+        events = self._free_lists[kind]
+        if state >= len(events):
+            return False
+        if kind is _REQUEST and self._lent[state] and views.borrower[first] == actor[1]:
+            move = events[state][_BORROWER]
+        else:
+            move = events[state][
+                _OWNER if self._owner_kinds[state] == kind and views.owner[first] == actor[1] else _NONE
+            ]
+        if move == _ILLEGAL or (n > 1 and not self._one_move[kind][move][state]):
+            return False
+        quiet = not ledger.awaits_fence() and ledger.launched == ledger.completed  # no fence could free others
+        # the engine's `free` between the kernel's check and its write (a `SlotwardenError` out of
+        # it is the engine's own, from a nested guard: the raw move itself refuses by its code)
+        got = ledger.apply_raw(_EVENTS[move], raw, actor, self.guard.allocator.free, free_index)
+        if got < 0:
+            return self._free_arrays(free_index, actor)
+        if not (got & 0xFF == _FREE and quiet):  # released slots whose step has finished go to the engine now
+            ledger.fence(before_write=lambda batch: self._give_due(batch, first, raw, free_index, quiet))
+        return True
+
+    def _free_arrays(self, free_index: torch.Tensor, actor) -> bool:
+        """`_free_one_move` through the ledger's arrays: every slot in the first one's state is
+        checked in the ledger's `before_write`, before anything is written. A device sync for
+        CUDA ids (`.item()`, `host_ids`): the ledger reads them on the host."""
         ledger = self.ledger
         n = free_index.numel()
         if free_index.dtype is not torch.int64 or free_index.dim() != 1 or free_index.device != self.guard.device:
@@ -227,14 +273,14 @@ class GuardedAllocator:
         return before.tobytes() == same
 
     def _give_due(self, batch, first: int, ids, free_index: torch.Tensor, alone: bool) -> None:
-        """A fence's freed slots to the engine, this free's (`ids`, or the one slot `first`)
-        first (`alone`: nothing else was waiting, so all of them are this free's: the caller's
-        tensor itself)."""
+        """A fence's freed slots to the engine, this free's (`ids`: an array, the bytes of one,
+        or None for the one slot `first`) first (`alone`: nothing else was waiting, so all of
+        them are this free's: the caller's tensor itself)."""
         due = _freed(batch)
         if alone and due.size == free_index.numel():
             self.allocator.free(free_index)
         elif due.size:
-            self.guard._give_back(_first(np.array([first]) if ids is None else ids, due))
+            self.guard._give_back(_first(_as_ids(first, ids), due))
 
     def _give_freed(self, batch) -> None:
         freed = batch.ids[batch.after == _FREE] if _FREE in batch.after else None
@@ -400,39 +446,20 @@ def _freed(batch) -> np.ndarray:
     return batch.ids if after.tobytes() == _FREE_BYTE * after.size else batch.ids[after == _FREE]
 
 
+def _as_ids(first: int, ids) -> np.ndarray:
+    """A free's ids as an int64 array of their own: `ids` (an array, or the bytes of one), or
+    the one slot `first` (`ids` None or that slot itself)."""
+    if ids is None or type(ids) is int:
+        return np.array([first], dtype=np.int64)
+    return np.frombuffer(ids, dtype=np.int64).copy() if type(ids) is bytes else ids
+
+
 def _first(ids: np.ndarray, due: np.ndarray) -> np.ndarray:
     """`due` with the ids of `ids` first, in their order."""
     mine = np.isin(ids, due)
     if mine.all() and ids.size == due.size:
         return ids
     return np.concatenate((ids[mine], due[~np.isin(due, ids)]))
-
-
-def _one_move(ledger, free_event: np.ndarray) -> list:
-    """[actor kind][event][state]: whether a batch of slots all in that state that the ledger
-    lets an actor of that kind move by that event is, slot for slot, the free table's move: the
-    ledger's keys for the state carry the relation bits the free table reads (owner, borrower;
-    `tables.plain_of`) and each key it accepts maps to that event in the free table."""
-    out = []
-    for kind in ActorKind:
-        per_event = []
-        for event in Event:
-            table = ledger.tables[event]
-            probes = plain_of(table)[1]
-            row = []
-            for s in range(len(State)):
-                own = ledger.owner_kinds[s] == kind
-                bor = kind is ActorKind.REQUEST and bool(ledger.lent[s])
-                reads = (OWN if own else 0) | (BOR if bor else 0)
-                ok = probes[s] & reads == reads
-                for bits in range(BITS):
-                    if ok and bits & ~probes[s] == 0 and table.next_state[s * BITS + bits] != ILLEGAL:
-                        rel = _BORROWER if bor and bits & BOR else _OWNER if own and bits & OWN else _NONE
-                        ok = free_event[kind, s, rel] == event
-                row.append(bool(ok))
-            per_event.append(row)
-        out.append(per_event)
-    return out
 
 
 def _free_table(lifecycle) -> tuple[np.ndarray, np.ndarray]:

@@ -8,7 +8,7 @@
  * key is computed as `look_up` computes it; its fields are written as `write` writes them.
  *
  * Contract of `Mover.move(event, ids, actor, target, epoch, before, after, keys, write, dup)`:
- *   ids     a C-contiguous int64 buffer of n >= 1 slot ids;
+ *   ids     a C-contiguous int64 buffer of n >= 1 slot ids, the bytes of one, or one id (an int);
  *   actor   one actor id (int) or a C-contiguous int64 buffer of n, one per slot;
  *   before, after   uint8 buffers of n, filled with each slot's state before and after; or both
  *           None, when the caller needs them only if the slots differ: a batch whose slots were
@@ -16,7 +16,13 @@
  *           ASK_WITH_STATES (131072), nothing written, for the caller to ask again with buffers;
  *   keys    None or an int64 buffer of n, filled with each slot's key;
  *   write   whether to write when every check passes (False: check only);
- *   dup     whether to refuse a slot named twice (False: the caller knows they are distinct).
+ *   dup     whether to refuse a slot named twice (False: the caller knows they are distinct);
+ *   give, given, when   (optional, all three or none) with `write`, when every check has passed and
+ *           every slot moves to state `when`, `give(given)` is called before anything is written (the
+ *           guard hands its engine the freed slots there): if it raises, the move returns NULL with
+ *           nothing written. Slots in, or moving to, different states are then refused with
+ *           ASK_WITH_STATES, nothing written and `give` not called. `give` must not move this
+ *           ledger's slots (the ledger holds its write mark over the call: a call into it raises).
  * Returns, when every check passes, `after + 256 * before` when every slot was in one state and
  * moved to one state, or MIXED (65536) otherwise; else -(1 + 4 * p + why) for the first refused
  * position p, why 0: not a slot of the pool, 1: named twice, 2: a move the table refuses, 3: a
@@ -231,7 +237,10 @@ typedef struct {
  * runs, and the slot-at-a-time loop checks the ids one by one). */
 static Py_ssize_t runs_of(const int64_t *restrict ids, Py_ssize_t n, uint64_t cap, Runs *runs) {
     Py_ssize_t breaks = 0;
-    for (Py_ssize_t i = 1; i < n; i++) breaks += ids[i] != ids[i - 1] + 1; /* vectorised */
+    uint64_t differ = 0; /* one run (the usual batch): an OR of differences, which the compiler vectorises */
+    for (Py_ssize_t i = 1; i < n; i++) differ |= (uint64_t)(ids[i] ^ (ids[i - 1] + 1));
+    if (differ)
+        for (Py_ssize_t i = 1; i < n; i++) breaks += ids[i] != ids[i - 1] + 1;
     runs->count = RUNS_MAX + 1;
     if (breaks >= RUNS_MAX) return -1;
     int r = 0;
@@ -379,11 +388,23 @@ static int64_t *own_copy(const Mover *m, const int64_t **data, Py_ssize_t n, int
     return copy;
 }
 
+/* The caller's give(given), between the checks and the write: -1 if it raised (nothing written). */
+static int call_give(PyObject *give, PyObject *given) {
+    PyObject *r = PyObject_CallOneArg(give, given);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 static PyObject *mover_move(Mover *m, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "move(event, ids, actor, target, epoch, before, after, keys, write, dup)");
+    if (nargs != 10 && nargs != 13) {
+        PyErr_SetString(PyExc_TypeError,
+                        "move(event, ids, actor, target, epoch, before, after, keys, write, dup[, give, given, when])");
         return NULL;
     }
+    /* give(given) once every check has passed and before the write, when the slots move to state `when` */
+    PyObject *give = nargs == 13 && args[10] != Py_None ? args[10] : NULL, *given = nargs == 13 ? args[11] : NULL;
+    long when = nargs == 13 ? PyLong_AsLong(args[12]) : -1;
     long event = PyLong_AsLong(args[0]);
     int64_t target = PyLong_AsLongLong(args[3]), epoch = PyLong_AsLongLong(args[4]);
     int write = PyObject_IsTrue(args[8]), dup = PyObject_IsTrue(args[9]);
@@ -397,14 +418,27 @@ static PyObject *mover_move(Mover *m, PyObject *const *args, Py_ssize_t nargs) {
         return NULL;
     }
     Py_buffer ids_view, actor_view, before_view, after_view, keys_view;
-    int have_actors = 0, have_keys = 0;
-    int64_t one_actor = 0;
-    if (PyObject_GetBuffer(args[1], &ids_view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    int have_actors = 0, have_keys = 0, have_ids = 0;
+    int64_t one_actor = 0, one_id = 0;
+    const int64_t *ids_in = &one_id;
     PyObject *result = NULL;
-    Py_ssize_t n = ids_view.len / 8;
-    if (!is_int64(&ids_view) || n < 1) {
-        PyErr_SetString(PyExc_ValueError, "ids: a C-contiguous int64 array of at least one id");
-        goto done_ids;
+    Py_ssize_t n = 1;
+    if (PyLong_CheckExact(args[1])) { /* one slot, named by an int */
+        int overflow = 0;
+        one_id = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+        if (one_id == -1 && PyErr_Occurred()) return NULL;
+        if (overflow) return PyLong_FromLong(-1 - 0); /* past int64: not a slot of the pool, at position 0 */
+    } else {
+        if (PyObject_GetBuffer(args[1], &ids_view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+        have_ids = 1;
+        n = ids_view.len / 8;
+        /* an int64 array, or the bytes of one (the copy `read` makes) */
+        int raw = PyBytes_CheckExact(args[1]) && ids_view.len % 8 == 0;
+        if ((!raw && !is_int64(&ids_view)) || n < 1) {
+            PyErr_SetString(PyExc_ValueError, "ids: a C-contiguous int64 array (or its bytes) of at least one id");
+            goto done_ids;
+        }
+        ids_in = ids_view.buf;
     }
     if (PyLong_Check(args[2])) {
         one_actor = PyLong_AsLongLong(args[2]);
@@ -442,7 +476,7 @@ states_done:
         /* everything the loops read, in locals: the compiler keeps them in registers (a byte
          * written through a uint8_t pointer may alias anything, so fields of `m` would be
          * read again after every write) */
-        const int64_t *ids_at = ids_view.buf, *actors_at = have_actors ? actor_view.buf : NULL;
+        const int64_t *ids_at = ids_in, *actors_at = have_actors ? actor_view.buf : NULL;
         int failed = 0;
         int64_t *ids_copy = own_copy(m, &ids_at, n, &failed);
         int64_t *actors_copy = actors_at && !failed ? own_copy(m, &actors_at, n, &failed) : NULL;
@@ -485,6 +519,7 @@ states_done:
                 }
                 if (keys)
                     for (i = 0; i < n; i++) keys[i] = key;
+                if (write && give && a == when && call_give(give, given) < 0) goto done_copies;
                 if (write)
                     run_write(m, &runs, from + key * FIELDS, (uint8_t)a, (uint8_t)event, one_actor, target, epoch);
                 result = PyLong_FromLong(a | b0 << 8);
@@ -549,10 +584,11 @@ states_done:
             result = PyLong_FromLong(-1 - refused);
             goto done_copies;
         }
-        if (!uniform && !before) { /* the caller must see each slot's states: it asks again with arrays */
+        if (!uniform && (!before || (write && give))) { /* the caller must see each slot's states: it asks again */
             result = PyLong_FromLong(ASK_WITH_STATES);
             goto done_copies;
         }
+        if (write && give && first == when && call_give(give, given) < 0) goto done_copies;
         /* 3. the writes: every field the key's sources rewrite, the state and the last event */
         if (write) {
             for (i = 0; i < n; i++) {
@@ -583,13 +619,34 @@ done_before:
 done_actor:
     if (have_actors) PyBuffer_Release(&actor_view);
 done_ids:
-    PyBuffer_Release(&ids_view);
+    if (have_ids) PyBuffer_Release(&ids_view);
     return result;
+}
+
+/* read(address, n) -> bytes: a copy of the n int64 values at `address`. The caller vouches for
+ * the memory: a CPU tensor's data (`data_ptr()`) of at least n contiguous int64 values, which it
+ * holds alive for the call. The ledger's guard reads an engine's index tensor with it (the copy
+ * is what the ledger checks, writes and records: later writes into the tensor change nothing). */
+static PyObject *mover_read(Mover *Py_UNUSED(m), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "read(address, n)");
+        return NULL;
+    }
+    void *at = PyLong_AsVoidPtr(args[0]);
+    Py_ssize_t n = PyLong_AsSsize_t(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    if (n < 0 || n > PY_SSIZE_T_MAX / 8 || (at == NULL && n > 0)) {
+        PyErr_SetString(PyExc_ValueError, "read: a non-null address and a count of int64 values");
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize(at, n * 8);
 }
 
 static PyMethodDef mover_methods[] = {
     {"move", (PyCFunction)(void (*)(void))mover_move, METH_FASTCALL,
      "move(event, ids, actor, target, epoch, before, after, keys, write, dup) -> int: see the module's contract"},
+    {"read", (PyCFunction)(void (*)(void))mover_read, METH_FASTCALL,
+     "read(address, n) -> bytes: a copy of the n int64 values at address (a CPU tensor's data_ptr())"},
     {NULL, NULL, 0, NULL},
 };
 

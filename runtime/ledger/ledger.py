@@ -26,16 +26,16 @@ from slotwarden.model.vocabulary import NOBODY, Actor, Event
 
 from slotwarden.runtime import inputs
 from slotwarden.runtime.ledger.audit import Audit, Integrity, Leak  # noqa: F401 (the ledger's API)
-from slotwarden.runtime.ledger.batch import BatchPath
 from slotwarden.runtime.ledger.checks import _first_illegal
 from slotwarden.runtime.ledger.codes import CHECKS, RUN_MIN, SMALL, STEP_MAX  # noqa: F401 (the ledger's API)
 from slotwarden.runtime.ledger.codes import _ALLOC, _FENCE, _FREE, _FREE_BYTE, _ID_MAX, _INT64, _ONE, _SCHEDULER, _UNIT
 from slotwarden.runtime.ledger.locks import Locks
+from slotwarden.runtime.ledger.raw import RawMoves
 from slotwarden.runtime.ledger.recorder import Actors
 from slotwarden.runtime.ledger.transition import Batch, expand, look_up, write
 
 
-class SlotLedger(BatchPath, Locks, Integrity):
+class SlotLedger(RawMoves, Locks, Integrity):
     """Ownership of slots 1..capacity (slot 0 is the pad slot, outside the lifecycle).
 
     `check="strict"` validates every batch (the default); `check="off"` trusts the caller and

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from slotwarden.runtime.ledger import audit, batch, checks, ledger, locks, queries, ring, slots, state
+from slotwarden.runtime.ledger import audit, batch, checks, ledger, locks, queries, raw, ring, slots, state
 
 ROOT = Path(__file__).resolve().parents[3]
 SOURCES = ("runtime", "kernels", "model", "verification", "slotwarden")
@@ -67,6 +67,7 @@ PARTS = [
     queries.Queries,
     locks.Locks,
     audit.Integrity,
+    raw.RawMoves,
     ledger.SlotLedger,
 ]
 
