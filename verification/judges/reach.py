@@ -23,6 +23,9 @@ REPORTS = ROOT / "verification" / "reports"
 PACKAGES = ("model", "runtime", "kernels")
 """The folders judged; the installed slotwarden.<name> maps to each (pyproject.toml)."""
 
+DOCUMENTATION = ("model/diagram.py", "model/document.py", "model/palette.py")
+"""model/'s files that draw and write the docs (checked by the docs tests, not by verify)."""
+
 TARGETS = {"model": (95.0, 90.0), "runtime": (95.0, 90.0)}
 """Percent of lines and of branches the issue asks verify to reach (issue 21)."""
 
@@ -139,6 +142,15 @@ def markdown(report: dict) -> str:
             f"| {package}/ | {percent(t['lines']):.1f}% ({t['lines'][0]}/{t['lines'][1]}) | "
             f"{percent(t['branches']):.1f}% ({t['branches'][0]}/{t['branches'][1]}) | {goal} |"
         )
+    docs = [report["files"][p] for p in DOCUMENTATION if p in report["files"]]
+    if docs:
+        t = report["totals"]["model"]
+        rest = [[t[k][i] - sum(f[k][i] for f in docs) for i in (0, 1)] for k in ("lines", "branches")]
+        out += [
+            "",
+            f"model/ less its documentation files ({', '.join(DOCUMENTATION)}): lines {percent(rest[0]):.1f}% "
+            f"({rest[0][0]}/{rest[0][1]}), branches {percent(rest[1]):.1f}% ({rest[1][0]}/{rest[1][1]}).",
+        ]
     out += [
         "",
         "## Missed, per file",
