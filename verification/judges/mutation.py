@@ -178,7 +178,10 @@ def verify_run(copy: Path, level: str, timeout: float) -> tuple[str, float, str]
     text = out.decode(errors="replace")
     if proc.returncode == 0:
         return SURVIVED, took, ""
-    failed = [ln.strip() for ln in text.splitlines() if " FAIL " in ln or "Error" in ln]
-    tail = text.strip().splitlines()
+    lines = text.splitlines()
+    failed = [ln.strip() for ln in lines if "] FAIL " in ln] or [
+        ln.strip() for ln in lines if "Error" in ln and "] ok " not in ln
+    ]
+    tail = [ln for ln in lines if ln.strip()]
     why = failed[0] if failed else tail[-1] if tail else f"exit status {proc.returncode}"
     return KILLED, took, why[:240]
