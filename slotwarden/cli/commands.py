@@ -237,7 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-quick", type=positive_seconds, default=600.0, metavar="S", help="(default: 600)")
     p.add_argument("--timeout-default", type=positive_seconds, default=1800.0, metavar="S", help="(default: 1800)")
     p.add_argument("--out", metavar="DIR", help="results and report folder (default: verification/reports)")
-    p.add_argument("--report-only", action="store_true", help="only rewrite mutation.md from the results files")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="only rewrite mutation.md from the results files (pending mutants judged again from the coverage "
+        "reports as they are now; no verify run)",
+    )
     p.set_defaults(func=_mutation)
 
     p = sub.add_parser(

@@ -94,3 +94,28 @@ def test_the_sampled_files_leave_out_documentation_and_proofs():
     files = [p.relative_to(mt.ROOT).as_posix() for p in mt.sampled_files()]
     assert "runtime/ledger/compiled.py" in files and "model/free.py" in files
     assert not any(f.startswith("model/proofs/") or f == "model/diagram.py" for f in files)
+
+
+def test_pending_mutants_are_judged_again_from_the_coverage_reports(tmp_path):
+    from slotwarden.verification.judges.campaign import rejudge
+
+    def record(lines, seconds):
+        return {
+            "path": "a.py",
+            "operator": "op",
+            "occurrence": 0,
+            "lines": lines,
+            "outcome": mt.PENDING,
+            "level": "",
+            "seconds": seconds,
+            "why": "",
+            "diff": "",
+        }
+
+    mutants = {"a": record([10, 10], {}), "b": record([12, 12], {"quick": 3.0}), "c": record([2, 2], {"quick": 3.0})}
+    header = {"tool": "cosmic-ray 8.7.0", "sample": 3, "seed": 0, "shard": "1/1", "commit": "abc"}
+    (tmp_path / "mutation-1-of-1.json").write_text(json.dumps(dict(header, mutants=mutants)))
+    report = _report(tmp_path, "1-5")  # neither level reaches lines 10 and 12; both reach line 2
+    rejudge(tmp_path, {"quick": report, "default": report}, root=tmp_path)
+    after = json.loads((tmp_path / "mutation-1-of-1.json").read_text())["mutants"]
+    assert [after[k]["outcome"] for k in "abc"] == [mt.UNREACHED, mt.SURVIVED, mt.PENDING]
