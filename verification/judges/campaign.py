@@ -93,13 +93,13 @@ def judged(copy: Path, m: mt.Mutant, reports: dict, levels, timeouts, survived=N
 
 
 def rejudge(folder: Path, reports: dict | None = None, root: Path = ROOT) -> None:
-    """Judge the pending mutants of every results file in `folder` again from the coverage reports
-    as they are now, running nothing: one that the default run never reaches survives (unreached)."""
+    """Judge again, from the coverage reports as they are now and running nothing, every mutant of
+    the results files in `folder` that no default run judged: one it never reaches survives."""
     reports = mt.coverage_reports() if reports is None else reports
     for path in sorted(folder.glob("mutation-*-of-*.json")):
         saved = json.loads(path.read_text())
         for key, r in saved["mutants"].items():
-            if r["outcome"] == mt.PENDING:
+            if r["outcome"] in (mt.PENDING, mt.SURVIVED, mt.UNREACHED) and "default" not in r["seconds"]:
                 m = mt.Mutant(key, r["path"], r["operator"], r["occurrence"], tuple(r["lines"]))
                 v = mt.judge(m, reports, _no_run, ("quick",), root, survived=r["seconds"])
                 r.update(outcome=v.outcome, level=v.level, why=v.why)

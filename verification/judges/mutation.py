@@ -96,12 +96,17 @@ def shard_of(mutants: list[Mutant], shard: int, shards: int) -> list[Mutant]:
 
 
 def reached(report: dict | None, m: Mutant, root: Path = ROOT) -> bool:
-    """Whether the run of `report` executes a line of `m`; assumed so without a report, or when
-    the file changed since the report (its lines may have moved)."""
+    """Whether the run of `report` executes a statement of `m` (a line of a statement's own, or
+    the statement a continuation line belongs to); assumed so without a report, or when the file
+    changed since the report (its lines may have moved)."""
     f = None if report is None else report["files"].get(m.path)
     if f is None or f.get("sha1") != digest(root / m.path):
         return True
-    return bool(numbers(f["executed"]) & set(range(m.lines[0], m.lines[1] + 1)))
+    executed, statements = numbers(f["executed"]), numbers(f["executed"]) | numbers(f["missing"])
+    mine = statements & set(range(m.lines[0], m.lines[1] + 1))
+    if not mine:  # a continuation line: it belongs to the statement that starts before it
+        mine = {max((s for s in statements if s < m.lines[0]), default=m.lines[0])}
+    return bool(executed & mine)
 
 
 def judge(m: Mutant, reports: dict, run: Callable, levels=LEVELS, root: Path = ROOT, survived=None) -> Verdict:

@@ -11,7 +11,7 @@ import pytest
 
 from slotwarden.verification.judges import mutation as mt
 from slotwarden.verification.judges.mutation_report import counts, write_markdown
-from slotwarden.verification.judges.reach import digest
+from slotwarden.verification.judges.reach import digest, numbers, ranges
 
 
 def _mutants() -> list[mt.Mutant]:
@@ -30,7 +30,8 @@ def test_the_sample_takes_one_mutant_a_place_and_the_shards_split_it():
 
 def _report(tmp_path, executed: str) -> dict:
     (tmp_path / "a.py").write_text("x = 1\n" * 50)
-    return {"files": {"a.py": {"sha1": digest(tmp_path / "a.py"), "executed": executed}}}
+    missing = ranges(set(range(1, 51)) - numbers(executed))  # every line a statement, the rest missed
+    return {"files": {"a.py": {"sha1": digest(tmp_path / "a.py"), "executed": executed, "missing": missing}}}
 
 
 def test_a_level_that_never_executes_the_mutant_is_not_run(tmp_path):
@@ -52,6 +53,11 @@ def test_a_level_that_never_executes_the_mutant_is_not_run(tmp_path):
     runs.clear()
     v = mt.judge(m, {"quick": default, "default": quick}, run, survived={"quick": 5.0}, root=tmp_path)
     assert runs == [] and v.outcome == mt.SURVIVED and v.seconds == {"quick": 5.0}  # pending, judged on
+    cont = mt.Mutant("a.py:op:1", "a.py", "op", 1, (9, 9))  # line 9: a statement's continuation
+    half = {"files": {"a.py": dict(quick["files"]["a.py"], executed="1-7", missing="8,10")}}
+    assert mt.reached(half, cont, tmp_path) is False  # its statement (line 8) never ran
+    half["files"]["a.py"]["executed"], half["files"]["a.py"]["missing"] = "1-8", "10"
+    assert mt.reached(half, cont, tmp_path) is True
     (tmp_path / "a.py").write_text("y = 2\n" * 50)  # changed since the reports: every level runs
     v = mt.judge(m, {"quick": quick, "default": quick}, run, root=tmp_path)
     assert runs == ["quick", "default"] and v.outcome == mt.KILLED
