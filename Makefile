@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify test docs bench clean
+.PHONY: verify test docs bench clean coverage mutation
 
 $(STAMP): pyproject.toml setup.py runtime/ledger/_move.c requirements/sglang.txt requirements/torch.txt
 	$(PY) -m venv $(VENV)
@@ -25,6 +25,19 @@ verify: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2
+
+# opt-in judges of verify (not in `make test`): the default run under coverage.py, and the mutation
+# campaign, one shard per call (make mutation SHARD=2/4); both write to verification/reports/
+SHARD ?= 1/1
+$(VENV)/.mutation: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[mutation]'
+	touch $@
+
+coverage: $(VENV)/.mutation
+	$(BIN)/slotwarden verify --coverage
+
+mutation: $(VENV)/.mutation
+	$(BIN)/slotwarden mutation --shard $(SHARD)
 
 docs: $(STAMP)
 	$(BIN)/slotwarden docs

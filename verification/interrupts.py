@@ -73,11 +73,12 @@ class Raiser:
 
 
 def _traced(raiser, call):
+    previous = sys.gettrace()  # coverage.py's tracer under `verify --coverage`: put back after
     sys.settrace(raiser)
     try:
         return call()
     finally:
-        sys.settrace(None)
+        sys.settrace(previous)
 
 
 def _retried(attempt, call) -> None:

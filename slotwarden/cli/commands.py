@@ -57,9 +57,19 @@ def _docs(args) -> int:
 def _verify(args) -> int:
     if args.report:
         nameable(args.report, "--report")
+    if args.coverage:
+        from slotwarden.verification.judges.reach import run_covered
+
+        return run_covered(args)
     from slotwarden.verification.verify.run import run_verify
 
     return run_verify(args)
+
+
+def _mutation(args) -> int:
+    from slotwarden.verification.judges.campaign import run_campaign
+
+    return run_campaign(args)
 
 
 def _bench(args) -> int:
@@ -200,7 +210,50 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds of seeded random walks (the model checker's simulation, checking its safety properties) "
         "over 8 slots, 16 requests, 4 sessions and the prefix cache (default: 120 with --thorough, else none)",
     )
+    p.add_argument(
+        "--fail-fast", action="store_true", help="stop at the first failing job (its row, then FAIL; the rest unrun)"
+    )
+    p.add_argument(
+        "--coverage",
+        action="store_true",
+        help="run under coverage.py (workers included; pip install 'slotwarden[coverage]') and write the line and "
+        "branch coverage of model/, runtime/ and kernels/ to coverage-<level>.json/.md in --report DIR (default: "
+        "verification/reports/)",
+    )
     p.set_defaults(func=_verify)
+
+    p = sub.add_parser(
+        "mutation",
+        help="judge verify by mutants of runtime/ and model/ (cosmic-ray; opt-in, long: pip install "
+        "'slotwarden[mutation]')",
+        description="Sample one cosmic-ray mutant at each of --sample places in runtime/ and model/, apply each to a "
+        "copy of the checkout and run `verify --quick --fail-fast` on it, then the default run on the survivors (a "
+        "level whose committed coverage report shows it never executes the mutated lines is not run: the mutant "
+        "survives it). Writes each verdict to mutation-I-of-N.json as it goes (a rerun resumes) and mutation.md "
+        "(counts, score, survivors and their triage from mutation-triage.txt) in --out.",
+    )
+    p.add_argument(
+        "--shard", metavar="I/N", default="1/1", help="judge only every N-th mutant of the sample, from the I-th"
+    )
+    p.add_argument("--sample", type=positive_int, default=300, help="mutants in the sample (default: 300)")
+    p.add_argument("--seed", type=int, default=0, help="the sample's seed (default: 0)")
+    p.add_argument("--limit", type=positive_int, default=None, help="judge at most this many of the shard (a pilot)")
+    p.add_argument(
+        "--stage",
+        choices=("quick", "default"),
+        default="default",
+        help="quick: only the --quick runs (survivors left pending); default: then the default run (default)",
+    )
+    p.add_argument("--timeout-quick", type=positive_seconds, default=600.0, metavar="S", help="(default: 600)")
+    p.add_argument("--timeout-default", type=positive_seconds, default=1800.0, metavar="S", help="(default: 1800)")
+    p.add_argument("--out", metavar="DIR", help="results and report folder (default: verification/reports)")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="only rewrite mutation.md from the results files (pending mutants judged again from the coverage "
+        "reports as they are now; no verify run)",
+    )
+    p.set_defaults(func=_mutation)
 
     p = sub.add_parser(
         "bench",

@@ -18,6 +18,7 @@ from slotwarden.verification.crosshair_proofs import DEFAULT_TIMEOUT
 from slotwarden.verification.usage import UsageError, output_folder
 from slotwarden.verification.verify.jobs import CHECKED, EVERY_MOVE, LEVELS, Row, jobs, skipped_by_quick
 from slotwarden.verification.verify.report import summary, write_report, verdict
+from slotwarden.verification.verify.stop import FailFast, stop
 from slotwarden.verification.verify.workers import FORK, cost, run_pooled, timed
 
 
@@ -60,6 +61,8 @@ def run_verify(args) -> int:
         )
         if "traceback" in row.detail:
             print("    " + row.detail["traceback"].rstrip().replace("\n", "\n    "), flush=True)
+        if not row.ok and getattr(args, "fail_fast", False):
+            raise FailFast(row)
 
     pooled = sorted((j for j in todo if not callable(j[2])), key=cost, reverse=True)
     print(
@@ -67,20 +70,27 @@ def run_verify(args) -> int:
         "processes, longest first, beside the stages that follow",
         flush=True,
     )
+    stopped = False  # --fail-fast met a failing row
     with ProcessPoolExecutor(max_workers=2, mp_context=FORK) as pool:
-        stages, thunks, names = [j[0] for j in pooled], [j[2] for j in pooled], [j[1] for j in pooled]
-        done = pool.map(run_pooled, stages, thunks, names)  # submits every job now
-        for stage, name, thunk in todo:
-            if callable(thunk) and stage != "exhaustive":
-                show(timed(lambda: [thunk()], stage, name)[0])
-        for found, result in done:
-            if result is not None:
-                CHECKED[result.bounds] = result
-            for row in found:
-                show(row)
-    for stage, name, thunk in todo:  # the coverage job reads every search's result
+        try:
+            stages, thunks, names = [j[0] for j in pooled], [j[2] for j in pooled], [j[1] for j in pooled]
+            done = pool.map(run_pooled, stages, thunks, names)  # submits every job now
+            for stage, name, thunk in todo:
+                if callable(thunk) and stage != "exhaustive":
+                    show(timed(lambda: [thunk()], stage, name)[0])
+            for found, result in done:
+                if result is not None:
+                    CHECKED[result.bounds] = result
+                for row in found:
+                    show(row)
+        except FailFast:
+            stopped = stop(pool)
+    for stage, name, thunk in todo if not stopped else ():  # the coverage job reads every search's result
         if callable(thunk) and stage == "exhaustive":
-            show(timed(lambda: [thunk()], stage, name)[0])
+            try:
+                show(timed(lambda: [thunk()], stage, name)[0])
+            except FailFast:
+                break
     total = time.perf_counter() - start
     ok = bool(rows) and all(r.ok for r in rows)  # a run that checked nothing never passes
     print(summary(rows, total, level_name, level), flush=True)

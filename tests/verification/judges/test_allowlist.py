@@ -1,0 +1,83 @@
+"""The coverage allowlist stays honest against the committed report of the last
+`slotwarden verify --coverage` run (no coverage run here): every entry names a line that
+exists, holds the entry's text, and that run missed. A tiny coverage run over a toy module shows
+each kind of dishonest entry caught: a line reached (stale), a line that moved, a missing one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from slotwarden.verification.judges import allowlist
+from slotwarden.verification.judges.reach import REPORTS, ROOT, numbers, percent, ranges, summarize
+
+TOY = """def toy(x):
+    if x > 0:
+        return "positive"
+    if x is None:  # defensive: never None here
+        raise TypeError("x is None")
+    return "other"
+"""
+
+
+def test_every_allowlist_entry_names_a_line_the_default_run_misses():
+    entries = allowlist.parse((REPORTS / "coverage-allowlist.txt").read_text())
+    report = json.loads((REPORTS / "coverage-default.json").read_text())
+    assert entries, "the allowlist is empty"
+    assert allowlist.check(entries, report, ROOT) == []
+    assert all(e.reason for e in entries)
+
+
+def test_the_committed_report_covers_the_three_packages():
+    report = json.loads((REPORTS / "coverage-default.json").read_text())
+    assert set(report["totals"]) == {"model", "runtime", "kernels"}
+    assert all(t["lines"][1] > 0 and 0 < percent(t["lines"]) <= 100 for t in report["totals"].values())
+    assert report["verify_status"] == 0, "the report comes from a run that did not pass"
+
+
+def _toy_report(tmp_path: Path) -> dict:
+    coverage = pytest.importorskip("coverage")
+    (tmp_path / "pkg").mkdir()
+    toy = tmp_path / "pkg" / "toy.py"
+    toy.write_text(TOY)
+    cov = coverage.Coverage(data_file=None, branch=True, include=[str(toy)])
+    cov.start()
+    try:
+        namespace: dict = {}
+        exec(compile(toy.read_text(), str(toy), "exec"), namespace)
+        assert namespace["toy"](1) == "positive" and namespace["toy"](-1) == "other"
+    finally:
+        cov.stop()
+    cov.json_report(outfile=str(tmp_path / "raw.json"))
+    return summarize(json.loads((tmp_path / "raw.json").read_text()), tmp_path, "toy", 0)
+
+
+def test_a_toy_coverage_run_catches_each_dishonest_entry(tmp_path):
+    report = _toy_report(tmp_path)
+    f = report["files"]["pkg/toy.py"]
+    assert numbers(f["missing"]) == {5}  # the defensive raise
+    assert "4->5" in f["missing_branches"]
+    honest = allowlist.Entry("pkg/toy.py", 5, 'raise TypeError("x is None")', "defensive: x is never None")
+    assert allowlist.check([honest], report, tmp_path) == []
+    assert allowlist.unexplained([honest], report) == {}
+    stale = allowlist.Entry("pkg/toy.py", 3, 'return "positive"', "said missed, but reached")
+    moved = allowlist.Entry("pkg/toy.py", 6, 'return "positive"', "the text of another line")
+    gone = allowlist.Entry("pkg/toy.py", 40, "x", "past the end")
+    problems = allowlist.check([stale, moved, gone, honest, honest], report, tmp_path)
+    assert [p.split(": ", 1)[1].split(" ")[0] for p in problems] == ["verify", "holds", "the", "listed"], problems
+    assert allowlist.unexplained([], report) == {"pkg/toy.py": {4, 5}}  # a missed line, a missed branch's source
+
+
+def test_allowlist_lines_parse_or_are_refused():
+    text = "# comment\n\nruntime/pool.py:12 | x = 1 | GPU only\n"
+    assert allowlist.parse(text) == [allowlist.Entry("runtime/pool.py", 12, "x = 1", "GPU only")]
+    for bad in ("runtime/pool.py | x | y", "runtime/pool.py:a | x | y", "runtime/pool.py:3 | x |  "):
+        with pytest.raises(allowlist.AllowlistError):
+            allowlist.parse(bad)
+
+
+def test_line_sets_round_trip_as_ranges():
+    assert ranges([1, 2, 3, 5, 9, 10]) == "1-3,5,9-10"
+    assert numbers("1-3,5,9-10") == {1, 2, 3, 5, 9, 10} and numbers("") == set()

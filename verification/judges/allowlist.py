@@ -1,0 +1,87 @@
+"""The coverage allowlist: the lines of model/, runtime/ and kernels/ that verify may leave
+unreached, each with its reason (GPU only, an unreachable defensive branch, ...). One entry a
+line of verification/reports/coverage-allowlist.txt: `path:line | the line's text | reason`
+(`#` starts a comment). An entry is honest when its line exists and holds that text (stripped),
+and the coverage report names it missed: a missed line, or the source of a missed branch.
+`check` lists every dishonest entry (a test runs it on the committed report); `unexplained`
+lists the missed lines that no entry names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from slotwarden.verification.judges.reach import numbers
+
+
+class Entry(NamedTuple):
+    path: str  # relative to the checkout, e.g. runtime/pool.py
+    line: int
+    text: str  # the line, stripped
+    reason: str
+
+
+class AllowlistError(ValueError):
+    """A line of the allowlist file that is not `path:line | text | reason`."""
+
+
+def parse(text: str) -> list[Entry]:
+    out = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        parts = [p.strip() for p in raw.split(" | ")]
+        where, _, line = parts[0].rpartition(":")
+        if len(parts) != 3 or not where or not line.isdigit() or not parts[2]:
+            raise AllowlistError(f"allowlist line {n}: want 'path:line | text | reason', not {raw!r}")
+        out.append(Entry(where, int(line), parts[1], parts[2]))
+    return out
+
+
+def missed(report: dict, path: str) -> set[int]:
+    """The lines of `path` the report names missed: missed lines and sources of missed branches."""
+    f = report["files"].get(path)
+    if f is None:
+        return set()
+    return numbers(f["missing"]) | {int(b.split("->")[0]) for b in f["missing_branches"]}
+
+
+def check(entries: list[Entry], report: dict, root: Path) -> list[str]:
+    """Every dishonest entry, said in one line each (empty: all honest)."""
+    problems = []
+    seen: set[tuple[str, int]] = set()
+    for e in entries:
+        where = f"{e.path}:{e.line}"
+        source = root / e.path
+        lines = source.read_text().splitlines() if source.is_file() else None
+        if (e.path, e.line) in seen:
+            problems.append(f"{where}: listed twice")
+        seen.add((e.path, e.line))
+        if lines is None:
+            problems.append(f"{where}: no such file")
+        elif not 1 <= e.line <= len(lines):
+            problems.append(f"{where}: the file has {len(lines)} lines")
+        elif lines[e.line - 1].strip() != e.text:
+            problems.append(f"{where}: holds {lines[e.line - 1].strip()!r}, not {e.text!r} (the line moved?)")
+        elif e.line not in missed(report, e.path):
+            problems.append(f"{where}: verify reaches it now (stale entry: drop it)")
+    return problems
+
+
+def unexplained(entries: list[Entry], report: dict) -> dict[str, set[int]]:
+    """Per file, the missed lines and the sources of missed branches that no entry explains (an
+    entry for a branch's source or for its target explains the branch)."""
+    listed: dict[str, set[int]] = {}
+    for e in entries:
+        listed.setdefault(e.path, set()).add(e.line)
+    out = {}
+    for path, f in report["files"].items():
+        mine = listed.get(path, set())
+        left = numbers(f["missing"]) - mine
+        for branch in f["missing_branches"]:  # explained by its source or by its (missed) target
+            a, b = (int(n) for n in branch.split("->"))
+            if a not in mine and b not in mine:
+                left.add(a)
+        if left:
+            out[path] = left
+    return out
