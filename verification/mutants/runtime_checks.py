@@ -7,7 +7,8 @@ alone call harmless. Each history mutant's runtime half (its Hypothesis machine 
 buggy scheduler) runs once under the declaration, and its failing example is kept with the
 (state, event) pairs its run asked the ledger about. A declaration mutant that changes one of
 those pairs has the example replayed on a runtime whose ledger obeys the mutant
-(`runtime_declared_as`): a different verdict (no error, or another error type) kills it.
+(`runtime_declared_as`): a different verdict (no error, or another error type) kills it. The
+liveness mutants are not replayed: their examples end only at the machine's step limit.
 """
 
 from __future__ import annotations

@@ -349,9 +349,8 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
     else:
         machine = hunter(mutant.cls, **mutant.needs)
         h = run_machine(mutant.name, machine, budget, seed, shrink)
-    rejudged = rejudge_listed(
-        mutant.name, None if mutant.cls is None else witness(mutant.name, machine, h, budget.steps)
-    )
+    safety = mutant.cls is not None and mutant not in LIVENESS_MUTANTS  # a livelock's example runs to the step limit
+    rejudged = rejudge_listed(mutant.name, witness(mutant.name, machine, h, budget.steps) if safety else None)
     prop = c.violation.property if c is not None and c.violation else None
     caught_checker, caught_hypothesis = mutant.caught_for_the_right_reason(prop, h.error)
     where = {"call": "raised at the call", "audit": "idle audit", "invariant": "invariant"}.get(h.caught_by, "-")
