@@ -8,6 +8,8 @@ lists the missed lines that no entry names."""
 
 from __future__ import annotations
 
+from slotwarden.model.errors import SlotwardenError
+
 from pathlib import Path
 from typing import NamedTuple
 
@@ -21,7 +23,7 @@ class Entry(NamedTuple):
     reason: str
 
 
-class AllowlistError(ValueError):
+class AllowlistError(SlotwardenError, ValueError):
     """A line of the allowlist file that is not `path:line | text | reason`."""
 
 

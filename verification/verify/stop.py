@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import multiprocessing
 
+from slotwarden.model.errors import SlotwardenError
 
-class FailFast(Exception):
+
+class FailFast(SlotwardenError):
     """Raised by the row printer at the first failing row under --fail-fast."""
 
 
