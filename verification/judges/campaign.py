@@ -1,7 +1,8 @@
 """The mutation campaign's loop (`slotwarden mutation`): shard I/N of the sample, one mutant at a
 time in one copy of the checkout (the mutated file put back, bytes and time, after each), each
-verdict saved at once to mutation-I-of-N.json (a rerun of the same sample resumes; `--stage
-default` then runs the default verify on the mutants left pending), then mutation.md rewritten
+verdict saved at once to mutation-I-of-N.json with its file's digest (a rerun of the same sample
+resumes, judging anew a mutant whose file changed since; `--stage default` then runs the default
+verify on the mutants left pending), then mutation.md rewritten
 from every shard's file. Nothing here runs in `make test`: the campaign is opt-in."""
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import time
 from pathlib import Path
 
 from slotwarden.verification.judges import mutation as mt
-from slotwarden.verification.judges.mutation_report import write_markdown
-from slotwarden.verification.judges.reach import REPORTS, ROOT
+from slotwarden.verification.judges.mutation_report import current, write_markdown
+from slotwarden.verification.judges.reach import REPORTS, ROOT, digest
 from slotwarden.verification.usage import UsageError
 
 
@@ -57,6 +58,8 @@ def run_campaign(args) -> int:
         copy = mt.copy_checkout(ROOT, Path(tmp))
         for i, m in enumerate(mutants, 1):
             old = done.get(m.key)
+            if old and old.get("sha1") != digest(copy / m.path):  # its file changed since: judged anew
+                old = None
             if old and old["outcome"] != mt.PENDING:
                 continue
             start = time.perf_counter()
@@ -79,6 +82,7 @@ def judged(copy: Path, m: mt.Mutant, reports: dict, levels, timeouts, survived=N
     original, stat = target.read_bytes(), target.stat()
     mutated = mt.mutated_source(original.decode(), m)
     record = {"path": m.path, "operator": m.operator, "occurrence": m.occurrence, "lines": list(m.lines)}
+    record["sha1"] = digest(target)  # the verdict holds for this content of the file only
     if mutated is None:
         return dict(record, outcome="not applied", level="", seconds={}, why="cosmic-ray made no such mutant", diff="")
     diff = difflib.unified_diff(original.decode().splitlines(), mutated.splitlines(), lineterm="", n=0)
@@ -99,7 +103,7 @@ def rejudge(folder: Path, reports: dict | None = None, root: Path = ROOT) -> Non
     for path in sorted(folder.glob("mutation-*-of-*.json")):
         saved = json.loads(path.read_text())
         for key, r in saved["mutants"].items():
-            if r["outcome"] in (mt.PENDING, mt.SURVIVED, mt.UNREACHED) and "default" not in r["seconds"]:
+            if current(r, root) and r["outcome"] in (mt.PENDING, mt.SURVIVED, mt.UNREACHED) and "default" not in r["seconds"]:
                 m = mt.Mutant(key, r["path"], r["operator"], r["occurrence"], tuple(r["lines"]))
                 v = mt.judge(m, reports, _no_run, ("quick",), root, survived=r["seconds"])
                 r.update(outcome=v.outcome, level=v.level, why=v.why)

@@ -3,7 +3,8 @@ one sample, its score and its survivors with their triage. The triage file
 (mutation-triage.txt, beside them) has one line a survivor: `key | verdict | reason`, the
 verdict one of `equivalent`, `killed by a new check`, `open`. Score: killed and timed out over
 the mutants judged, less the equivalent ones; a survivor not yet triaged counts against it,
-and so does one left pending (its default run not yet done) or not reached by any verify run."""
+and so does one left pending (its default run not yet done) or not reached by any verify run. A
+verdict whose file changed since its run (its digest differs) is stale: left out, and counted."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import statistics
 from pathlib import Path
 
 from slotwarden.verification.judges import mutation as mt
+from slotwarden.verification.judges.reach import ROOT, digest
 
 VERDICTS = ("equivalent", "killed by a new check", "open")
 
@@ -28,16 +30,24 @@ def triage(folder: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-def results(folder: Path) -> tuple[list[dict], dict]:
-    """Every mutant record of the newest sample's shard files, and that sample's header."""
+def current(record: dict, root: Path = ROOT) -> bool:
+    """Whether `record`'s verdict is of its file as it is now (same digest)."""
+    path = root / record["path"]
+    return path.is_file() and record.get("sha1") == digest(path)
+
+
+def results(folder: Path, root: Path = ROOT) -> tuple[list[dict], dict]:
+    """Every current mutant record of the newest sample's shard files, and that sample's header
+    (with `stale`: how many records were left out, their file changed since)."""
     files = [json.loads(p.read_text()) for p in sorted(folder.glob("mutation-*-of-*.json"))]
     if not files:
         return [], {}
     head = max(files, key=lambda f: len(f["mutants"]))
     same = [f for f in files if (f["sample"], f["seed"], f["tool"]) == (head["sample"], head["seed"], head["tool"])]
-    return [dict(r, key=k, shard=f["shard"]) for f in same for k, r in f["mutants"].items()], dict(
-        head, shards=sorted(f["shard"] for f in same), commits=sorted({f["commit"] for f in same})
-    )
+    every = [dict(r, key=k, shard=f["shard"]) for f in same for k, r in f["mutants"].items()]
+    kept = [r for r in every if current(r, root)]
+    shards, commits = sorted(f["shard"] for f in same), sorted({f["commit"] for f in same})
+    return kept, dict(head, shards=shards, commits=commits, stale=len(every) - len(kept))
 
 
 def counts(records: list[dict], triaged: dict) -> dict:
@@ -68,8 +78,8 @@ def timing(records: list[dict]) -> list[str]:
     return out
 
 
-def write_markdown(folder: Path) -> Path:
-    records, head = results(folder)
+def write_markdown(folder: Path, root: Path = ROOT) -> Path:
+    records, head = results(folder, root)
     triaged = triage(folder)
     c = counts(records, triaged)
     out = ["# Mutation campaign", ""]
@@ -82,6 +92,8 @@ def write_markdown(folder: Path) -> Path:
     out += ["| outcome | mutants |", "| --- | --- |"]
     out += [f"| {k} | {c[k]} |" for k in (mt.KILLED, mt.TIMED_OUT, mt.SURVIVED, mt.UNREACHED, mt.PENDING)]
     out += [f"| judged | {c['judged']} |", f"| equivalent (triaged) | {c['equivalent']} |"]
+    if head.get("stale"):
+        out += ["", f"Left out: {head['stale']} stale verdicts (their file changed since their run; a rerun judges them)."]
     out += [
         "",
         f"**Score: {c['score']:.1f}%** of the {c['judged'] - c['equivalent']} non-equivalent mutants killed "

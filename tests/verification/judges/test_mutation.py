@@ -64,8 +64,12 @@ def test_a_level_that_never_executes_the_mutant_is_not_run(tmp_path):
 
 
 def test_the_report_scores_killed_over_non_equivalent(tmp_path):
-    def record(outcome, level=""):
-        return {"outcome": outcome, "level": level, "seconds": {"quick": 30.0}, "why": "", "diff": "-a\n+b"}
+    (tmp_path / "a.py").write_text("x = 1\n")
+    sha1 = digest(tmp_path / "a.py")
+
+    def record(outcome, level="", sha1=sha1):
+        return {"path": "a.py", "sha1": sha1, "outcome": outcome, "level": level, "seconds": {"quick": 30.0},
+                "why": "", "diff": "-a\n+b"}
 
     mutants = {
         "k1": record(mt.KILLED, "quick"),
@@ -73,18 +77,21 @@ def test_the_report_scores_killed_over_non_equivalent(tmp_path):
         "s1": record(mt.SURVIVED),
         "s2": record(mt.SURVIVED),
         "u1": record(mt.UNREACHED),
+        "old": record(mt.SURVIVED, sha1="0" * 12),  # a.py changed since: stale, left out
+        "none": record(mt.KILLED, sha1=None),  # no digest (an older results file): stale too
     }
     header = {"tool": "cosmic-ray 8.7.0", "sample": 5, "seed": 0, "shard": "1/1", "commit": "abc"}
     (tmp_path / "mutation-1-of-1.json").write_text(json.dumps(dict(header, mutants=mutants)))
     (tmp_path / "mutation-triage.txt").write_text("s1 | equivalent | the edit changes nothing observable\n")
-    c = counts([dict(r, key=k) for k, r in mutants.items()], {"s1": ("equivalent", "x")})
+    c = counts([dict(r, key=k) for k, r in mutants.items() if r["sha1"] == sha1], {"s1": ("equivalent", "x")})
     assert (c["judged"], c["equivalent"], c[mt.KILLED], c[mt.TIMED_OUT]) == (5, 1, 1, 1)
     assert c["score"] == pytest.approx(50.0)
-    text = write_markdown(tmp_path).read_text()
+    text = write_markdown(tmp_path, root=tmp_path).read_text()
     assert "**Score: 50.0%** of the 4 non-equivalent" in text and "| s2 | survived |" in text
+    assert "Left out: 2 stale verdicts" in text and "| old |" not in text
     (tmp_path / "mutation-triage.txt").write_text("s1 | maybe | x\n")
     with pytest.raises(ValueError, match="line 1"):
-        write_markdown(tmp_path)
+        write_markdown(tmp_path, root=tmp_path)
 
 
 def test_cosmic_ray_applies_a_mutant_to_a_toy():
@@ -108,6 +115,7 @@ def test_pending_mutants_are_judged_again_from_the_coverage_reports(tmp_path):
     def record(lines, seconds):
         return {
             "path": "a.py",
+            "sha1": digest(tmp_path / "a.py"),
             "operator": "op",
             "occurrence": 0,
             "lines": lines,
@@ -118,10 +126,11 @@ def test_pending_mutants_are_judged_again_from_the_coverage_reports(tmp_path):
             "diff": "",
         }
 
+    report = _report(tmp_path, "1-5")  # neither level reaches lines 10 and 12; both reach line 2
     mutants = {"a": record([10, 10], {}), "b": record([12, 12], {"quick": 3.0}), "c": record([2, 2], {"quick": 3.0})}
+    mutants["d"] = dict(record([12, 12], {}), sha1="0" * 12)  # stale: not judged from a report of other lines
     header = {"tool": "cosmic-ray 8.7.0", "sample": 3, "seed": 0, "shard": "1/1", "commit": "abc"}
     (tmp_path / "mutation-1-of-1.json").write_text(json.dumps(dict(header, mutants=mutants)))
-    report = _report(tmp_path, "1-5")  # neither level reaches lines 10 and 12; both reach line 2
     rejudge(tmp_path, {"quick": report, "default": report}, root=tmp_path)
     after = json.loads((tmp_path / "mutation-1-of-1.json").read_text())["mutants"]
-    assert [after[k]["outcome"] for k in "abc"] == [mt.UNREACHED, mt.SURVIVED, mt.PENDING]
+    assert [after[k]["outcome"] for k in "abcd"] == [mt.UNREACHED, mt.SURVIVED, mt.PENDING, mt.PENDING]
