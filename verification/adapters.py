@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 from slotwarden.adapters.sglang.drill import installed
 
-SCENARIOS = ("plain", "radix", "session", "alloc_group", "flush", "rollback")
-RUST = ("radix", "session", "flush")  # the scenarios with tree moves, on SGLang's default core
+SCENARIOS = ("plain", "radix", "session", "alloc_group", "flush", "rollback", "lazy")
+RUST = ("radix", "session", "flush", "lazy")  # the scenarios with tree moves, on SGLang's default core
 REPLAYS = (("lent_slot_rollback", False), ("sentinel_free", True), ("double_free", False))
 QUICK = (("plain", True, "python"), ("radix", False, "python"), ("session", False, "python"))
 
@@ -37,8 +37,10 @@ class Case(NamedTuple):
 def cases(quick: bool) -> list[Case]:
     if quick:
         return [Case(*c) for c in QUICK]
-    out = [Case(name, extra, "python") for name in SCENARIOS for extra in (False, True)]
-    return out + [Case(name, False, "rust") for name in RUST]
+    from slotwarden.adapters.sglang.drill.scenarios import LAZY  # lazy mode needs extra buffers
+
+    out = [Case(n, extra, "python") for n in SCENARIOS for extra in (False, True) if extra or n not in LAZY]
+    return out + [Case(n, n in LAZY, "rust") for n in RUST]
 
 
 def comparable(seen: dict) -> dict:
@@ -63,7 +65,7 @@ def _run(case: Case, trace: str | None):
     if trace is not None:
         sw.install(trace=trace)
     try:
-        fx = objects.build(extra_buffer=case.extra_buffer, backend=case.backend)
+        fx = objects.build(extra_buffer=case.extra_buffer, backend=case.backend, lazy=case.scenario in scenarios.LAZY)
         return fx, getattr(scenarios, case.scenario)(fx)
     finally:
         sw.uninstall()

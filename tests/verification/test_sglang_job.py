@@ -48,3 +48,18 @@ def test_the_job_fails_when_the_guard_lets_a_replayed_bug_through(monkeypatch):
 
     monkeypatch.setattr(sw.GuardedSlots, "free", lambda self, free_index: self.raw.free(free_index))
     assert adapters.check_replay("double_free", False).startswith("refused 0 times")
+
+
+@NEEDS_SGLANG
+def test_the_lazy_scenario_passes_and_fails_when_the_boundarys_free_is_unmapped(monkeypatch, tmp_path):
+    """Lazy extra buffers in the default run: guarded = bare on both tree cores; with the
+    post-decode's free left to the plain holder mapping, the session's lent track slot is refused."""
+    from slotwarden.adapters.sglang import hooks
+    from slotwarden.adapters.sglang.drill import stubs
+
+    stubs.install()
+    lazy = [c for c in adapters.cases(quick=False) if c.scenario == "lazy"]
+    assert {(c.extra_buffer, c.backend) for c in lazy} == {(True, "python"), (True, "rust")}
+    assert all(adapters.check_scenario(c, tmp_path) == "" for c in lazy)
+    monkeypatch.delitem(hooks.HOOKS, "SchedulerBatchResultProcessor.mamba_lazy_post_decode_at_boundary")
+    assert "IllegalFree" in adapters.check_scenario(lazy[0], tmp_path)

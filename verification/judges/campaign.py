@@ -103,7 +103,11 @@ def rejudge(folder: Path, reports: dict | None = None, root: Path = ROOT) -> Non
     for path in sorted(folder.glob("mutation-*-of-*.json")):
         saved = json.loads(path.read_text())
         for key, r in saved["mutants"].items():
-            if current(r, root) and r["outcome"] in (mt.PENDING, mt.SURVIVED, mt.UNREACHED) and "default" not in r["seconds"]:
+            if (
+                current(r, root)
+                and r["outcome"] in (mt.PENDING, mt.SURVIVED, mt.UNREACHED)
+                and "default" not in r["seconds"]
+            ):
                 m = mt.Mutant(key, r["path"], r["operator"], r["occurrence"], tuple(r["lines"]))
                 v = mt.judge(m, reports, _no_run, ("quick",), root, survived=r["seconds"])
                 r.update(outcome=v.outcome, level=v.level, why=v.why)

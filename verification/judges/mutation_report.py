@@ -93,7 +93,10 @@ def write_markdown(folder: Path, root: Path = ROOT) -> Path:
     out += [f"| {k} | {c[k]} |" for k in (mt.KILLED, mt.TIMED_OUT, mt.SURVIVED, mt.UNREACHED, mt.PENDING)]
     out += [f"| judged | {c['judged']} |", f"| equivalent (triaged) | {c['equivalent']} |"]
     if head.get("stale"):
-        out += ["", f"Left out: {head['stale']} stale verdicts (their file changed since their run; a rerun judges them)."]
+        out += [
+            "",
+            f"Left out: {head['stale']} stale verdicts (their file changed since their run; a rerun judges them).",
+        ]
     out += [
         "",
         f"**Score: {c['score']:.1f}%** of the {c['judged'] - c['equivalent']} non-equivalent mutants killed "

@@ -4,10 +4,7 @@ the request's own, admitted at once, and the boundary's old slot is freed by it 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
-import torch
 
 from slotwarden.adapters.sglang.drill import installed
 
@@ -25,12 +22,8 @@ from slotwarden.model.vocabulary import State  # noqa: E402
 
 from slotwarden.adapters.sglang.drill import census, flow, objects, scenarios  # noqa: E402
 
-INTERVAL = 4
-
-
-def _batch(fx, reqs, seq_len: int):
-    """What the two boundary methods read of a decode ScheduleBatch."""
-    return SimpleNamespace(reqs=reqs, req_to_token_pool=fx.pool, seq_lens_cpu=torch.tensor([seq_len] * len(reqs)))
+INTERVAL = scenarios.TRACK_INTERVAL
+_batch = scenarios.boundary_batch
 
 
 def _boundary(fx, prepare) -> tuple:

@@ -68,8 +68,15 @@ def test_the_report_scores_killed_over_non_equivalent(tmp_path):
     sha1 = digest(tmp_path / "a.py")
 
     def record(outcome, level="", sha1=sha1):
-        return {"path": "a.py", "sha1": sha1, "outcome": outcome, "level": level, "seconds": {"quick": 30.0},
-                "why": "", "diff": "-a\n+b"}
+        return {
+            "path": "a.py",
+            "sha1": sha1,
+            "outcome": outcome,
+            "level": level,
+            "seconds": {"quick": 30.0},
+            "why": "",
+            "diff": "-a\n+b",
+        }
 
     mutants = {
         "k1": record(mt.KILLED, "quick"),

@@ -8,11 +8,17 @@ copy-on-write match, explicit lock/unlock, evict and evict_for_alloc. (c) sessio
 taken by the session, a later turn borrowing it, an aborted turn, a new first turn, release.
 (d) rollback: the real Scheduler._get_new_batch_prefill_raw (shell.py) with a last candidate that
 does not fit. (e) alloc group around a prefill round's matches. (f) flush: the real
-Scheduler.flush_cache with the tree and a session holding slots.
+Scheduler.flush_cache with the tree and a session holding slots. (g) lazy: lazy extra buffers,
+two requests and a session's later turn each crossing track boundaries.
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import torch
+from sglang.srt.managers.schedule_batch import ScheduleBatch
+from sglang.srt.managers.scheduler_components.batch_result_processor import SchedulerBatchResultProcessor
 from sglang.srt.mem_cache.base_prefix_cache import EvictParams
 from sglang.srt.mem_cache.common import checkpoint_kv_cache
 
@@ -21,6 +27,9 @@ from slotwarden.adapters.sglang.drill.objects import make_req, make_session
 
 PROMPT = list(range(1, 9))
 LONGER = list(range(1, 13))
+TRACK_INTERVAL = 4  # the lazy scenario's boundaries: every 4 tokens
+LAZY = ("lazy",)
+"""The scenarios run with lazy extra buffers (objects.build(lazy=True)): only with extra buffers."""
 
 
 def evict_all(fx) -> int:
@@ -192,4 +201,55 @@ def rollback(fx) -> dict:
     flow.run(fx, fits)
     flow.finish(fx, fits)
     seen["evicted"] = evict_all(fx)
+    return seen
+
+
+def boundary_batch(fx, reqs, seq_len: int):
+    """What the lazy boundary methods read of a decode ScheduleBatch at `seq_len` tokens."""
+    return SimpleNamespace(reqs=reqs, req_to_token_pool=fx.pool, seq_lens_cpu=torch.tensor([seq_len] * len(reqs)))
+
+
+def _cross(fx, reqs, seq_len: int, speculative: bool) -> None:
+    """One track boundary: SGLang's loop allocates each request's next track slot (the prealloc,
+    or the speculative prepare), the decode runs, and the post-decode frees the old one."""
+    batch = boundary_batch(fx, reqs, seq_len)
+    if speculative:
+        ScheduleBatch.mamba_lazy_spec_prepare(batch, TRACK_INTERVAL, 3)
+    else:
+        ScheduleBatch.mamba_lazy_prealloc_at_boundary(batch, TRACK_INTERVAL)
+    for req in reqs:
+        after = SchedulerBatchResultProcessor.mamba_lazy_post_decode_at_boundary
+        after(object(), req, batch, req.kv.mamba_next_track_idx)
+
+
+def lazy(fx) -> dict:
+    """Lazy extra buffers: two requests cross a boundary by prealloc, then one by the speculative
+    prepare; a session's later turn (borrowing the record) crosses one; then all finish."""
+    seen = {}
+    reqs = [make_req(PROMPT), make_req(PROMPT + [60, 61])]
+    for req in reqs:
+        flow.start(fx, req)
+    seen["tracks_at_start"] = [list(r.kv.mamba_ping_pong_empty) for r in reqs]
+    _cross(fx, reqs, 2 * TRACK_INTERVAL, speculative=False)
+    seen["free_after_prealloc"] = fx.mamba_free()
+    _cross(fx, reqs, 3 * TRACK_INTERVAL, speculative=True)
+    seen["tracks_after_spec"] = [list(r.kv.mamba_ping_pong_empty) for r in reqs]
+    for req in reqs:
+        flow.run(fx, req)
+        flow.finish(fx, req)
+    evict_all(fx)
+    sess = make_session("z")
+    first = make_req(PROMPT, session=sess)
+    flow.start(fx, first)
+    flow.run(fx, first)
+    flow.finish(fx, first)
+    later = make_req(LONGER, session=sess)
+    flow.start(fx, later)
+    _cross(fx, [later], 3 * TRACK_INTERVAL, speculative=False)
+    flow.run(fx, later)
+    flow.finish(fx, later)
+    seen["session_held"] = "z" in fx.session.slots
+    fx.cache.release_session("z")
+    seen["evicted"] = evict_all(fx)
+    seen["free_at_end"] = fx.mamba_free()
     return seen
