@@ -155,10 +155,12 @@ class BatchBuilder:
         try:
             ids = self.pool.alloc_each([req.rid for req in planned])
         except BaseException:
+            for req in planned:  # every handle made true first: a second fault in a rollback below leaves them so
+                req.unzeroed = self._adopt(req) is State.TAKEN  # allocated, but its zeroing may not have run
             for req in planned:
-                if self._adopt(req) is State.TAKEN:  # allocated, but its zeroing may not have run: give it back
+                if req.unzeroed:  # give it back
                     self.pool.rollback([req.slot], Actor.request(req.rid))
-                    req.slot = None
+                    req.slot, req.unzeroed = None, False
                 if req.slot is None:
                     self.moves.cache_forget(req)
             raise
@@ -172,9 +174,12 @@ class BatchBuilder:
     def take_slot(self, req: Request) -> bool:
         """The candidate takes its slot: its session's parked slot, lent to it, or a fresh one
         (or keeps the one it took in a step a fault interrupted)."""
-        if req.slot is not None:
-            return True
         actor = Actor.request(req.rid)
+        if req.slot is not None:
+            if req.unzeroed:  # a second fault cut its recovery short: zero it now, as its alloc would have
+                self.pool.zero([req.slot], actor)
+                req.unzeroed = False
+            return True
         try:
             if req.session is not None:
                 s = self.sessions[req.session]
@@ -185,9 +190,10 @@ class BatchBuilder:
             self.moves.cache_match(req)  # a plain request locks its longest cached prefix, if any
             ids = self.pool.alloc(1, actor)
         except BaseException:
-            if self._adopt(req) is State.TAKEN:  # allocated, but its zeroing may not have run: give it back
+            req.unzeroed = self._adopt(req) is State.TAKEN  # allocated, but its zeroing may not have run
+            if req.unzeroed:  # give it back (kept, and zeroed when next taken, if a second fault strikes here)
                 self.pool.rollback([req.slot], actor)
-                req.slot = None
+                req.slot, req.unzeroed = None, False
             if req.slot is None:
                 self.moves.cache_forget(req)
             raise

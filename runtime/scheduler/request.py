@@ -41,6 +41,7 @@ class Request:
     waited: int = 0  # steps spent at the head of the queue waiting for a slot or a seat
     outputs_at_admit: int = 0  # len(output) when last admitted: retraction waits for progress past it
     generation: int = 0  # bumped when it leaves the running batch: outputs of steps launched before are void
+    unzeroed: bool = False  # holds a faulted alloc's slot the recovery could not give back: zeroed when kept
     cached: tuple | None = None  # a candidate's prefix-cache match (node, slot, length), locked until copied
     temperature: float = 0.0  # 0: greedy; > 0: sampled (kernels/sample.py)
     seed: int = 0  # the sampling seed, an int64 (with the token's position, all its noise depends on)

@@ -4,9 +4,10 @@ before or after the pool calls the scheduler makes, and the fault contract judge
 Each example plans its faults (an exception, `KeyboardInterrupt` included), armed one at a time
 at a public call's start, each at a coming pool call: every move (its own and its prefix cache's),
 `launch`, `fence`, `on_device` and the zeroing alloc runs before its ledger write; now and then a
-second one right after the first struck, in the recovery; the teardown's drain is faulted too.
-A fault after alloc is taken as the scheduler takes it (admission.py): the slots moved, their
-zeroing not confirmed, so the machine fills them with garbage. Then either the scheduler went on:
+second one, before or after the next pool call once the first struck (in the recovery); the
+teardown's drain is faulted too. A fault after alloc is taken as the scheduler takes it
+(admission.py): the slots moved, their zeroing not confirmed, so the machine fills them with
+garbage. Then either the scheduler went on:
 every handle (a waiting candidate's too) agrees with the pool, every request ends with the tokens
 and state of its transcript's fault-free replay (`ContinuityMachine`), the idle audit is clean;
 or it is broken: every later public call raises `SchedulerBroken`, naming the fault. Any other
@@ -141,7 +142,7 @@ def plans(calls: tuple):
 
     A fault strikes at the `at`-th coming call named (or of any kind); the simplest draws, which
     Hypothesis makes most, are after an alloc, where a candidate's slot is decided. A second one
-    strikes after the first call made once the first struck: mostly in its recovery."""
+    strikes before or after the first call made once the first struck: mostly in its recovery."""
     first = st.builds(
         Fault,
         name=st.one_of(st.sampled_from(ALLOCS), st.none(), st.sampled_from(calls)),
@@ -153,7 +154,7 @@ def plans(calls: tuple):
         Fault,
         name=st.one_of(st.none(), st.sampled_from(calls)),
         at=st.just(1),
-        when=st.just("after"),
+        when=st.sampled_from(["after", "before"]),
         exc=st.sampled_from([RuntimeError, KeyboardInterrupt]),
     )
     return st.lists(st.tuples(first, st.one_of(again, st.none())), min_size=1, max_size=6)

@@ -1,10 +1,11 @@
 """The fault machines (verification/machines/faults.py): the contract holds on the runtime as it
 is, and each broken variant below fails the machine at a small budget: (a) the contract's judge
-without its handle check, (b) a candidate that keeps a slot its faulted alloc may not have zeroed."""
+without its handle check, (b) a candidate that keeps a slot its faulted alloc may not have zeroed,
+(c) the same slot kept when a second fault strikes before the recovery's rollback, unzeroed."""
 
 import pytest
 
-from slotwarden.model.vocabulary import State
+from slotwarden.model.vocabulary import Actor, State
 from slotwarden.runtime.scheduler import contract
 from slotwarden.runtime.scheduler.admission import BatchBuilder
 from slotwarden.runtime.scheduler.build import build
@@ -38,6 +39,44 @@ def test_a_second_fault_in_the_recovery_breaks_the_scheduler_and_it_refuses_ever
         with pytest.raises(SchedulerBroken):
             call()
     assert faults.log == ["RuntimeError after pool.alloc", "KeyboardInterrupt after pool.rollback"]
+
+
+def test_a_second_fault_before_the_recoverys_rollback_leaves_a_kept_slot_zeroed_when_taken():
+    """A fault after alloc (the slot moved, its zeroing unconfirmed: filled with garbage), then one
+    before the rollback that would give it back: the request keeps the slot, and its next step
+    zeroes it first, so its tokens are those of a fault-free run."""
+    clean = build(MODEL, slots=2)
+    first = clean.submit([1, 2, 3], 2)
+    want = clean.run()[first].output
+    sched = build(MODEL, slots=2)
+    faults = PoolFaults(sched.pool)
+    rid = sched.submit([1, 2, 3], 2)
+    faults.plan = [[Fault("alloc", 1, "after", RuntimeError), Fault("rollback", 1, "before", KeyboardInterrupt)]]
+    faults.arm_next()
+    with pytest.raises(KeyboardInterrupt, match="before pool.rollback"):
+        sched.step()
+    assert sched.broken is None and sched.pool.held_by(Actor.request(rid)).numel() == 1  # kept
+    assert sched.run()[rid].output == want
+    assert faults.log == ["RuntimeError after pool.alloc", "KeyboardInterrupt before pool.rollback"]
+
+
+def _keep_unzeroed(monkeypatch):
+    """Broken: a slot kept from a recovery a second fault cut short is used as it is."""
+    original = BatchBuilder.take_slot
+
+    def take_slot(self, req):
+        req.unzeroed = False
+        return original(self, req)
+
+    monkeypatch.setattr(BatchBuilder, "take_slot", take_slot)
+
+
+def test_without_zeroing_the_kept_slot_the_second_fault_changes_the_tokens(monkeypatch):
+    _keep_unzeroed(monkeypatch)
+    with pytest.raises(AssertionError, match="=="):  # the garbage in the slot gives other tokens
+        test_a_second_fault_before_the_recoverys_rollback_leaves_a_kept_slot_zeroed_when_taken()
+    r = run_machine("keeps a slot unzeroed after two faults", FaultMachine, Budget(200, 25), 0, shrink=False)
+    assert not r.passed and "transcript" in r.error, r.error
 
 
 def test_without_the_handle_check_a_fault_leaves_a_scheduler_out_of_step_and_the_machine_fails(monkeypatch):
