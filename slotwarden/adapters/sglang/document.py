@@ -57,11 +57,11 @@ no move of a request takes a LENT slot toward the free list; ...; the slot belon
 
 `slotwarden verify` drives SGLang's real objects (`slotwarden/adapters/sglang/drill/`: the pool,
 UnifiedRadixCache with its MambaComponent, StreamingSession, the real prefill round and flush,
-and the lazy track boundaries) on CPU: every scenario bare and guarded, on both tree cores, must show the same, refuse nothing,
-end with a clean audit, no unattributed alloc, SGLang's own pool equations balanced and a trace
-that check-trace accepts; every replayed bug must be refused at its buggy call with nothing
-changed. Without sglang==0.5.23 and its pinned packages (requirements/sglang.txt) the job is a
-SKIP row naming what is missing.
+and the lazy track boundaries) on CPU: every scenario bare and guarded, on both tree cores, must
+show the same, refuse nothing, end with a clean audit, no unattributed alloc, SGLang's own pool
+equations balanced and a trace that check-trace accepts; every replayed bug must be refused at
+its buggy call with nothing changed. Without sglang==0.5.23 and its pinned packages
+(requirements/sglang.txt) the job is a SKIP row naming what is missing.
 
 ## Extra buffers and sessions
 
