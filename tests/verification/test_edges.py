@@ -10,12 +10,20 @@ import textwrap
 import pytest
 
 from slotwarden.kernels import sample
-from slotwarden.model import errors
+from slotwarden.model import diagram, document, errors, palette
 from slotwarden.runtime import inputs, pool, trace
 from slotwarden.runtime.ledger import checks, ledger
 from slotwarden.runtime.radix import node, tree
 from slotwarden.runtime.scheduler import scheduler
-from slotwarden.verification.edges import conversions, one_slot, scheduler_runs, trace_format, tree_integrity, words
+from slotwarden.verification.edges import (
+    conversions,
+    documents,
+    one_slot,
+    scheduler_runs,
+    trace_format,
+    tree_integrity,
+    words,
+)
 from slotwarden.verification.edges.job import EDGE_CHECKS, edge_row, problems_of
 from slotwarden.verification.verify.jobs import Row
 
@@ -198,6 +206,31 @@ VARIANTS = {  # id -> (module whose problems() must see it, owner, function, old
         "pass",
         "lost a result",
     ),
+    "a diagram that loses the last transition of each event": (
+        documents,
+        diagram,
+        "_moves",
+        "for t in transitions:",
+        "for t in transitions[:-1]:",
+        "the diagram's edges",
+    ),
+    "a seed-bug picture without its refused move": (
+        documents,
+        diagram,
+        "mermaid_flow",
+        "for r in refuse:",
+        "for r in ():",
+        "seed bug",
+    ),
+    "the lifecycle page drifts from the declaration": (
+        documents,
+        document,
+        "lifecycle_markdown",
+        'return "\\n".join(',
+        'return "\\n\\n".join(',
+        "docs/lifecycle.md",
+    ),
+    "ink by the wrong threshold": (documents, palette, "ink", ">= 140", ">= 10", "the ink on"),
     "tombstones pile up unchecked": (
         tree_integrity,
         node,

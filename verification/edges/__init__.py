@@ -1,16 +1,14 @@
-"""verify's checks of the runtime's edges, each a function returning its problems (an empty list
-when it holds) and each shown failing on a broken variant in tests/verification/edges/:
+"""verify's checks of the runtime's edges, each a function returning its problems (empty when
+it holds), each shown failing on broken variants in tests/verification/test_edges.py:
 
-- `trace_format`: traces the runtime writes replay clean in `check-trace`, every line and the
-  header round-trip through the parser's two paths, and every malformed line is refused naming
-  its line and its fault;
-- `conversions`: the ledger's id, actor, event, count and step conversions at their bounds
-  (int64 and beyond, numpy and torch types): the value named, or a typed refusal naming the
-  argument, the value and why, with nothing changed;
+- `trace_format`: runtime traces replay clean in `check-trace`, lines and header round-trip,
+  malformed lines are refused naming their line and fault;
+- `conversions`: ids, actors, targets, counts and steps at their bounds (int64 and beyond,
+  numpy and torch types): converted, or refused in words with nothing changed;
 - `one_slot`: `apply_one` and `apply_each` agree with `apply` on every lane;
-- `words`: refusals name the slot, its state and owner, the event and the actor;
-- `scheduler_runs`: `Scheduler.run`, its counters against the steps it made, parallel
-  sampling's ids, prefills and results, a failing forward pass and the session reaper;
-- `tree_integrity`: the prefix tree's `check()` passes on every tree its operations build and
-  flags each broken tree built for one of its invariants.
+- `words`: refusals name the slot, its state and owner, the event and the actor; errors pickle;
+- `scheduler_runs`: `run`, counters against the steps made, parallel sampling's ids, seeds
+  and prefills, failed forward passes, the session reaper and `session_state`;
+- `documents`: the diagrams draw the declaration's rules, and docs/ is what it generates;
+- `tree_integrity`: the prefix tree's `check()` passes on built trees, flags broken ones.
 """

@@ -7,7 +7,15 @@ import time
 import traceback
 from pathlib import Path
 
-from slotwarden.verification.edges import conversions, one_slot, scheduler_runs, trace_format, tree_integrity, words
+from slotwarden.verification.edges import (
+    conversions,
+    documents,
+    one_slot,
+    scheduler_runs,
+    trace_format,
+    tree_integrity,
+    words,
+)
 
 EDGE_CHECKS = {  # name -> (module, what its row says)
     "trace format": (
@@ -30,6 +38,7 @@ EDGE_CHECKS = {  # name -> (module, what its row says)
         scheduler_runs,
         "counters = steps made; run() and NotIdle; sampling ids, seeds and one prefill; failed steps; session state",
     ),
+    "documents": (documents, "the diagrams draw exactly the rules; docs/ is what the declaration generates"),
     "tree integrity": (
         tree_integrity,
         "check() passes on built trees and flags {n} broken ones; refusals typed and named",
