@@ -10,13 +10,14 @@ import textwrap
 import pytest
 
 from slotwarden.kernels import sample
-from slotwarden.model import diagram, document, errors, palette
-from slotwarden.runtime import inputs, pool, trace
+from slotwarden.model import diagram, document, errors, free, palette
+from slotwarden.runtime import guarded_allocator, inputs, pool, trace
 from slotwarden.runtime.ledger import checks, ledger
 from slotwarden.runtime.radix import node, tree
 from slotwarden.runtime.scheduler import scheduler
 from slotwarden.verification.edges import (
     conversions,
+    free_lanes,
     documents,
     one_slot,
     scheduler_runs,
@@ -231,6 +232,22 @@ VARIANTS = {  # id -> (module whose problems() must see it, owner, function, old
         "docs/lifecycle.md",
     ),
     "ink by the wrong threshold": (documents, palette, "ink", ">= 140", ">= 10", "the ink on"),
+    "a free mapping that accepts a borrower's free of a lent slot (model/free.py)": (
+        free_lanes,
+        free,
+        "free_rules",
+        "group in TOWARD_FREE",
+        "group in TOWARD_FREE + (Group.SESSION_OWNED,)",
+        "the seed bug: the borrower frees it: ok",
+    ),
+    "the compiled free lane keeps the engine's slot": (
+        free_lanes,
+        guarded_allocator.GuardedAllocator,
+        "_free_one_move",
+        "self.guard.allocator.free, free_index",
+        "lambda ids: None, free_index",
+        "compiled lane",
+    ),
     "tombstones pile up unchecked": (
         tree_integrity,
         node,

@@ -10,6 +10,7 @@ from pathlib import Path
 from slotwarden.verification.edges import (
     conversions,
     documents,
+    free_lanes,
     one_slot,
     scheduler_runs,
     trace_format,
@@ -29,6 +30,10 @@ EDGE_CHECKS = {  # name -> (module, what its row says)
     "one-slot lanes": (
         one_slot,
         "apply_one (compiled, hooked, per-slot) and apply_each (compiled, numpy) = apply, move by move",
+    ),
+    "free lanes": (
+        free_lanes,
+        "the drop-in allocator: compiled = numpy lane, frees by the free rule, refusals change nothing",
     ),
     "refusals in words": (
         words,
