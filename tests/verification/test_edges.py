@@ -11,11 +11,12 @@ import pytest
 
 from slotwarden.kernels import sample
 from slotwarden.model import diagram, document, errors, free, palette
-from slotwarden.runtime import guarded_allocator, inputs, pool, trace
-from slotwarden.runtime.ledger import checks, ledger
+from slotwarden.runtime import config, guard, guarded_allocator, inputs, pool, trace
+from slotwarden.runtime.ledger import audit, checks, ledger
 from slotwarden.runtime.radix import node, tree
 from slotwarden.runtime.scheduler import scheduler
 from slotwarden.verification.edges import (
+    audits,
     conversions,
     free_lanes,
     documents,
@@ -247,6 +248,46 @@ VARIANTS = {  # id -> (module whose problems() must see it, owner, function, old
         "self.guard.allocator.free, free_index",
         "lambda ids: None, free_index",
         "compiled lane",
+    ),
+    "an owner left on a FREE slot unaudited": (
+        audits,
+        audit.Integrity,
+        "audit",
+        "if astray.size:",
+        "if False:",
+        "an owner on a FREE slot",
+    ),
+    "a FREE slot missing from the engine unaudited": (
+        audits,
+        guard.LedgerGuard,
+        "audit",
+        "if missing.size:",
+        "if False:",
+        "a FREE slot missing",
+    ),
+    "an engine's list alloc not given back": (
+        audits,
+        guard.LedgerGuard,
+        "_refuse_shape",
+        "self.allocator.free(torch.as_tensor(ids, dtype=torch.int64).reshape(-1))",
+        "pass",
+        "a list",
+    ),
+    "a conv window of no columns accepted": (
+        audits,
+        config.PoolConfig,
+        "__post_init__",
+        "if self.conv_kernel < 2:",
+        "if self.conv_kernel < 1:",
+        "conv_kernel=1",
+    ),
+    "fit counts the pad slot as a slot": (
+        audits,
+        config.PoolConfig,
+        "fit",
+        "budget_bytes // probe.bytes_per_slot() - 1",
+        "budget_bytes // probe.bytes_per_slot()",
+        "fit of",
     ),
     "tombstones pile up unchecked": (
         tree_integrity,

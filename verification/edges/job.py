@@ -8,6 +8,7 @@ import traceback
 from pathlib import Path
 
 from slotwarden.verification.edges import (
+    audits,
     conversions,
     documents,
     free_lanes,
@@ -42,6 +43,10 @@ EDGE_CHECKS = {  # name -> (module, what its row says)
     "scheduler runs": (
         scheduler_runs,
         "counters = steps made; run() and NotIdle; sampling ids, seeds and one prefill; failed steps; session state",
+    ),
+    "audits": (
+        audits,
+        "ledger and guard audits flag each broken ledger and lying engine; engine allocs and configs refused",
     ),
     "documents": (documents, "the diagrams draw exactly the rules; docs/ is what the declaration generates"),
     "tree integrity": (
