@@ -12,11 +12,12 @@ import pytest
 from slotwarden.kernels import sample
 from slotwarden.model import diagram, document, errors, free, palette
 from slotwarden.runtime import config, guard, guarded_allocator, inputs, pool, trace
-from slotwarden.runtime.ledger import audit, checks, ledger
+from slotwarden.runtime.ledger import audit, batch, checks, ledger
 from slotwarden.runtime.radix import node, tree
 from slotwarden.runtime.scheduler import scheduler
 from slotwarden.verification.edges import (
     audits,
+    batch_lanes,
     conversions,
     free_lanes,
     documents,
@@ -288,6 +289,14 @@ VARIANTS = {  # id -> (module whose problems() must see it, owner, function, old
         "budget_bytes // probe.bytes_per_slot() - 1",
         "budget_bytes // probe.bytes_per_slot()",
         "fit of",
+    ),
+    "the numpy lane keeps freed slots off the free list": (
+        batch_lanes,
+        batch.BatchPath,
+        "_settle",
+        "frees = self.has_free_list and event is not _ALLOC",
+        "frees = False",
+        "numpy",
     ),
     "tombstones pile up unchecked": (
         tree_integrity,

@@ -4,8 +4,8 @@ it holds), each shown failing on broken variants in tests/verification/test_edge
   malformed lines are refused naming their line and fault;
 - `conversions`: ids, actors, targets, counts and steps at their bounds (int64 and beyond,
   numpy and torch types): converted, or refused in words with nothing changed;
-- `one_slot`, `free_lanes`: `apply_one`, `apply_each` and the drop-in allocator agree on every
-  lane of the ledger; frees follow the declaration's free rule;
+- `one_slot`, `batch_lanes`, `free_lanes`: one-slot moves, many-slot batches and the drop-in
+  allocator agree on every lane of the ledger; frees follow the declaration's free rule;
 - `words`: refusals name the slot, its state and owner, the event and the actor; errors pickle;
 - `scheduler_runs`: `run`, counters against the steps made, parallel sampling's ids, seeds
   and prefills, failed forward passes, the session reaper and `session_state`;

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from slotwarden.verification.edges import (
     audits,
+    batch_lanes,
     conversions,
     documents,
     free_lanes,
@@ -31,6 +32,10 @@ EDGE_CHECKS = {  # name -> (module, what its row says)
     "one-slot lanes": (
         one_slot,
         "apply_one (compiled, hooked, per-slot) and apply_each (compiled, numpy) = apply, move by move",
+    ),
+    "batch lanes": (
+        batch_lanes,
+        "many-slot batches and fences: compiled = numpy = batched numpy = runs from 2, call by call",
     ),
     "free lanes": (
         free_lanes,
