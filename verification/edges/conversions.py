@@ -3,17 +3,19 @@ on a fresh ledger (4 slots, a free list) that either succeeds with the moves it 
 the typed error it names, whose text holds the words given (the argument, the bad value, why),
 with the ledger's columns and counters unchanged. The values are the ones a caller can hand
 over by mistake: ints beyond int64 (above and below), numpy and torch integer types, bools,
-ragged lists, masked arrays, meta tensors, ranges longer than `sys.maxsize`, NOBODY (-1).
+ragged lists, masked arrays, meta tensors, ranges longer than `sys.maxsize`, NOBODY (-1); and
+the ledger's own arguments, allocs with no free list or past it, a call from another thread.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
 
-from slotwarden.model.errors import BadActor, BadInput, BadSlotId
+from slotwarden.model.errors import BadActor, BadInput, BadSlotId, IllegalMove, WrongThread
 from slotwarden.model.vocabulary import Actor, ActorKind, Event, State
 from slotwarden.runtime.free_list import FreeList
 from slotwarden.runtime.guard import LedgerGuard
@@ -108,6 +110,50 @@ CASES = (
     Case("a numpy step", lambda led: led.fence(np.int64(0)), None, states=(A, A, F, F)),
     Case("a step below 0", lambda led: led.fence(-1), BadInput, "a step is an int >= 0"),
     Case("a capacity of 0", lambda led: SlotLedger(0), BadInput, "a capacity of at least 1 slot"),
+    # the ledger's own arguments, its allocs by count and per request, its thread
+    Case("a check mode", lambda led: SlotLedger(4, check="loose"), BadInput, "check must be one of ('strict', 'off')"),
+    Case("a free_list flag", lambda led: SlotLedger(4, free_list="yes"), BadInput, "free_list is True or False"),
+    Case("a recorder depth", lambda led: SlotLedger(4, recorder_depth=-1), BadInput, "recorder_depth is an int >= 0"),
+    Case("a lifecycle", lambda led: SlotLedger(4, lifecycle=5), BadInput, "bad lifecycle 5: a Lifecycle declaration"),
+    Case(
+        "alloc with no free list",
+        lambda led: SlotLedger(4, free_list=False).alloc(1, R1),
+        BadSlotId,
+        "keeps no free list",
+    ),
+    Case(
+        "alloc_each, no free list",
+        lambda led: SlotLedger(4, free_list=False).alloc_each([1] * 9),
+        BadSlotId,
+        "no free list",
+    ),
+    Case("alloc_each of more than the pool", lambda led: led.alloc_each([5] * 9), None, states=(A, A, F, F)),
+    Case("alloc_each of more than is free", lambda led: led.alloc_each([5, 6, 7]), None, states=(A, A, F, F)),
+    Case("alloc_each of nobody", lambda led: led.alloc_each([]), BadActor, "at least one request to allocate for"),
+    Case("alloc_each of a range", lambda led: led.alloc_each(range(20)), BadActor, "bad actor_ids range(0, 20)"),
+    Case("alloc_each of an int", lambda led: led.alloc_each(5), BadActor, "bad actor_ids 5 for alloc"),
+    Case(
+        "apply_each of an alloc",
+        lambda led: led.apply_each(Event.ALLOC, [3], [1]),
+        BadInput,
+        "names no target and no step",
+    ),
+    Case(
+        "apply_each of a park",
+        lambda led: led.apply_each(Event.PARK, [1], [1]),
+        BadInput,
+        "names no target and no step",
+    ),
+    Case(
+        "an alloc by a session", lambda led: led.alloc(1, Actor.session(1)), IllegalMove, "only a request may fire it"
+    ),
+    Case("a batch alloc by a session", lambda led: led.alloc(2, Actor.session(1)), IllegalMove, "only a request"),
+    Case(
+        "a call from another thread",
+        lambda led: _elsewhere(lambda: led.apply(Event.ADMIT, [1], R1)),
+        WrongThread,
+        "single-threaded",
+    ),
     Case("live ids not a collection", lambda led: led.audit(live_requests=5), BadInput, "a collection of ids"),
     Case("ragged live ids", lambda led: led.audit(live_requests=[1, [2]]), BadInput, "bad live_requests"),
 )
@@ -156,6 +202,23 @@ class _Engine(FreeList):
 
     def alloc(self, need_size: int):
         return torch.tensor(self.ids, dtype=self.dtype)
+
+
+def _elsewhere(thunk):
+    """Run `thunk` in another thread; raise what it raised."""
+    raised = []
+
+    def run():
+        try:
+            thunk()
+        except Exception as e:  # noqa: BLE001 (handed back to the caller's thread)
+            raised.append(e)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    if raised:
+        raise raised[0]
 
 
 def _want(case: Case) -> str:

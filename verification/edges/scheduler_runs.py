@@ -12,7 +12,7 @@
   group's prompt request included), with results, a `failures` count and a clean audit;
   one that fails before writing leaves them to the next step;
 - `session_state` refuses a session with no state, a busy one, a stale one and a closed one;
-- `build()` and `SchedulerConfig` refuse bad arguments naming them; the errors pickle.
+  `build()`, `SchedulerConfig`, `submit` and the pool refuse bad arguments, naming them.
 """
 
 from __future__ import annotations
@@ -20,12 +20,19 @@ from __future__ import annotations
 import dataclasses
 import pickle
 
+import numpy as np
+import torch
+
 from slotwarden.kernels.layer import TinyMambaConfig
+from slotwarden.model.errors import BadInput, BadSlotId
+from slotwarden.model.vocabulary import Actor
+from slotwarden.runtime.pool import StatePool
 from slotwarden.kernels.sample import sibling_seed
 from slotwarden.runtime.scheduler.build import BadBuild, build
 from slotwarden.runtime.scheduler.config import SchedulerConfig
 from slotwarden.runtime.scheduler.errors import (
     BadConfig,
+    BadRequest,
     NoSessionState,
     NotIdle,
     SessionBusy,
@@ -34,6 +41,7 @@ from slotwarden.runtime.scheduler.errors import (
 )
 
 LAYER = TinyMambaConfig(layers=1)
+R9 = Actor.request(9)
 PROMPT = [3, 1, 4, 1, 5]
 
 
@@ -221,6 +229,20 @@ def _refusals() -> list[str]:
         (lambda: build(LAYER, device="meta"), BadBuild, "the meta device has none"),
         (lambda: build(LAYER, device="no-such-device"), BadBuild, "a device torch knows"),
         (lambda: build(LAYER, device=3.5), BadBuild, "a device name"),
+    ]
+    sched = _sched()
+    pool = sched.pool
+    cases += [
+        (lambda: sched.submit(torch.tensor([1.0]), 2), BadRequest, "prompt tokens must be integers, not torch.float32"),
+        (lambda: sched.submit(torch.zeros(2, dtype=torch.int64, device="meta"), 2), BadRequest, "meta device"),
+        (lambda: sched.submit(np.array([1.5]), 2), BadRequest, "prompt tokens must be integers, not float64"),
+        (lambda: sched.submit_n([1, 2], 2, n=0), BadRequest, "n must be an int in 1..256, not 0"),
+        (lambda: sched.submit([1], 2, temperature=10**400), BadRequest, "temperature must be a finite number >= 0"),
+        (lambda: sched.submit([1], 2, temperature=1e-40), BadRequest, "is too small to divide by"),
+        (lambda: sched.submit([1], 2, seed="x"), BadRequest, "seed must be an int or None, not 'x'"),
+        (lambda: StatePool("config"), BadInput, "bad config 'config': a PoolConfig"),
+        (lambda: pool.history(1, limit=-1), BadInput, "a limit is an int >= 0"),
+        (lambda: (pool.alloc(1, R9), pool.copy([1], [1, 2], R9)), BadSlotId, "copy of 1 slots into 2"),
     ]
     for thunk, kind, words in cases:
         err = _raised(thunk)
