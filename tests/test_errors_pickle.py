@@ -12,13 +12,17 @@ from slotwarden.model.vocabulary import Actor, Slot, State
 from slotwarden.runtime.radix.errors import LockRefused, TreeBroken
 from slotwarden.runtime.scheduler.build_args import BadBuild
 from slotwarden.runtime.scheduler.errors import BadConfig
+from slotwarden.runtime.scheduler.shapes import PoolMismatch
 
 ERRORS = [
-    IllegalCopy("into a slot it does not hold", slot_id=2, slot=Slot(State.RUNNING, 1, -1, 0, 0), actor=Actor.request(2)),
+    IllegalCopy(
+        "into a slot it does not hold", slot_id=2, slot=Slot(State.RUNNING, 1, -1, 0, 0), actor=Actor.request(2)
+    ),
     TreeBroken("check", "node 3: published without a slot", node=3),
     LockRefused("lock", "request 4 already holds a lock", node=1, rid=4),
     BadConfig("max_running", 0, "a positive int"),
     BadBuild("model", "tiny", "a TinyMambaConfig"),
+    PoolMismatch([("layers", 3, 1), ("device", "cpu", "meta")]),
 ]
 
 
