@@ -29,6 +29,7 @@ from slotwarden.model.vocabulary import Actor
 from slotwarden.runtime.pool import StatePool
 from slotwarden.kernels.sample import sibling_seed
 from slotwarden.runtime.scheduler.build import BadBuild, build
+from slotwarden.runtime.scheduler.shapes import PoolMismatch, pool_config
 from slotwarden.runtime.scheduler.config import SchedulerConfig
 from slotwarden.runtime.scheduler.errors import (
     BadConfig,
@@ -243,6 +244,15 @@ def _refusals() -> list[str]:
         (lambda: StatePool("config"), BadInput, "bad config 'config': a PoolConfig"),
         (lambda: pool.history(1, limit=-1), BadInput, "a limit is an int >= 0"),
         (lambda: (pool.alloc(1, R9), pool.copy([1], [1, 2], R9)), BadSlotId, "copy of 1 slots into 2"),
+    ]
+    fits = pool_config(LAYER, 2)
+    cases += [
+        (lambda: build(LAYER, pool="p"), BadBuild, "bad build(pool='p'): a PoolConfig or None"),
+        (lambda: build(LAYER, slots=2, pool=fits), ValueError, "give slots (2) or a pool config (2 slots), not both"),
+        (lambda: build(LAYER, pool=fits, device="meta"), PoolMismatch, "device: the pool has 'cpu'"),
+        (lambda: build(LAYER, pool=dataclasses.replace(fits, layers=3)), PoolMismatch, "layers: the pool has 3"),
+        (lambda: build(LAYER, device="mps"), BadBuild, "mps is not available"),
+        (lambda: build(LAYER, pool=dataclasses.replace(fits, device="meta")), BadBuild, "the meta device has none"),
     ]
     for thunk, kind, words in cases:
         err = _raised(thunk)
