@@ -14,8 +14,9 @@ from slotwarden.model import diagram, document, errors, free, palette
 from slotwarden.runtime import config, guard, guarded_allocator, inputs, pool, trace
 from slotwarden.runtime.ledger import audit, batch, checks, ledger
 from slotwarden.runtime.radix import node, tree
-from slotwarden.runtime.scheduler import scheduler
+from slotwarden.runtime.scheduler import admission, scheduler
 from slotwarden.verification.edges import (
+    admission_plan,
     audits,
     batch_lanes,
     conversions,
@@ -111,7 +112,31 @@ VARIANTS = {  # id -> (module whose problems() must see it, owner, function, old
         "lead.shared = False",
         "results for",
     ),
+    "the plan passes a session turn (admission.py ReplaceBreakWithContinue:3)": (
+        admission_plan,
+        admission.BatchBuilder,
+        "take_fresh_slots",
+        "req.session is not None:\n            break",
+        "req.session is not None:\n            continue",
+        "session turns between plain requests",
+    ),
     # the escaped classes and other plain edits
+    "the plan passes a candidate that does not fit": (
+        admission_plan,
+        admission.BatchBuilder,
+        "take_fresh_slots",
+        "if n > budget:\n            break",
+        "if n > budget:\n            continue",
+        "a short request behind one that does not fit",
+    ),
+    "the plan takes one more than the seats": (
+        admission_plan,
+        admission.BatchBuilder,
+        "take_fresh_slots",
+        "len(planned) >= min(seats, free)",
+        "len(planned) > min(seats, free)",
+        "seats and budget",
+    ),
     "siblings share one seed": (
         scheduler_runs,
         scheduler.Scheduler,

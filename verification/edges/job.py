@@ -8,6 +8,7 @@ import traceback
 from pathlib import Path
 
 from slotwarden.verification.edges import (
+    admission_plan,
     audits,
     batch_lanes,
     conversions,
@@ -52,6 +53,10 @@ EDGE_CHECKS = {  # name -> (module, what its row says)
     "audits": (
         audits,
         "ledger and guard audits flag each broken ledger and lying engine; engine allocs and configs refused",
+    ),
+    "admission plan": (
+        admission_plan,
+        "take_fresh_slots = the loop alone: same reports, slots and results, step by step",
     ),
     "documents": (documents, "the diagrams draw exactly the rules; docs/ is what the declaration generates"),
     "tree integrity": (
