@@ -2,7 +2,7 @@
 
 - `edges()`, which the diagrams draw from the `transitions` machine, holds exactly the
   declaration's rules (source, event, destination); each view (Mermaid states, the seed bug's
-  flowchart with its refused move, DOT with a highlighted state) names every state and every
+  flowchart with its refused move, a highlighted state in DOT and Mermaid) names every state and every
   edge label, and the refused move's note;
 - the generated docs (lifecycle.md, sglang.md and, with pygraphviz, the SVGs) are the
   committed files under docs/ byte for byte;
@@ -45,6 +45,7 @@ def _views() -> list[str]:
         "mermaid": mermaid(),
         "mermaid flowchart of the seed bug": mermaid_flow(highlight=view.highlight, refuse=view.refuse),
         "dot with PARKED highlighted": dot(highlight=State.PARKED),
+        "mermaid flowchart with PARKED highlighted": mermaid_flow(highlight=State.PARKED),
         "dot of the seed bug": render("dot", highlight=view.highlight, refuse=view.refuse).decode(),
     }
     labels = {label for found in edges().values() for label in found}
@@ -52,6 +53,8 @@ def _views() -> list[str]:
         missing = [s.name for s in State if s.name not in text] + [x for x in labels if x not in text]
         if "seed bug" in name and view.refuse[0].note not in text:
             missing.append(view.refuse[0].note)
+        if "PARKED highlighted" in name and palette.HIGHLIGHT not in text:
+            missing.append(f"the highlight colour {palette.HIGHLIGHT}")
         if missing:
             out.append(f"the {name} view does not name {missing[:6]}")
     if render("mermaid") != mermaid().encode():

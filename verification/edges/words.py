@@ -90,7 +90,16 @@ def _shown() -> list[str]:
         def __repr__(self):
             raise RuntimeError("no repr")
 
+    class Unmeasured:
+        def __repr__(self):
+            return "u" * 300
+
+        @property
+        def size(self):
+            raise RuntimeError("no size")
+
     cases = {
+        "a long value whose size raises": (Unmeasured(), "uuu..."),
         "a long list": (list(range(1000)), "(1000 items)"),
         "a long array": (np.arange(5000), "(5000 elements)"),
         "a value whose repr raises": (Unprintable(), "<Unprintable instance"),
