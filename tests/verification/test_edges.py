@@ -360,3 +360,14 @@ def test_each_check_fails_on_its_broken_variants(variant, monkeypatch):
 
 def test_sibling_seed_is_the_kernels():
     assert scheduler.sibling_seed is sample.sibling_seed  # the variant above edits the call the check judges
+
+
+def test_the_documents_check_kills_a_renumbered_property(monkeypatch):
+    """registry.py NumberReplacer:37 (the rule number shown with locks_match's words)."""
+    import dataclasses
+
+    from slotwarden.model import registry
+
+    renumbered = dataclasses.replace(registry.PROPERTIES["locks_match"], number=12)
+    monkeypatch.setitem(registry.PROPERTIES, "locks_match", renumbered)
+    assert any("docs/lifecycle.md differs" in p for p in problems_of(documents))
