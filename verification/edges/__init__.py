@@ -1,7 +1,6 @@
 """verify's checks of the runtime's edges, each a function returning its problems (empty when
 it holds), each shown failing on broken variants in tests/verification/test_edges.py:
-- `trace_format`: runtime traces replay clean in `check-trace`, lines and header round-trip,
-  malformed lines are refused naming their line and fault;
+- `trace_format`: runtime traces replay clean, round-trip, and bad lines are refused in words;
 - `conversions`: ids, actors, targets, counts and steps at their bounds (int64 and beyond,
   numpy and torch types): converted, or refused in words with nothing changed;
 - `one_slot`, `batch_lanes`, `free_lanes`: one-slot moves, many-slot batches and the drop-in

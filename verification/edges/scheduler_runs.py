@@ -9,8 +9,7 @@
   `sibling_seed(seed, i)`; the prompt is prefilled once (a lone sample has no prompt
   request); results and counters name the siblings only;
 - a forward pass that fails after writing ends its requests (`StepFailed` naming them, the
-  group's prompt request included), with results, a `failures` count and a clean audit;
-  one that fails before writing leaves them to the next step;
+  group's prompt request too), counted as failures; one failing before writing leaves them;
 - `session_state` refuses a session with no state, a busy one, a stale one and a closed one;
   `build()`, `SchedulerConfig`, `submit` and the pool refuse bad arguments, naming them.
 """
