@@ -222,3 +222,10 @@ class IllegalCopy(LifecycleError):
         super().__init__(
             f"illegal copy by {actor} with slot {slot_id} (state {slot.state.name}, owner {owner}): {reason}"
         )
+
+    def __reduce__(self):  # keyword-only arguments: pickle's default would call it with the text alone
+        return (_rebuild_copy, (self.reason, self.slot_id, self.slot, self.actor))
+
+
+def _rebuild_copy(reason, slot_id, slot, actor):
+    return IllegalCopy(reason, slot_id=slot_id, slot=slot, actor=actor)

@@ -15,6 +15,13 @@ class CacheError(SlotwardenError):
         self.call, self.what, self.node, self.rid, self.slot = call, what, node, rid, slot
         super().__init__(f"{call} refused: {what}")
 
+    def __reduce__(self):  # keyword-only arguments: pickle's default would call it with the text alone
+        return (_rebuild, (type(self), self.call, self.what, self.node, self.rid, self.slot))
+
+
+def _rebuild(cls, call, what, node, rid, slot):
+    return cls(call, what, node=node, rid=rid, slot=slot)
+
 
 class BadTokens(CacheError, ValueError):
     """Tokens that are not a non-empty sequence of non-negative ints."""

@@ -20,7 +20,7 @@ class BadBuild(BadConfig):
     """An argument of `build()` of the wrong kind, or a device it cannot step on; nothing made."""
 
     def __init__(self, argument: str, value, want: str):
-        self.field, self.value = argument, value
+        self.field, self.value, self.want = argument, value, want
         ValueError.__init__(self, f"bad build({argument}={value!r:.60}): {want}")
 
 

@@ -19,8 +19,11 @@ class BadConfig(SchedulerError, ValueError):
     made, so no scheduler is ever built on it. Names the field and the bad value."""
 
     def __init__(self, field: str, value, want: str):
-        self.field, self.value = field, value
+        self.field, self.value, self.want = field, value, want
         super().__init__(f"bad SchedulerConfig.{field} {shown(value)}: {want}")
+
+    def __reduce__(self):  # pickle's default would call it with the text alone
+        return (type(self), (self.field, self.value, self.want))
 
 
 class UnknownRequest(SchedulerError, LookupError):

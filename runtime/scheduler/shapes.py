@@ -19,9 +19,13 @@ class PoolMismatch(SlotwardenError, ValueError):
     field that differs, with the pool's value and the layer's (`fields` holds their names)."""
 
     def __init__(self, differences: list[tuple[str, object, object]]):
+        self.differences = list(differences)
         self.fields = tuple(name for name, _, _ in differences)
         lines = [f"  {name}: the pool has {mine!r}, the layer needs {theirs!r}" for name, mine, theirs in differences]
         super().__init__("the pool does not fit the layer:\n" + "\n".join(lines))
+
+    def __reduce__(self):  # pickle's default would call it with the text alone
+        return (PoolMismatch, (self.differences,))
 
 
 def layer_config(model):

@@ -32,6 +32,7 @@ from slotwarden.verification import interrupts, selftest
 from slotwarden.verification.adapters import sglang_job
 from slotwarden.verification.crosshair_proofs import prove, prove_moves
 from slotwarden.verification.differential import check_differential, runtime_has_cache
+from slotwarden.verification.edges.job import EDGE_CHECKS, edge_row
 from slotwarden.verification.machines.allocator import AllocatorMachine
 from slotwarden.verification.machines.bad_input import BadInputMachine, SchedulerBadInputMachine
 from slotwarden.verification.machines.campaign import Budget, CampaignResult, run_machine
@@ -42,6 +43,7 @@ from slotwarden.verification.machines.continuity import (
 )
 from slotwarden.verification.machines.guard import GuardMachine
 from slotwarden.verification.machines.pool import PoolMachine
+from slotwarden.verification.machines.radix import RadixMachine
 from slotwarden.verification.machines.scheduler import machine_for
 from slotwarden.verification.mutants import declaration as declaration_mutants
 from slotwarden.verification.mutants.history import LIVENESS_MUTANTS, MUTANTS
@@ -441,6 +443,7 @@ def jobs(level: dict, proof_timeout: float, seed, only, walks: float | None = No
         ("pool", PoolMachine, level["pool"]),
         ("guard", GuardMachine, level["pool"]),
         ("allocator", AllocatorMachine, level["allocator"]),
+        ("radix tree", RadixMachine, level["allocator"]),
         ("scheduler", machine_for(Scheduler, overlap=False), level["scheduler"]),
         ("scheduler+overlap", machine_for(Scheduler, overlap=True), level["scheduler"]),
     ]
@@ -467,6 +470,7 @@ def jobs(level: dict, proof_timeout: float, seed, only, walks: float | None = No
         ("bad input", n, lambda n=n, m=m: _machine(n, m, level["scheduler"], seed)._replace(stage="bad input"))
         for n, m in junk
     ]
+    out += [("edges", n, lambda n=n: edge_row(n, Row)) for n in EDGE_CHECKS]
     out.append(("adapters", "sglang", lambda: _sglang(level is LEVELS["quick"])))  # last: it imports SGLang
     return out
 

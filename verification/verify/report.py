@@ -35,6 +35,7 @@ def summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
         "faults",
         "mutants",
         "bad input",
+        "edges",
         "adapters",
     ):
         mine = [r for r in rows if r.stage == stage]

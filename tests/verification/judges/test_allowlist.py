@@ -81,3 +81,12 @@ def test_allowlist_lines_parse_or_are_refused():
 def test_line_sets_round_trip_as_ranges():
     assert ranges([1, 2, 3, 5, 9, 10]) == "1-3,5,9-10"
     assert numbers("1-3,5,9-10") == {1, 2, 3, 5, 9, 10} and numbers("") == set()
+
+
+def test_the_markdown_lists_what_no_entry_explains(tmp_path):
+    from slotwarden.verification.judges.reach import markdown
+
+    report = _toy_report(tmp_path)
+    report["totals"] = {"model": {"lines": [1, 2], "branches": [1, 2]}}
+    text = markdown(report)
+    assert "| pkg/toy.py | 4-5 |" in text and "explains 0 of the 2 lines missed" in text

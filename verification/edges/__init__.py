@@ -1,0 +1,15 @@
+"""verify's checks of the runtime's edges, each a function returning its problems (empty when
+it holds), each shown failing on broken variants in tests/verification/test_edges.py:
+- `trace_format`: runtime traces replay clean, round-trip, and bad lines are refused in words;
+- `conversions`: ids, actors, targets, counts and steps at their bounds (int64 and beyond,
+  numpy and torch types): converted, or refused in words with nothing changed;
+- `one_slot`, `batch_lanes`, `free_lanes`: one-slot moves, many-slot batches and the drop-in
+  allocator agree on every lane of the ledger; frees follow the declaration's free rule;
+- `words`: refusals name the slot, its state and owner, the event and the actor; errors pickle;
+- `scheduler_runs`: `run`, counters against the steps made, parallel sampling's ids, seeds
+  and prefills, failed forward passes, the session reaper and `session_state`; the admission
+  plan (`admission_plan`) decides as the loop alone would;
+- `audits`: the audits flag each fault built for them; bad engine allocs and configs refused;
+- `documents`: the diagrams draw the declaration's rules, and docs/ is what it generates;
+- `tree_integrity`: the prefix tree's `check()` passes on built trees, flags broken ones.
+"""
