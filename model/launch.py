@@ -19,6 +19,13 @@ from slotwarden.model.vocabulary import NOBODY, Actor, Relation, Slot
 from slotwarden.model.write_set import Row, WriteSet
 
 
+_AS = {Relation.NONE: "with no claim on it", Relation.OWNER: "as its owner", Relation.BORROWER: "as its borrower"}
+
+
+def _as(by: Relation) -> str:
+    return _AS.get(by, f"as a {by.name.lower()}")
+
+
 def holder(slot: Slot, lifecycle: Lifecycle = LIFECYCLE) -> Actor | None:
     """Who holds `slot`: its owner (None: nobody)."""
     spec = lifecycle.spec(slot.state)
@@ -61,7 +68,7 @@ def check_row(
         by = relation_of(lifecycle.spec(slot.state), slot, actor)
         if writes and not write_set.may_write(spec, slot.state, by):
             _refuse(
-                f"a {spec.kind.name.lower()} row may not write a slot it stands {by.name} to",
+                f"a {spec.kind.name.lower()} row may not write a {slot.state.name} slot {_as(by)}",
                 index,
                 i,
                 slots,
@@ -70,7 +77,7 @@ def check_row(
             )
         if not write_set.may_read(spec, slot.state, by):
             _refuse(
-                f"a {spec.kind.name.lower()} row may not read a slot it stands {by.name} to",
+                f"a {spec.kind.name.lower()} row may not read a {slot.state.name} slot {_as(by)}",
                 index,
                 i,
                 slots,

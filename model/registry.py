@@ -83,6 +83,7 @@ class Property:
 
 
 CHECKER, MACHINES, MUTANTS = "exhaustive checker", "Hypothesis machines", "declaration mutants"
+LAUNCH = "the launch check (`runtime/launch.py`, against the model's in tests/runtime/launch)"
 
 _ALL = (
     Property(
@@ -283,6 +284,7 @@ _ALL = (
         Kind.STEP,
         writes_held,
         ("writes_held",),
+        (LAUNCH,),
     ),
     Property(
         "writes_disjoint",
@@ -291,6 +293,7 @@ _ALL = (
         Kind.STEP,
         writes_disjoint,
         ("writes_disjoint",),
+        (LAUNCH,),
     ),
     Property(
         "pads_to_pad",
@@ -299,6 +302,7 @@ _ALL = (
         Kind.STEP,
         pads_to_pad,
         ("pads_to_pad",),
+        (LAUNCH,),
     ),
     Property(
         "ids_in_pool",
@@ -307,6 +311,7 @@ _ALL = (
         Kind.STEP,
         ids_in_pool,
         ("ids_in_pool",),
+        (LAUNCH,),
     ),
     Property(
         "reads_held",
@@ -315,6 +320,7 @@ _ALL = (
         Kind.STEP,
         reads_held,
         ("reads_held",),
+        (LAUNCH,),
     ),
     Property(
         "reads_filled",
@@ -324,6 +330,7 @@ _ALL = (
         Kind.STEP,
         reads_filled,
         ("reads_filled",),
+        (LAUNCH,),
     ),
     Property(
         "legal",

@@ -45,11 +45,23 @@ class Forward:
         self.pool, self.model, self.sample = pool, model, sample
         self.written = False
 
+    @staticmethod
+    def rows(batch: Batch) -> list:
+        """The batch's items in the order of its rows: row i reads and writes the slot of the
+        i-th item's request (the write set the launch checks is built from the same list)."""
+        return batch.items if batch.kind == "prefill" else _by_source(batch.items)
+
+    def write_set(self, batch: Batch) -> dict:
+        """What the step's rows address, for `StatePool.launch`: row i writes (and reads) the
+        slot of the i-th request of `rows(batch)`, for that request."""
+        items = self.rows(batch)
+        return dict(slots=[req.slot for req, _ in items], actors=[req.rid for req, _ in items])
+
     def run(self, batch: Batch) -> tuple:
         """Run the layer on the batch (reading and writing the pool by slot index). Returns the
         tokens tensor (a device future) and, per item, (request, generation, row of its token
         in that tensor or None). No host sync here."""
-        items = batch.items if batch.kind == "prefill" else _by_source(batch.items)
+        items = self.rows(batch)
         slots = self.pool.on_device([req.slot for req, _ in items])
         conv, ssm = self.pool.conv[0], self.pool.ssm
         sampled = any(req.temperature > 0 for req, _ in items)  # host floats: greedy batches run as before
