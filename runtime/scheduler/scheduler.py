@@ -69,7 +69,7 @@ class Scheduler(Moves):
         self.pool, self.config = pool, config
         self.vocab = getattr(getattr(model, "config", None), "vocab", None)
         self.device = SimulatedDevice()
-        self.forward = Forward(pool, model, self._sample)  # the forward pass (forward.py)
+        self.forward = Forward(pool, model, self._sample, config.max_running if config.pad_to_captured else None)
         self.requests: dict[int, Request] = {}  # live requests only: waiting, running, queued turns
         self.sessions: dict[int, Session] = {}  # open and closing sessions only
         self.waiting: deque[Request] = deque()
