@@ -10,7 +10,7 @@ import torch
 from slotwarden.model import launch as model
 from slotwarden.model.errors import BadInput, IllegalStep
 from slotwarden.model.lifecycle import LIFECYCLE, ROWS, WRITE_SET
-from slotwarden.model.vocabulary import NOBODY, Actor, Relation, State
+from slotwarden.model.vocabulary import NOBODY, Actor, Event, Relation, State
 from slotwarden.model.write_set import Access, Fill, Row, RowKind, declare_write_set
 from slotwarden.runtime import launch
 from slotwarden.runtime.launch import Tables, check_step
@@ -162,3 +162,16 @@ def test_the_comparison_catches_a_batched_check_that_misses_a_fault(monkeypatch)
     assert disagreements(check_step)
     monkeypatch.setattr(launch, "_faults", lambda *a: real(*a) & (np.asarray(a[2]) != NOBODY))
     assert disagreements(check_step)
+
+
+def test_a_guard_offers_the_same_check_to_an_engine():
+    from slotwarden.runtime.free_list import FreeList
+    from slotwarden.runtime.guard import LedgerGuard
+
+    guard = LedgerGuard(FreeList(4), capacity=4)
+    ids = guard.alloc(2, R1)
+    guard.fire(Event.ADMIT, ids, R1)
+    check_step(guard, torch.cat([ids, torch.tensor([0, 0])]), [1, 1, NOBODY, NOBODY])
+    with pytest.raises(IllegalStep) as refused:
+        check_step(guard, torch.cat([ids, torch.tensor([-1])]), [1, 1, NOBODY])  # vLLM #43810's pad id
+    assert (refused.value.row, refused.value.slot_id, refused.value.actor) == (2, -1, None)
