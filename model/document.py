@@ -1,8 +1,8 @@
 """`docs/lifecycle.md`, generated from the declaration (regenerate with `slotwarden docs`).
 
 The page is a reference: how to read the diagram, the diagram, the states and events, every
-rule with its reason, the seed bug drawn against the lifecycle, and the safety properties with
-the checks that prove them. Everything in it is read from the code.
+rule with its reason, what a launched step's rows may address, the seed bug drawn against the
+lifecycle, and the safety properties with the checks that prove them. Everything in it is read from the code.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from typing import NamedTuple
 
 from slotwarden.model.declaration import Effect, Lifecycle, Source
 from slotwarden.model.diagram import Refused, mermaid, mermaid_flow, refused
-from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.lifecycle import LIFECYCLE, WRITE_SET
 from slotwarden.model.machine import condition_label
 from slotwarden.model.registry import CHECKER, PROPERTIES
 from slotwarden.model.vocabulary import Event, State
+from slotwarden.model.write_set import Access, WriteSet
 
 REGENERATE = "slotwarden docs"
 SEED_BUG_SVG = "seed-bug.svg"
@@ -163,6 +164,38 @@ def _tables(lifecycle: Lifecycle) -> list[str]:
     return out + [""]
 
 
+def _access(a: Access) -> str:
+    return f"`{a.state.name}` as {a.by.name.lower()}" + (f" ({a.why})" if a.why else "")
+
+
+def _write_set(write_set: WriteSet) -> list[str]:
+    out = [
+        "## The step's write set",
+        "",
+        "A launched step reads and writes the state through its batch rows: each row writes one slot",
+        "and reads it and, for a copy, one slot besides. `WRITE_SET` (in `model/lifecycle.py`)",
+        "declares what each kind of row may address, by the state of the slot and the relation of",
+        "the row's actor to it; the check at launch reads it, and refuses the whole step otherwise.",
+        "",
+        "| row | acts for | may write | may read | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for r in write_set.rows:
+        actor = r.actor.name.lower() if r.actor is not None else "nobody"
+        pad = f"only the pad slot {write_set.pad_slot}"
+        writes = pad if r.pad_only else "; ".join(_access(a) for a in r.writes) or "-"
+        reads = pad if r.pad_only else "; ".join(_access(a) for a in r.reads) or "-"
+        out.append(f"| `{r.kind.name.lower()}` | {actor} | {writes} | {reads} | {r.doc} |")
+    names = [f"`{f.name.lower()}`" for f in sorted(write_set.readable)]
+    fills = " or ".join(filter(None, (", ".join(names[:-1]), names[-1]))) if names else "nothing"
+    return out + [
+        "",
+        f"The pad slot is slot {write_set.pad_slot}, outside the lifecycle. A slot is read only when it is {fills}",
+        "since it was taken: never with what its previous tenant left (`stale`).",
+        "",
+    ]
+
+
 def _seed_bug(lifecycle: Lifecycle) -> list[str]:
     view = seed_bug(lifecycle)
     legal = [r for r in lifecycle.rules if r.source is State.LENT and r.event is Event.ROLLBACK]
@@ -213,8 +246,8 @@ WHERE_NEXT = """\
 """
 
 
-def lifecycle_markdown(lifecycle: Lifecycle = LIFECYCLE) -> str:
-    """The whole page: how to read it, diagram, states, events, rules, the seed bug, the
-    safety properties and their checks, where to go next."""
-    out = _header(lifecycle) + _tables(lifecycle) + _seed_bug(lifecycle) + _properties()
+def lifecycle_markdown(lifecycle: Lifecycle = LIFECYCLE, write_set: WriteSet = WRITE_SET) -> str:
+    """The whole page: how to read it, diagram, states, events, rules, the step's write set,
+    the seed bug, the safety properties and their checks, where to go next."""
+    out = _header(lifecycle) + _tables(lifecycle) + _write_set(write_set) + _seed_bug(lifecycle) + _properties()
     return "\n".join(out) + "\n" + WHERE_NEXT

@@ -229,3 +229,42 @@ class IllegalCopy(LifecycleError):
 
 def _rebuild_copy(reason, slot_id, slot, actor):
     return IllegalCopy(reason, slot_id=slot_id, slot=slot, actor=actor)
+
+
+class IllegalStep(LifecycleError):
+    """A launched step whose write set the declaration forbids: a row that writes or reads a
+    slot its actor may not (another's, a free one, one no zeroing or copy filled since it was
+    taken), a slot written by two rows, a pad row off the pad slot, an id outside the pool.
+    Names the row, the slot id, the slot's record and holder, and the row's actor; raised
+    before the step is launched. The text is built when read."""
+
+    def __init__(self, reason, *, row: int, slot_id, slot: Slot | None, holder: Actor | None, actor: Actor | None):
+        super().__init__()
+        self._reason = reason
+        self.row, self.slot_id, self.slot, self.holder, self.actor = row, slot_id, slot, holder, actor
+
+    @property
+    def reason(self) -> str:
+        return self._reason() if callable(self._reason) else self._reason
+
+    def __str__(self) -> str:
+        try:
+            return self._describe()
+        except Exception:  # symbolic values rendered outside a symbolic checker's trace
+            return "illegal step"
+
+    def _describe(self) -> str:
+        who = "a pad row" if self.actor is None else str(self.actor)
+        state = "" if self.slot is None else f", state {self.slot.state.name}"
+        holder = "nobody" if self.holder is None else str(self.holder)
+        return (
+            f"illegal step: row {self.row} ({who}) on slot {_show(self.slot_id)} "
+            f"(held by {holder}{state}): {self.reason}"
+        )
+
+    def __reduce__(self):
+        return (_rebuild_step, (self.reason, self.row, self.slot_id, self.slot, self.holder, self.actor))
+
+
+def _rebuild_step(reason, row, slot_id, slot, holder, actor):
+    return IllegalStep(reason, row=row, slot_id=slot_id, slot=slot, holder=holder, actor=actor)

@@ -33,7 +33,8 @@ from slotwarden.model.declaration import (
     StateSpec,
     declare,
 )
-from slotwarden.model.vocabulary import ActorKind, Event, Group, Relation, State
+from slotwarden.model.vocabulary import PAD_SLOT, ActorKind, Event, Group, Relation, State
+from slotwarden.model.write_set import Access, Fill, RowKind, RowSpec, declare_write_set
 
 S, E, R, K = State, Event, Relation, ActorKind
 
@@ -131,3 +132,27 @@ RULES = (
 )
 
 LIFECYCLE = declare("slot lifecycle", STATES, EVENTS, RULES)
+
+# A launched step addresses the state through its batch rows: a request's row writes the slot it
+# runs on and reads it and, for a copy, a cached slot it has locked; a padding row reads and
+# writes only the pad slot; a slot is read only once zeroed, copied into or written since taken.
+ROWS = (
+    RowSpec(
+        RowKind.REQUEST,
+        K.REQUEST,
+        writes=(
+            Access(S.RUNNING, R.OWNER, "the slot it runs on"),
+            Access(S.LENT_RUNNING, R.BORROWER, "its session's slot, lent to it"),
+        ),
+        reads=(
+            Access(S.RUNNING, R.OWNER, "the slot it runs on"),
+            Access(S.LENT_RUNNING, R.BORROWER, "its session's slot, lent to it"),
+            Access(S.CACHED, R.READER, "a published cached slot it holds a lock on: a copy's source"),
+            Access(S.CACHED, R.FULL, "the same, at the lock bound"),
+        ),
+        doc="a request of the running batch",
+    ),
+    RowSpec(RowKind.PAD, None, pad_only=True, doc="pads the batch to a captured size (a CUDA graph's)"),
+)
+
+WRITE_SET = declare_write_set(LIFECYCLE, ROWS, pad_slot=PAD_SLOT, readable=(Fill.ZEROED, Fill.COPIED, Fill.WRITTEN))

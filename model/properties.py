@@ -13,7 +13,19 @@ from typing import Iterable, Mapping
 
 from slotwarden.model.declaration import Lifecycle, relation_of
 from slotwarden.model.lifecycle import LIFECYCLE
-from slotwarden.model.vocabulary import MAX_READERS, NOBODY, Actor, ActorKind, Event, Group, Relation, Slot, State
+from slotwarden.model.vocabulary import (
+    MAX_READERS,
+    NOBODY,
+    PAD_SLOT,
+    Actor,
+    ActorKind,
+    Event,
+    Group,
+    Relation,
+    Slot,
+    State,
+)
+from slotwarden.model.write_set import Fill, RowKind
 
 
 def group(slot: Slot, lifecycle: Lifecycle = LIFECYCLE) -> Group:
@@ -293,3 +305,66 @@ def no_orphans(
 def quiescent(slots: tuple) -> bool:
     """With no requests, no sessions, an empty prefix cache and after a fence, every slot is FREE."""
     return all(s.state is State.FREE for s in slots)
+
+
+# -- 15. the step's write set ------------------------------------------------------------------
+def _holds(slot: Slot, request: int, lifecycle: Lifecycle) -> bool:
+    """Whether request `request` holds `slot`: it owns it, or the slot is lent to it."""
+    spec = lifecycle.spec(slot.state)
+    owns = spec.owner is ActorKind.REQUEST and slot.owner == request
+    return owns or (spec.lent and slot.borrower == request)
+
+
+def writes_held(rows: tuple, slots: tuple, lifecycle: Lifecycle = LIFECYCLE) -> bool:
+    """Every slot a request's row writes is a real slot that request holds: its own, or its
+    session's lent to it (never another's, a free one, a cached one, the pad slot)."""
+    for r in rows:
+        if r.kind is not RowKind.PAD:
+            if not 1 <= r.write <= len(slots) or not _holds(slots[r.write - 1], r.actor, lifecycle):
+                return False
+    return True
+
+
+def writes_disjoint(rows: tuple) -> bool:
+    """No slot but the pad slot is written by two rows of one step."""
+    written = [r.write for r in rows if r.write != PAD_SLOT]
+    return len(written) == len(set(written))
+
+
+def pads_to_pad(rows: tuple) -> bool:
+    """A padding row reads and writes only the pad slot (never a parked or live request's)."""
+    return all(r.write == PAD_SLOT and r.source == PAD_SLOT for r in rows if r.kind is RowKind.PAD)
+
+
+def ids_in_pool(rows: tuple, capacity: int) -> bool:
+    """Every id a step addresses is the pad slot or a real slot 1..capacity: never -1, never
+    an id past the pool (an index that wraps or runs off the state tensor)."""
+    return all(i == PAD_SLOT or 1 <= i <= capacity for r in rows for i in (r.write, r.source))
+
+
+def reads_held(rows: tuple, slots: tuple, locks: Mapping[int, Iterable[int]], lifecycle: Lifecycle = LIFECYCLE) -> bool:
+    """Every slot a request's row reads is a real slot the request holds, or a published cached
+    slot on which it holds a lock (`locks`: slot id -> the requests holding a lock on it)."""
+    for r in rows:
+        if r.kind is RowKind.PAD:
+            continue
+        for i in (r.write, r.source):
+            if not 1 <= i <= len(slots):
+                return False
+            slot = slots[i - 1]
+            spec = lifecycle.spec(slot.state)
+            published = spec.shared and not spec.fenced and r.actor in locks.get(i, ())
+            if not (_holds(slot, r.actor, lifecycle) or published):
+                return False
+    return True
+
+
+def reads_filled(rows: tuple, fills: tuple) -> bool:
+    """No row reads a slot whose state is a previous tenant's: every real slot a request's row
+    reads was zeroed, copied into or written by a step since it was taken (`fills[i]`: slot i + 1)."""
+    for r in rows:
+        if r.kind is not RowKind.PAD:
+            for i in (r.write, r.source):
+                if 1 <= i <= len(fills) and fills[i - 1] is Fill.STALE:
+                    return False
+    return True

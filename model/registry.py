@@ -6,7 +6,8 @@ machines, the declaration mutants, the generated docs and the verify report all 
 words and the predicates from here; nothing restates them. Kinds: `MOVE` (one move of one slot,
 judged on before, event, actor, target, epoch, after), `SLOT` (one slot record), `POOL` (the
 records of a pool and its free list), `WORLD` (a pool against who is alive and which slot each
-believes it holds: the checker's worlds and the scheduler machine's audit).
+believes it holds: the checker's worlds and the scheduler machine's audit), `STEP` (the rows of a
+launched step against the pool's records: its write set).
 
     >>> PROPERTIES["authority"].kind.value
     'slot move'
@@ -34,7 +35,13 @@ from slotwarden.model.properties import (
     freed_once,
     handles_follow,
     handles_match,
+    ids_in_pool,
     no_orphans,
+    pads_to_pad,
+    reads_filled,
+    reads_held,
+    writes_disjoint,
+    writes_held,
     parks_what_ran,
     quiescent,
     release_waits,
@@ -48,6 +55,7 @@ class Kind(Enum):
     SLOT = "slot"
     POOL = "pool"
     WORLD = "world"
+    STEP = "launched step"
 
 
 MoveJudge = Callable[[Slot, Event, Actor, int, int, Slot, Lifecycle], bool]
@@ -75,6 +83,7 @@ class Property:
 
 
 CHECKER, MACHINES, MUTANTS = "exhaustive checker", "Hypothesis machines", "declaration mutants"
+LAUNCH = "the launch check (`runtime/launch.py`, against the model's in tests/runtime/launch)"
 
 _ALL = (
     Property(
@@ -267,6 +276,61 @@ _ALL = (
         locks_match,
         (),
         (CHECKER, MACHINES),
+    ),
+    Property(
+        "writes_held",
+        15,
+        "every slot a request's batch row writes is one the request holds: it owns it, or it is lent to it",
+        Kind.STEP,
+        writes_held,
+        ("writes_held",),
+        (LAUNCH,),
+    ),
+    Property(
+        "writes_disjoint",
+        15,
+        "no slot but the pad slot is written by two rows of one step",
+        Kind.STEP,
+        writes_disjoint,
+        ("writes_disjoint",),
+        (LAUNCH,),
+    ),
+    Property(
+        "pads_to_pad",
+        15,
+        "a padding row reads and writes only the pad slot",
+        Kind.STEP,
+        pads_to_pad,
+        ("pads_to_pad",),
+        (LAUNCH,),
+    ),
+    Property(
+        "ids_in_pool",
+        15,
+        "every id a step addresses is the pad slot or a real slot: never -1, never one past the pool",
+        Kind.STEP,
+        ids_in_pool,
+        ("ids_in_pool",),
+        (LAUNCH,),
+    ),
+    Property(
+        "reads_held",
+        15,
+        "every slot a request's row reads is one it holds, or a published cached slot it holds a lock on",
+        Kind.STEP,
+        reads_held,
+        ("reads_held",),
+        (LAUNCH,),
+    ),
+    Property(
+        "reads_filled",
+        15,
+        "no row reads a previous tenant's state: a slot is read only once zeroed, copied into or "
+        "written by a step since it was taken",
+        Kind.STEP,
+        reads_filled,
+        ("reads_filled",),
+        (LAUNCH,),
     ),
     Property(
         "legal",

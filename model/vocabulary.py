@@ -13,6 +13,9 @@ from typing import NamedTuple
 NOBODY = -1
 """The owner/borrower field of a slot that has none. Never a valid actor id, never returned."""
 
+PAD_SLOT = 0
+"""The pad slot: a scratch slot outside the lifecycle, the only slot a padding row addresses."""
+
 MAX_READERS = 255
 """The bound of a cached slot's lock count (it fits a uint8 column): a lock at the bound is refused."""
 

@@ -21,9 +21,11 @@ import torch
 
 from slotwarden.kernels.slots import copy_slots, to_device, zero_slots
 from slotwarden.model.errors import BadInput, BadSlotId, IllegalCopy
-from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
+from slotwarden.model.vocabulary import NOBODY, PAD_SLOT, Actor, ActorKind, Event, State
+from slotwarden.model.write_set import Fill
 
 from slotwarden.runtime import inputs
+from slotwarden.runtime.launch import check_step
 from slotwarden.runtime.config import PoolConfig
 from slotwarden.runtime.ledger.ledger import SlotLedger
 from slotwarden.runtime.trace import attach as attach_trace
@@ -42,6 +44,7 @@ class StatePool:
         self.conv = [torch.zeros(s, dtype=config.conv_dtype, device=self.device) for s in config.conv_shapes()]
         self.ssm = torch.zeros(config.ssm_shape(), dtype=config.ssm_dtype, device=self.device)
         self.ledger = SlotLedger(config.num_slots, check=check, recorder_depth=recorder_depth)
+        self.fills = np.full(config.num_slots + 1, int(Fill.ZEROED), dtype=np.uint8)  # per slot id: `Fill`
         self._reading = False  # lock/unlock is firing its checked moves (fire: to the ledger)
         attach_trace(self.ledger, trace)  # a slot-event trace (runtime/trace.py); None: off, nothing added
         self._probe()
@@ -122,17 +125,23 @@ class StatePool:
     def alloc(self, n: int, owner: Actor) -> torch.Tensor | None:
         """`n` zeroed slots for request `owner`, or None if fewer than `n` are free (then
         nothing changes: never a partial allocation)."""
-        ids = self.ledger.alloc(n, owner, before_write=self._zero_batch)
+        ids = self.ledger.alloc(n, owner, before_write=self._take_zeroed)
         return None if ids is None else torch.from_numpy(ids)
 
     def alloc_each(self, request_ids) -> torch.Tensor | None:
         """One zeroed slot for each request of `request_ids` (the i-th id returned is the i-th
         request's), in one ledger call, or None if too few are free (nothing changes)."""
-        ids = self.ledger.alloc_each(request_ids, before_write=self._zero_batch)
+        ids = self.ledger.alloc_each(request_ids, before_write=self._take_zeroed)
         return None if ids is None else torch.from_numpy(ids)
+
+    def _take_zeroed(self, batch) -> None:
+        """Slots being taken hold their previous tenant's state until zeroed (`fills`)."""
+        self.fills[batch.ids] = int(Fill.STALE)
+        self._zero_batch(batch)
 
     def _zero_batch(self, batch) -> None:
         zero_slots(self.tensors, self.on_device(batch.ids))
+        self.fills[batch.ids] = int(Fill.ZEROED)
 
     def fire(self, event: Event, ids, actor: Actor, target: int = NOBODY) -> torch.Tensor:
         """Fire `event` by `actor` on every slot of `ids` (all or none); returns the ids. A
@@ -229,8 +238,19 @@ class StatePool:
         """Refuse a lock or unlock the lock record does not allow (`SlotLedger.check_locks`)."""
         self.ledger.check_locks(ids, actors, event)
 
-    def launch(self, done=None) -> int:
-        return self.ledger.launch(done)
+    def launch(self, done=None, *, slots=None, actors=None, sources=None) -> int:
+        """Hand a step to the device; returns its number (`SlotLedger.launch`). With `slots`,
+        the step's write set is checked first (`runtime.launch.check_step`: row i writes
+        `slots[i]` for request `actors[i]`, NOBODY for a pad row on the pad slot, and reads
+        `sources[i]` besides): a refused step (`IllegalStep`) is not launched, nothing changes.
+        The slots it writes are filled (`fills`) once it is launched."""
+        if slots is None:
+            return self.ledger.launch(done)
+        ids = inputs.ids(slots, "launch", None)
+        check_step(self.ledger, ids, actors, PAD_SLOT, sources, self.fills)
+        step = self.ledger.launch(done)
+        self.fills[ids[ids != PAD_SLOT]] = int(Fill.WRITTEN)
+        return step
 
     def fence(self, step: int | None = None) -> torch.Tensor:
         return torch.from_numpy(self.ledger.fence(step))
@@ -255,6 +275,7 @@ class StatePool:
             overlap = int(np.intersect1d(src_ids, dst_ids)[0])
             raise BadSlotId("copy source and destination overlap", slot_id=overlap, event="copy", actor=actor)
         copy_slots(self.tensors, self.on_device(src_ids), self.on_device(dst_ids))
+        self.fills[dst_ids] = int(Fill.COPIED)
 
     def zero(self, ids, actor: Actor) -> None:
         """Zero the state of slots `actor` holds (owns, or borrows)."""
@@ -263,6 +284,7 @@ class StatePool:
         ids = self.ledger.checked_ids(ids, "zero", actor)
         self._require_mine(ids, actor, "zero of")
         zero_slots(self.tensors, self.on_device(ids))
+        self.fills[ids] = int(Fill.ZEROED)
 
     def fork(self, src: int, owner: Actor) -> torch.Tensor | None:
         """A new slot for request `owner` holding a copy of slot `src`'s state (copy-on-write
@@ -276,7 +298,9 @@ class StatePool:
         self._require_readable(src_ids, owner, "forked")
 
         def copy_into(batch) -> None:
+            self.fills[batch.ids] = int(Fill.STALE)
             copy_slots(self.tensors, self.on_device(src_ids), self.on_device(batch.ids))
+            self.fills[batch.ids] = int(Fill.COPIED)
 
         ids = self.ledger.alloc(1, owner, before_write=copy_into)
         return None if ids is None else torch.from_numpy(ids)

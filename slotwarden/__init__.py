@@ -6,6 +6,7 @@ The names a user needs, importable from here:
   or another `LifecycleError`);
 - the library for an engine: `StatePool` with its `PoolConfig`; `LedgerGuard` in front of an
   engine's own allocator; `GuardedAllocator`, a drop-in for SGLang's `MambaSlotAllocator`;
+  `check_step`, the check of a step's index tensor before launch (refusing with `IllegalStep`);
 - the tiny engine: `build()`, `Scheduler`, `SchedulerConfig` (and `PoolMismatch`, which
   `build()` raises for a pool that does not fit the layer).
 
@@ -24,12 +25,14 @@ _HOME = {
     "Event": "slotwarden.model.vocabulary",
     "State": "slotwarden.model.vocabulary",
     "IllegalMove": "slotwarden.model.errors",
+    "IllegalStep": "slotwarden.model.errors",
     "LifecycleError": "slotwarden.model.errors",
     "SlotwardenError": "slotwarden.model.errors",
     "StatePool": "slotwarden.runtime.pool",
     "PoolConfig": "slotwarden.runtime.config",
     "LedgerGuard": "slotwarden.runtime.guard",
     "GuardedAllocator": "slotwarden.runtime.guarded_allocator",
+    "check_step": "slotwarden.runtime.launch",
     "Scheduler": "slotwarden.runtime.scheduler.scheduler",
     "SchedulerConfig": "slotwarden.runtime.scheduler.scheduler",
     "build": "slotwarden.runtime.scheduler.build",

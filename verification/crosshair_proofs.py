@@ -18,7 +18,8 @@ from crosshair.statespace import MessageType
 
 from slotwarden.model import proofs
 from slotwarden.model.declaration import Lifecycle
-from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.lifecycle import LIFECYCLE, WRITE_SET
+from slotwarden.model.write_set import WriteSet
 from slotwarden.model import registry
 
 DEFAULT_TIMEOUT = 300.0
@@ -38,25 +39,30 @@ class ProofResult(NamedTuple):
         return self.verdict == MessageType.CONFIRMED.name
 
 
-def prove(name: str, lifecycle: Lifecycle = LIFECYCLE, timeout: float = DEFAULT_TIMEOUT) -> ProofResult:
-    """Run CrossHair on the proof `name` against `lifecycle` and return its verdict."""
-    return _analyze(proofs.PROOFS[name], name, lifecycle, timeout)
+def prove(
+    name: str, lifecycle: Lifecycle = LIFECYCLE, timeout: float = DEFAULT_TIMEOUT, write_set: WriteSet = WRITE_SET
+) -> ProofResult:
+    """Run CrossHair on the proof `name` against `lifecycle` (and, for a step proof, the
+    write-set declaration `write_set`) and return its verdict."""
+    return _analyze(proofs.PROOFS[name], name, lifecycle, timeout, write_set)
 
 
-def _analyze(fn: Callable, name: str, lifecycle: Lifecycle, timeout: float) -> ProofResult:
+def _analyze(
+    fn: Callable, name: str, lifecycle: Lifecycle, timeout: float, write_set: WriteSet = WRITE_SET
+) -> ProofResult:
     options = AnalysisOptionSet(
         analysis_kind=[AnalysisKind.PEP316],
         per_condition_timeout=float(timeout),
         per_path_timeout=max(2.0, timeout / 10),
     )
-    proofs.SUBJECT[0] = lifecycle
+    proofs.SUBJECT[0], proofs.STEP_SUBJECT[0] = lifecycle, write_set
     start = time.perf_counter()
     try:
         with warnings.catch_warnings():  # CrossHair's module scan trips deprecation warnings in torch and others
             warnings.simplefilter("ignore")
             messages = list(run_checkables(analyze_function(fn, options)))
     finally:
-        proofs.SUBJECT[0] = LIFECYCLE
+        proofs.SUBJECT[0], proofs.STEP_SUBJECT[0] = LIFECYCLE, WRITE_SET
     seconds = time.perf_counter() - start
     if not messages:
         verdict, text = MessageType.CANNOT_CONFIRM, "CrossHair returned no message"

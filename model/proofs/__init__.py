@@ -10,8 +10,9 @@ record, any owner, borrower, fence and lock count), and `prove_exclusive` shows 
 is inductive, so each move property holds on every move of every run from a free slot; a proof
 over runs of several moves would establish nothing more. `prove_conserved` is inductive the
 same way over a pool step, and `prove_quiescent` starts from a record in any state. The
-lifecycle under proof is `SUBJECT[0]` (`proof_move`), so a test can point the same proofs at a
-deliberately wrong declaration and watch them fail."""
+step proofs (`launch`) judge the check of a launched step's write set. The lifecycle under proof
+is `SUBJECT[0]` (`proof_move`) and the write set `STEP_SUBJECT[0]`, so a test can point the same
+proofs at a deliberately wrong declaration and watch them fail."""
 
 from __future__ import annotations
 
@@ -30,6 +31,15 @@ from slotwarden.model.proofs.one_move import (
     prove_reads_published,
     prove_release_waits,
     prove_session_kept,
+)
+from slotwarden.model.proofs.launch import (
+    STEP_SUBJECT,
+    prove_ids_in_pool,
+    prove_pads_to_pad,
+    prove_reads_filled,
+    prove_reads_held,
+    prove_writes_disjoint,
+    prove_writes_held,
 )
 from slotwarden.model.proofs.pool import BATCHES, pool_step, prove_conserved, prove_quiescent, record, shut_down
 from slotwarden.model.proofs.move import MOVE_CLAIMS, SUBJECT, Move, holds, move, record_of
@@ -50,6 +60,12 @@ PROOFS = {
     "evict_unlocked": prove_evict_unlocked,
     "lock_counted": prove_lock_counted,
     "reads_published": prove_reads_published,
+    "writes_held": prove_writes_held,
+    "writes_disjoint": prove_writes_disjoint,
+    "pads_to_pad": prove_pads_to_pad,
+    "ids_in_pool": prove_ids_in_pool,
+    "reads_held": prove_reads_held,
+    "reads_filled": prove_reads_filled,
 }
 """Every contracted function in model/, keyed by the proof's name (`registry.proved_by` says
 which properties each establishes), but `prove_every_move`, which is the one-move proofs at once."""
@@ -63,6 +79,7 @@ __all__ = [
     "MOVE_PROOFS",
     "Move",
     "PROOFS",
+    "STEP_SUBJECT",
     "SUBJECT",
     "holds",
     "move",
@@ -83,6 +100,12 @@ __all__ = [
     "prove_reads_published",
     "prove_release_waits",
     "prove_session_kept",
+    "prove_ids_in_pool",
+    "prove_pads_to_pad",
+    "prove_reads_filled",
+    "prove_reads_held",
+    "prove_writes_disjoint",
+    "prove_writes_held",
     "record",
     "record_of",
     "shut_down",

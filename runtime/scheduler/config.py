@@ -18,13 +18,14 @@ class SchedulerConfig:
     session_timeout: int | None = None  # steps an idle session lives before the reaper closes it
     audit_when_idle: bool = True
     prefix_cache: bool = False  # plain requests share recurrent state by prefix (runtime/radix/cache.py)
+    pad_to_captured: bool = False  # pad decode batches to a captured size (1, 2, 4, ... max_running) with pad rows
 
     def __post_init__(self):
         for name in ("max_running", "token_budget", "chunk_size"):
             _check_field(self, name, lambda v: v >= 1, "a positive int")
         for name in ("retract_after", "session_timeout"):
             _check_field(self, name, lambda v: v >= 0, "an int >= 0, or None", optional=True)
-        for name in ("overlap", "audit_when_idle", "prefix_cache"):
+        for name in ("overlap", "audit_when_idle", "prefix_cache", "pad_to_captured"):
             if type(getattr(self, name)) is not bool:
                 raise BadConfig(name, getattr(self, name), "True or False")
 

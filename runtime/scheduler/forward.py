@@ -4,7 +4,9 @@
 per batch item, (request, its generation, the row of its token or None). It sets `written` as
 soon as the layer may have written a slot's state: a fault after that point leaves the batch's
 slots untrustworthy (the scheduler then ends those requests). `InFlight` is a launched step whose
-results the host has not yet all processed.
+results the host has not yet all processed. With captured sizes (`captured_sizes`), a decode
+batch is padded up to the next one, as a CUDA graph captured at that size needs: the pad rows
+feed token 0 to the pad slot and their tokens are dropped.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Callable
 import torch
 
 from slotwarden.kernels.sample import sample
+from slotwarden.model.vocabulary import NOBODY, PAD_SLOT
 from slotwarden.runtime.pool import to_device
 from slotwarden.runtime.scheduler.admission import Batch
 
@@ -38,19 +41,50 @@ def _by_source(items: list) -> list:
     return sorted(items, key=lambda item: item[0].tail[2])
 
 
-class Forward:
-    """The layer `model` over `pool`'s state; `sample` draws the tokens of sampled rows."""
+def captured_sizes(max_running: int) -> tuple:
+    """The batch sizes a decode step is padded to: 1, 2, 4, ... below `max_running`, then it."""
+    sizes = [1]
+    while sizes[-1] * 2 < max_running:
+        sizes.append(sizes[-1] * 2)
+    return tuple(sizes) + ((max_running,) if sizes[-1] < max_running else ())
 
-    def __init__(self, pool, model, sample: Callable):
+
+class Forward:
+    """The layer `model` over `pool`'s state; `sample` draws the tokens of sampled rows; decode
+    batches are padded to the next of `captured_sizes(pad_to)` (None: not padded)."""
+
+    def __init__(self, pool, model, sample: Callable, pad_to: int | None = None):
         self.pool, self.model, self.sample = pool, model, sample
+        self.sizes = None if pad_to is None else captured_sizes(pad_to)
         self.written = False
+
+    def pads(self, batch: Batch) -> int:
+        """How many pad rows follow the batch's rows."""
+        if self.sizes is None or batch.kind == "prefill":
+            return 0
+        n = len(batch.items)
+        return next((m for m in self.sizes if m >= n), n) - n
+
+    @staticmethod
+    def rows(batch: Batch) -> list:
+        """The batch's items in the order of its rows: row i reads and writes the slot of the
+        i-th item's request (the write set the launch checks is built from the same list)."""
+        return batch.items if batch.kind == "prefill" else _by_source(batch.items)
+
+    def write_set(self, batch: Batch) -> dict:
+        """What the step's rows address, for `StatePool.launch`: row i writes (and reads) the
+        slot of the i-th request of `rows(batch)`, for that request; then the pad rows, on the
+        pad slot. The kernel indexes by the same list."""
+        items, pads = self.rows(batch), self.pads(batch)
+        slots = [req.slot for req, _ in items] + [PAD_SLOT] * pads
+        return dict(slots=slots, actors=[req.rid for req, _ in items] + [NOBODY] * pads)
 
     def run(self, batch: Batch) -> tuple:
         """Run the layer on the batch (reading and writing the pool by slot index). Returns the
         tokens tensor (a device future) and, per item, (request, generation, row of its token
         in that tensor or None). No host sync here."""
-        items = batch.items if batch.kind == "prefill" else _by_source(batch.items)
-        slots = self.pool.on_device([req.slot for req, _ in items])
+        items, pads = self.rows(batch), self.pads(batch)
+        slots = self.pool.on_device(self.write_set(batch)["slots"])
         conv, ssm = self.pool.conv[0], self.pool.ssm
         sampled = any(req.temperature > 0 for req, _ in items)  # host floats: greedy batches run as before
         if batch.kind == "prefill":
@@ -68,11 +102,14 @@ class Forward:
             last = torch.cat(
                 [t[to_device(torch.tensor(rows, dtype=torch.int64), t.device)] for t, rows in groups.values()]
             )
+            if pads:
+                last = torch.cat([last, torch.zeros(pads, dtype=last.dtype, device=last.device)])
             self.written = True
             if sampled:
-                nxt = self.sample(self.model.decode_logits(last.to(slots.device), slots, conv, ssm), items)
+                logits = self.model.decode_logits(last.to(slots.device), slots, conv, ssm)  # pad rows: slot 0
+                nxt = self.sample(logits[: len(items)], items)
             else:
-                nxt = self.model.decode(last.to(slots.device), slots, conv, ssm)
+                nxt = self.model.decode(last.to(slots.device), slots, conv, ssm)[: len(items)]
         rows = []
         for i, (req, n) in enumerate(items):
             if batch.kind == "prefill":

@@ -69,7 +69,7 @@ class Scheduler(Moves):
         self.pool, self.config = pool, config
         self.vocab = getattr(getattr(model, "config", None), "vocab", None)
         self.device = SimulatedDevice()
-        self.forward = Forward(pool, model, self._sample)  # the forward pass (forward.py)
+        self.forward = Forward(pool, model, self._sample, config.max_running if config.pad_to_captured else None)
         self.requests: dict[int, Request] = {}  # live requests only: waiting, running, queued turns
         self.sessions: dict[int, Session] = {}  # open and closing sessions only
         self.waiting: deque[Request] = deque()
@@ -338,8 +338,9 @@ class Scheduler(Moves):
     # -- the forward pass --------------------------------------------------------------------
     def _launch(self, batch: Batch) -> InFlight:
         """Launch `batch`. A fault before the model is called leaves its requests admitted and
-        unfed (the next step feeds them); once it was called, they end (see the contract)."""
-        step = self.pool.launch(self.device.marker(self.pool.ledger.launched + 1))
+        unfed (the next step feeds them); once it was called, they end (see the contract). Its
+        write set is checked at launch (`Forward.write_set`): a refused step is not launched."""
+        step = self.pool.launch(self.device.marker(self.pool.ledger.launched + 1), **self.forward.write_set(batch))
         self._tally["steps"] += 1
         self.forward.written = False
         try:

@@ -84,9 +84,9 @@ class Pair:
                 ]
             return out
 
-        def watched_launch(done=None):
+        def watched_launch(done=None, **write_set):
             self.moves.append("launch")
-            return launch(done)
+            return launch(done, **write_set)
 
         pool.fire, pool.fire_each, pool.alloc, pool.launch = (
             watched_fire,

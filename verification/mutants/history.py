@@ -9,7 +9,8 @@ partial state kept as the session's checkpoint) makes only legal moves: the chec
 it (`policy` None); the continuity machine catches it (`machine="continuity"`). The livelock and
 hang bugs (`LIVENESS_MUTANTS`) make only legal moves too: the checker's liveness properties
 catch them (`checker.liveness`); the livelock's runtime variant never lets the scheduler go idle
-(the machine's teardown); the hangs' runtime variants are not written yet (`cls` None).
+(the machine's teardown); the hangs' runtime variants are not written yet (`cls` None). The index bugs (`write_set.py`)
+make only legal moves and break the step's write set: the launch check refuses them.
 """
 
 from __future__ import annotations
@@ -47,6 +48,14 @@ from slotwarden.verification.mutants.policies import (
     AbstractReleaseAwaitsLostNotice,
     AbstractRequeueNearCeiling,
     AbstractTurnAwaitsLostHandoff,
+)
+from slotwarden.verification.mutants.write_set import (
+    MinusOnePad,
+    PadStaleTail,
+    ReusedSlotNotZeroed,
+    RowBoundState,
+    StaleRowMapping,
+    WrongSeedSlot,
 )
 from slotwarden.verification.mutants.runtime import (
     LentRollbackFrees,
@@ -241,6 +250,67 @@ MUTANTS = (
         {},
         runtime_catch=("AssertionError",),  # the continuity machine: tokens or state differ from the transcript's
         machine="continuity",
+    ),
+    # the step's write set: every move legal, the row -> slot index wrong (verification/mutants/write_set.py)
+    Mutant(
+        "pad_stale_tail",
+        PadStaleTail,
+        None,
+        _PAIR,
+        "TensorRT-LLM #13151",
+        "a pad row addresses only the pad slot",
+        {"pad_to_captured": True},
+        runtime_catch=("IllegalStep",),
+    ),
+    Mutant(
+        "minus_one_pad",
+        MinusOnePad,
+        None,
+        _PAIR,
+        "vLLM #43810",
+        "-1 is never an index: a pad row addresses only the pad slot",
+        {"pad_to_captured": True},
+        runtime_catch=("IllegalStep",),
+    ),
+    Mutant(
+        "row_bound_state",
+        RowBoundState,
+        None,
+        _PAIR,
+        "tenstorrent/vllm #454",
+        "a row writes only the slot its request holds",
+        {},
+        runtime_catch=("IllegalStep",),
+    ),
+    Mutant(
+        "wrong_seed_slot",
+        WrongSeedSlot,
+        None,
+        _PAIR,
+        "vLLM #53142 / #55600",
+        "a row reads and writes only the slot its request holds",
+        {},
+        runtime_catch=("IllegalStep",),
+    ),
+    Mutant(
+        "stale_row_mapping",
+        StaleRowMapping,
+        None,
+        _PAIR,
+        "vLLM #55951",
+        "a row writes only the slot its request holds, in this step",
+        {},
+        runtime_catch=("IllegalStep",),
+    ),
+    Mutant(
+        "reused_slot_not_zeroed",
+        ReusedSlotNotZeroed,
+        None,
+        _PAIR,
+        "vLLM #56524 / SGLang #39862",
+        "a slot's first read follows its zeroing or a copy into it",
+        {},
+        runtime_catch=("IllegalStep",),
     ),
     # the prefix cache: the runtime variants run with the cache on (verification/mutants/cache.py);
     # the checker's on bounds with cache nodes

@@ -57,7 +57,7 @@ def summary(rows: list[Row], total: float, level_name: str, level: dict) -> str:
         lines += [
             "",
             "== mutant matrix",
-            "| mutant | bug (SGLang PR) | expected catch | checker: property, trace | Hypothesis: examples, seconds, "
+            "| mutant | bug (tracker) | expected catch | checker: property, trace | Hypothesis: examples, seconds, "
             "caught at |",
             "|---|---|---|---|---|",
         ]

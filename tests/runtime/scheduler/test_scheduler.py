@@ -16,6 +16,8 @@ CONFIGS = [
     dict(overlap=True),
     dict(token_budget=6, chunk_size=4),  # chunked prefill, rollbacks
     dict(token_budget=6, chunk_size=4, overlap=True),
+    dict(pad_to_captured=True, max_running=3),  # decode batches padded to 1, 2, 3
+    dict(token_budget=6, chunk_size=4, overlap=True, pad_to_captured=True),
 ]
 
 
