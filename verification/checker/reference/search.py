@@ -1,8 +1,5 @@
-"""Today's checker, kept as it was: the peer of `slotwarden bench checker` and of the test
-that the fast checker (`checker.search`) explores the same worlds. Its search, its successor
-function (`reference.actions`) and its codec (`reference.symmetry`) are the forms the fast ones
-were made from; nothing else calls them.
-"""
+"""The reference search: `checker.search.check` as it was made (gc on, its own successor
+function and codec), for the bench and the same-counts test (`checker.reference`)."""
 
 from __future__ import annotations
 
