@@ -125,13 +125,14 @@ def alloc(pool: Pool, n: int, actor: Actor):
 
 
 def fence(pool: Pool, completed: int) -> Pool:
-    """`slotwarden.model.pool.fence`, memoised."""
+    """`slotwarden.model.pool.fence`, memoised (a pool it leaves as it is comes back itself)."""
     key = (pool, completed)
     try:
-        return _FENCE[key]
+        found = _FENCE[key]
     except KeyError:
-        _FENCE[key] = found = model_pool.fence(pool, completed)
-        return found
+        found = model_pool.fence(pool, completed)
+        found = _FENCE[key] = None if found is pool else found
+    return pool if found is None else found
 
 
 def forget() -> None:

@@ -36,7 +36,7 @@ FIELDS = {  # the fields the codec packs, per record; a field added elsewhere mu
     Slot: ("state", "owner", "borrower", "fence", "readers"),
     Pool: ("slots", "free", "locks"),
 }
-_KEYS_KEPT = 1 << 17  # how many worlds' keys a codec remembers
+_KEYS_KEPT = 1 << 17  # how many worlds' keys a codec remembers, in each of its two generations
 
 
 def _check_fields() -> None:
@@ -93,6 +93,8 @@ class Codec(SlotOrder, Decoding):
         self._slot_back: dict = {}  # (state, fence, readers) as packed -> the values
         self._pool_back: dict = {}  # (header part, owners, borrowers) -> Pool
         self._keys: dict = {}  # World -> its canonical key, for the worlds met lately
+        self._older: dict = {}  # the ones met before those
+        self._renamings: dict = {}  # (slots, free list, steps' slots) -> the slot renaming, or TIED
         self.places = self._places()
         self.identity = tuple(range(self.slots + 1))  # the slot renaming that renames nothing
         # a request's class among the actors: 0 plain, else (its session's turns, its position)
@@ -275,13 +277,15 @@ class Codec(SlotOrder, Decoding):
     def key(self, world: World):
         """The world renamed canonically, packed: one key per class of renamed worlds."""
         keys = self._keys
-        try:
-            return keys[world]
-        except KeyError:
-            pass
-        if len(keys) >= _KEYS_KEPT:  # a search meets the same worlds again soon, rarely later
-            keys.clear()
-        found = keys[world] = self._layout(world, True)
+        found = keys.get(world)
+        if found is None:
+            found = self._older.get(world)
+            if found is None:
+                found = self._layout(world, True)
+            if len(keys) >= _KEYS_KEPT:  # a search meets the same worlds again soon, rarely later:
+                self._older, self._keys = keys, {}  # the older half goes at the next turn over
+                keys = self._keys
+            keys[world] = found
         return found
 
     def _layout(self, world: World, canonical: bool):
