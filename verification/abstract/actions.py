@@ -207,7 +207,10 @@ class _Txn:
 
     def leave_steps(self, rid: int) -> None:
         """The request stopped running: no step in flight advances it any more."""
-        self.steps = [st._replace(requests=st.requests - {rid}) if rid in st.requests else st for st in self.steps]
+        self.steps = [
+            _new(Step, (st.epoch, st.slots, st.requests - {rid}, st.copies)) if rid in st.requests else st
+            for st in self.steps
+        ]
 
     def turn_over(self, sid: int, turn: int | None) -> None:
         """The session's turn in flight is now `turn`; with none left, a deferred close runs."""
@@ -449,7 +452,7 @@ def _attempt(kind: str, who: int | None, fn, *args, slot: int | None = None) -> 
         world = t.freeze()
     except LifecycleError as e:  # the model refused a move the policy decided on
         return Outcome(Action(kind, who, slot), None, (), e)
-    return Outcome(Action(kind, who, slot), world, tuple(t.moves))
+    return _new(Outcome, (_new(Action, (kind, who, slot)), world, tuple(t.moves), None))
 
 
 def successors(world: World, policy: Policy, overlap: bool) -> Iterator[Outcome]:
