@@ -1,22 +1,22 @@
 """The abstract scheduler's actions and the successors of a world.
 
 Every change to a slot goes through the declared lifecycle (`slotwarden.model.pool.apply /
-alloc / fence`); nothing here restates a transition. An `IllegalMove` or `BadSlotId` the model
-raises during an action is a violation, reported as an `Outcome` with its error. What the model
-allows when (steps in flight, time, aborts, the prefix cache, retraction) is in the comment
-below the imports.
+alloc / fence`, memoised in `memo`); nothing here restates a transition. An `IllegalMove` or
+`BadSlotId` the model raises during an action is a violation, reported as an `Outcome` with
+its error. What the model allows when (steps in flight, time, aborts, the prefix cache,
+retraction) is in the comment below the imports.
 """
 
 from __future__ import annotations
 
 from typing import Iterator, NamedTuple
 
-from slotwarden.model import pool as model_pool
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.pool import Pool
 from slotwarden.model.vocabulary import Actor, Event, Slot, State
 
+from slotwarden.verification.abstract.memo import alloc, apply, fence
 from slotwarden.verification.abstract.policy import Alloc, Fire, Policy
 from slotwarden.verification.abstract.world import (
     CANDIDATE,
@@ -93,55 +93,6 @@ class Outcome(NamedTuple):
     world: World | None
     moves: tuple  # tuple[Move, ...], in the order they happened
     error: LifecycleError | None = None
-
-
-# -- the model's pool operations, memoised (pure functions; the same pools recur in many worlds)
-_APPLY: dict = {}
-_ALLOC: dict = {}
-_FENCE: dict = {}
-_FORGETTERS: list = []  # other memo tables' clear(): the judges register theirs
-
-
-def apply(pool: Pool, event: Event, ids: tuple, actor: Actor, target: int, epoch: int) -> Pool:
-    """`slotwarden.model.pool.apply`, memoised (a refusal is raised again, never cached)."""
-    key = (pool, ids, event, actor, target, epoch)
-    try:
-        return _APPLY[key]
-    except KeyError:
-        _APPLY[key] = found = model_pool.apply(pool, event, ids, actor, target, epoch)
-        return found
-    except TypeError:  # an unhashable id: let the model refuse it
-        return model_pool.apply(pool, event, ids, actor, target, epoch)
-
-
-def alloc(pool: Pool, n: int, actor: Actor):
-    """`slotwarden.model.pool.alloc`, memoised."""
-    key = (pool, n, actor)
-    try:
-        return _ALLOC[key]
-    except KeyError:
-        _ALLOC[key] = found = model_pool.alloc(pool, n, actor)
-        return found
-
-
-def fence(pool: Pool, completed: int) -> Pool:
-    """`slotwarden.model.pool.fence`, memoised (a pool it leaves as it is comes back itself)."""
-    key = (pool, completed)
-    try:
-        found = _FENCE[key]
-    except KeyError:
-        found = model_pool.fence(pool, completed)
-        found = _FENCE[key] = None if found is pool else found
-    return pool if found is None else found
-
-
-def forget() -> None:
-    """Drop the memo tables (the checker calls it after each run to give the memory back)."""
-    _APPLY.clear()
-    _ALLOC.clear()
-    _FENCE.clear()
-    for clear in _FORGETTERS:
-        clear()
 
 
 _new = tuple.__new__  # a record built from its values, without `_replace`'s keyword parsing

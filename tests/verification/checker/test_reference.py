@@ -1,6 +1,7 @@
 """The checker against the reference it was made from (`checker.reference`, today's form): on
-the tests' bounds and on every history mutant of the checker (the liveness ones on the graph), the same states, transitions,
-depth, rules, goals and verdict, trace included. A broken successor function is told apart."""
+the tests' bounds and on every history mutant of the checker (the liveness ones on the graph),
+the same states, transitions, depth, rules, goals and verdict, trace included. A broken
+successor function is told apart."""
 
 import pytest
 

@@ -203,5 +203,3 @@ def _violation(prop: str, path: list, last: Outcome | None, policy: Policy, boun
             if bad and bad[0] == prop:
                 return Violation(prop, bad[1], tuple(lines) + (describe(out),))
     raise CheckerFault(f"checker fault: the violation {prop} did not replay (is the policy symmetric?)")
-
-
