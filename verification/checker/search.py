@@ -8,9 +8,8 @@ lifecycle (an `IllegalMove` or `BadSlotId` is the violation "legal"), and a worl
 final has an enabled action (no deadlock). The first violation stops the search with a shortest
 trace from the initial world, replayed so that every line is a real action. Each result records
 the declared rules that fired and the goals reached (`goals.coverage` judges them); its counts
-are pinned (`pins`), and `checker.reference` (the form it was made from) explores the same. No
-partial-order reduction: nearly every action conflicts with an abort or a close and changes what
-the properties read, so sound ample sets would be almost everything.
+are pinned (`pins`). No partial-order reduction: nearly every action conflicts with an abort or
+a close and changes what the properties read, so sound ample sets would be almost everything.
     >>> check(Bounds(slots=1, requests=2, sessions=1)).violation is None
     True
 """
