@@ -80,6 +80,8 @@ def _bench(args) -> int:
         from slotwarden.bench.pool import run
     elif args.target == "trace":
         from slotwarden.bench.trace import run
+    elif args.target == "checker":
+        from slotwarden.bench.checker import run
     else:
         from slotwarden.bench.scheduler import run
     return run(args)
@@ -258,14 +260,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "bench",
         help="side-by-side timings (pool: against SGLang's allocator; scheduler: host overhead per step; "
-        "trace: check-trace's speed and memory)",
+        "trace: check-trace's speed and memory; checker: the exhaustive checker's states per CPU-second)",
         description="Time the checked pool against real peers (pool) or the scheduler's host overhead per step "
         "(scheduler, then a shared-prefix workload with the prefix cache off and on), in one run on one device, and "
         "report ratios; or (trace) write clean synthetic traces of 10^5 and 10^6 events (--quick: 10^4 and 10^5) "
-        "and report check-trace's events/s and its peak memory (tracemalloc) for each, side by side. Prints a "
-        "table; --json writes the numbers.",
+        "and report check-trace's events/s and its peak memory (tracemalloc) for each, side by side; or (checker) "
+        "run the exhaustive checker and the reference it was made from on each default bounds (--quick: the tests' "
+        "bounds) and report states and transitions per CPU-second and the ratio. Prints a table; --json writes the "
+        "numbers.",
     )
-    p.add_argument("target", choices=("pool", "scheduler", "trace"), help="what to measure")
+    p.add_argument("target", choices=("pool", "scheduler", "trace", "checker"), help="what to measure")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
     p.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, noisier numbers)")

@@ -5,7 +5,8 @@ breadth-first, in modules of one concern each, gathered here under one name:
 
 - `world`: bounds, requests, sessions, steps, the world, the initial world;
 - `policy`: the scheduler's decisions (`Policy`; mutants override one method);
-- `actions`: the actions, the successors of a world, the memoised model pool;
+- `actions`: the actions and the successors of a world;
+- `memo`: the model pool's operations, memoised;
 - `judged`: the properties the checker judges in every world and on every slot move;
 - `words`: worlds, moves and outcomes as text.
 
@@ -14,7 +15,8 @@ breadth-first, in modules of one concern each, gathered here under one name:
 
 from __future__ import annotations
 
-from slotwarden.verification.abstract.actions import Action, Move, Outcome, alloc, apply, fence, forget, successors
+from slotwarden.verification.abstract.actions import Action, Move, Outcome, successors
+from slotwarden.verification.abstract.memo import alloc, apply, fence, forget
 from slotwarden.verification.abstract.judged import (
     MOVE_PROPERTIES,
     PROPERTIES,

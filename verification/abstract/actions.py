@@ -1,22 +1,22 @@
 """The abstract scheduler's actions and the successors of a world.
 
 Every change to a slot goes through the declared lifecycle (`slotwarden.model.pool.apply /
-alloc / fence`); nothing here restates a transition. An `IllegalMove` or `BadSlotId` the model
-raises during an action is a violation, reported as an `Outcome` with its error. What the model
-allows when (steps in flight, time, aborts, the prefix cache, retraction) is in the comment
-below the imports.
+alloc / fence`, memoised in `memo`); nothing here restates a transition. An `IllegalMove` or
+`BadSlotId` the model raises during an action is a violation, reported as an `Outcome` with
+its error. What the model allows when (steps in flight, time, aborts, the prefix cache,
+retraction) is in the comment below the imports.
 """
 
 from __future__ import annotations
 
 from typing import Iterator, NamedTuple
 
-from slotwarden.model import pool as model_pool
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.pool import Pool
 from slotwarden.model.vocabulary import Actor, Event, Slot, State
 
+from slotwarden.verification.abstract.memo import alloc, apply, fence
 from slotwarden.verification.abstract.policy import Alloc, Fire, Policy
 from slotwarden.verification.abstract.world import (
     CANDIDATE,
@@ -95,52 +95,17 @@ class Outcome(NamedTuple):
     error: LifecycleError | None = None
 
 
-# -- the model's pool operations, memoised (pure functions; the same pools recur in many worlds)
-_APPLY: dict = {}
-_ALLOC: dict = {}
-_FENCE: dict = {}
-_FORGETTERS: list = []  # other memo tables' clear(): the judges register theirs
+_new = tuple.__new__  # a record built from its values, without `_replace`'s keyword parsing
+_AT = {rec: {f: i for i, f in enumerate(rec._fields)} for rec in (Request, Session)}
 
 
-def apply(pool: Pool, event: Event, ids: tuple, actor: Actor, target: int, epoch: int) -> Pool:
-    """`slotwarden.model.pool.apply`, memoised (a refusal is raised again, never cached)."""
-    key = (pool, ids, event, actor, target, epoch)
-    try:
-        return _APPLY[key]
-    except KeyError:
-        _APPLY[key] = found = model_pool.apply(pool, event, ids, actor, target, epoch)
-        return found
-    except TypeError:  # an unhashable id: let the model refuse it
-        return model_pool.apply(pool, event, ids, actor, target, epoch)
-
-
-def alloc(pool: Pool, n: int, actor: Actor):
-    """`slotwarden.model.pool.alloc`, memoised."""
-    key = (pool, n, actor)
-    try:
-        return _ALLOC[key]
-    except KeyError:
-        _ALLOC[key] = found = model_pool.alloc(pool, n, actor)
-        return found
-
-
-def fence(pool: Pool, completed: int) -> Pool:
-    """`slotwarden.model.pool.fence`, memoised."""
-    key = (pool, completed)
-    try:
-        return _FENCE[key]
-    except KeyError:
-        _FENCE[key] = found = model_pool.fence(pool, completed)
-        return found
-
-
-def forget() -> None:
-    """Drop the memo tables (the checker calls it after each run to give the memory back)."""
-    _APPLY.clear()
-    _ALLOC.clear()
-    _FENCE.clear()
-    for clear in _FORGETTERS:
-        clear()
+def _renewed(rec, changes: dict):
+    """`rec._replace(**changes)`, faster (the search's hottest record update)."""
+    values = list(rec)
+    at = _AT[type(rec)]
+    for name, v in changes.items():
+        values[at[name]] = v
+    return _new(type(rec), values)
 
 
 class _Txn:
@@ -175,25 +140,28 @@ class _Txn:
                 after = apply(before, d.event, d.ids, d.actor, d.target, epoch)
                 ids, event, actor = d.ids, d.event, d.actor
             for i in ids:
-                self.moves.append(Move(i, before.slots[i - 1], event, actor, after.slots[i - 1]))
+                self.moves.append(_new(Move, (i, before.slots[i - 1], event, actor, after.slots[i - 1])))
             named.extend(ids)
             self.pool = after
         return tuple(named)
 
     def set_request(self, rid: int, **changes) -> Request:
-        self.requests[rid] = r = self.requests[rid]._replace(**changes)
+        self.requests[rid] = r = _renewed(self.requests[rid], changes)
         return r
 
     def session(self, sid: int) -> Session:
         return self.sessions[sid - SESSION_BASE]
 
     def set_session(self, sid: int, **changes) -> Session:
-        self.sessions[sid - SESSION_BASE] = s = self.sessions[sid - SESSION_BASE]._replace(**changes)
+        self.sessions[sid - SESSION_BASE] = s = _renewed(self.sessions[sid - SESSION_BASE], changes)
         return s
 
     def leave_steps(self, rid: int) -> None:
         """The request stopped running: no step in flight advances it any more."""
-        self.steps = [st._replace(requests=st.requests - {rid}) if rid in st.requests else st for st in self.steps]
+        self.steps = [
+            _new(Step, (st.epoch, st.slots, st.requests - {rid}, st.copies)) if rid in st.requests else st
+            for st in self.steps
+        ]
 
     def turn_over(self, sid: int, turn: int | None) -> None:
         """The session's turn in flight is now `turn`; with none left, a deferred close runs."""
@@ -231,7 +199,8 @@ class _Txn:
                 pool.locks,
             )
             steps = tuple(st._replace(epoch=st.epoch - base) for st in steps)
-        return World(pool, tuple(self.requests), tuple(self.sessions), self.launched - base, 0, steps, self.world.nodes)
+        values = (pool, tuple(self.requests), tuple(self.sessions), self.launched - base, 0, steps, self.world.nodes)
+        return _new(World, values)
 
 
 _FENCED = tuple(spec.state for spec in LIFECYCLE.states if spec.fenced)
@@ -434,7 +403,7 @@ def _attempt(kind: str, who: int | None, fn, *args, slot: int | None = None) -> 
         world = t.freeze()
     except LifecycleError as e:  # the model refused a move the policy decided on
         return Outcome(Action(kind, who, slot), None, (), e)
-    return Outcome(Action(kind, who, slot), world, tuple(t.moves))
+    return _new(Outcome, (_new(Action, (kind, who, slot)), world, tuple(t.moves), None))
 
 
 def successors(world: World, policy: Policy, overlap: bool) -> Iterator[Outcome]:

@@ -23,7 +23,8 @@ from slotwarden.model.properties import (
 from slotwarden.model.registry import text, texts
 from slotwarden.model.vocabulary import Actor, State
 
-from slotwarden.verification.abstract.actions import _FORGETTERS, Move
+from slotwarden.verification.abstract.actions import Move
+from slotwarden.verification.abstract.memo import _FORGETTERS
 from slotwarden.verification.abstract.words import show_handles, show_slot, show_slots
 from slotwarden.verification.abstract.world import CLOSED, DONE, World, is_final
 

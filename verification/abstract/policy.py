@@ -40,11 +40,23 @@ class Alloc(NamedTuple):
 
 
 def req_actor(r: Request) -> Actor:
-    return Actor.request(r.id)
+    try:
+        return _REQUESTS[r.id]  # made once per id: a policy names its actor at every decision
+    except KeyError:
+        found = _REQUESTS[r.id] = Actor.request(r.id)
+        return found
 
 
 def ses_actor(s: Session) -> Actor:
-    return Actor.session(s.id)
+    try:
+        return _SESSIONS[s.id]
+    except KeyError:
+        found = _SESSIONS[s.id] = Actor.session(s.id)
+        return found
+
+
+_REQUESTS: dict = {}  # id -> its actor
+_SESSIONS: dict = {}
 
 
 class Policy:

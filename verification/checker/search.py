@@ -16,6 +16,7 @@ a close and changes what the properties read, so sound ample sets would be almos
 
 from __future__ import annotations
 
+import gc
 import time
 from array import array
 from concurrent.futures import ProcessPoolExecutor
@@ -125,6 +126,16 @@ def check(
     before (4 bytes), enough to rebuild a trace. A world is decoded from its key when its level
     is expanded, so no world object outlives its expansion. A `graph` (`liveness.Graph`) is
     given every world and edge; once the safety properties hold it judges the liveness ones."""
+    collecting = gc.isenabled()
+    gc.disable()  # the search makes millions of acyclic tuples: the cycle collector only rescans them
+    try:
+        return _search(bounds, policy, max_states, symmetry, lifecycle, on_level, graph)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _search(bounds, policy, max_states, symmetry, lifecycle, on_level, graph) -> CheckResult:
     policy = Policy() if policy is None else policy
     start = time.perf_counter()
     root = initial(bounds)

@@ -16,10 +16,13 @@ from slotwarden.model.vocabulary import NOBODY
 from slotwarden.verification.checker.packing import NOONE, OutOfRange
 from slotwarden.verification.abstract.world import World
 
+TIED = "tied"  # the renaming memo's mark: the slots' order reads who holds them (not memoised)
+
 
 class SlotOrder:
     """The canonical slot renaming of `symmetry.Codec` (which sets `slots`, `req_index`,
-    `ses_index`, `req_class` and `req_turns`)."""
+    `ses_index`, `req_class` and `req_turns`, and `_renamings`, the memo of the renamings that
+    read no holder)."""
 
     def slot_renaming(self, world: World) -> tuple:
         """The renaming of slot ids (old id -> new id, index 0 unused) that puts the slots in
@@ -32,6 +35,11 @@ class SlotOrder:
         n = self.slots
         if len(slots) != n:
             raise OutOfRange(world.pool)
+        # what the order reads unless holders are tied: the slots, the free list, the steps' slots
+        memo = (slots, world.pool.free, tuple([st.slots for st in world.steps]))
+        known = self._renamings.get(memo)
+        if known is not None and known is not TIED:
+            return known
         used = [0] * (n + 1)
         for b, st in enumerate(world.steps):
             for i in st.slots:
@@ -41,8 +49,8 @@ class SlotOrder:
         # a slot's description starts with what it is; who holds it is described only when two
         # slots are alike and one of them is held (else nobody's description is the same order)
         held: dict = {}  # what a slot is -> whether a slot so described is held
-        tied = False
-        for k, s in enumerate(slots):
+        tied = known is TIED
+        for k, s in enumerate(slots if not tied else ()):
             what = (s.state, s.fence, s.readers, used[k + 1])
             mine = s.owner != NOBODY or s.borrower != NOBODY
             if what in held:
@@ -56,6 +64,7 @@ class SlotOrder:
                 (int(s.state), s.fence, s.readers, used[k + 1], place.get(k + 1, -1), k) for k, s in enumerate(slots)
             ]
         else:
+            self._renamings[memo] = TIED
             found: dict = {}  # session index -> its description (`_session_part`)
             describe = self._holder
             sig = []
@@ -67,7 +76,10 @@ class SlotOrder:
         new = [0] * (n + 1)
         for at, t in enumerate(sig):
             new[t[-1] + 1] = at + 1
-        return tuple(new)
+        new = tuple(new)
+        if not tied:
+            self._renamings[memo] = new
+        return new
 
     def _holder(self, world: World, actor: int, slot: int, found: dict) -> tuple:
         """Who holds a slot, with no id: (0,) not a request or a session (the cache); a

@@ -36,7 +36,7 @@ FIELDS = {  # the fields the codec packs, per record; a field added elsewhere mu
     Slot: ("state", "owner", "borrower", "fence", "readers"),
     Pool: ("slots", "free", "locks"),
 }
-_KEYS_KEPT = 1 << 17  # how many worlds' keys a codec remembers
+_KEYS_KEPT = 1 << 17  # how many worlds' keys a codec remembers, in each of its two generations
 
 
 def _check_fields() -> None:
@@ -84,8 +84,8 @@ class Codec(SlotOrder, Decoding):
         self.req_block = len(FIELDS[Request]) - 2 + self.tail  # plain fields, then the tail
         self.ses_block = 2 + len(FIELDS[Session]) - 2  # plain fields (turn as a position), then owns, borrows
         self.exact = self.slots > 8  # a slot mask is one byte: larger pools are kept exactly
-        self._req: dict = {}  # Request -> its block's plain part
-        self._ses: dict = {}
+        self._req: dict = {}  # slot renaming -> Request -> its block's plain part
+        self._ses: dict = {}  # slot renaming -> Session -> its block's plain part
         self._pools: dict = {}  # Pool -> (its header part, the tails of the actors' blocks)
         self._step_codes: dict = {}  # steps in flight -> (their header part, the requests' step masks)
         self._req_back: dict = {}  # (request index, plain part) -> Request
@@ -93,6 +93,8 @@ class Codec(SlotOrder, Decoding):
         self._slot_back: dict = {}  # (state, fence, readers) as packed -> the values
         self._pool_back: dict = {}  # (header part, owners, borrowers) -> Pool
         self._keys: dict = {}  # World -> its canonical key, for the worlds met lately
+        self._older: dict = {}  # the ones met before those
+        self._renamings: dict = {}  # (slots, free list, steps' slots) -> the slot renaming, or TIED
         self.places = self._places()
         self.identity = tuple(range(self.slots + 1))  # the slot renaming that renames nothing
         # a request's class among the actors: 0 plain, else (its session's turns, its position)
@@ -130,25 +132,28 @@ class Codec(SlotOrder, Decoding):
             pool_code, tails = self._pools[pool_key] = self._pool_code(world.pool, new)
         steps = world.steps
         head = bytes((epoch_byte(world.launched), epoch_byte(world.completed), len(steps))) + pool_code
-        req_codes, ses_codes = self._req, self._ses
+        try:
+            req_codes, ses_codes = self._req[new], self._ses[new]
+        except KeyError:
+            req_codes, ses_codes = self._req.setdefault(new, {}), self._ses.setdefault(new, {})
         if len(world.requests) != len(tails[0]) or len(world.sessions) != len(tails[1]):
             raise OutOfRange("not a world of this workload")
         try:
-            reqs = [req_codes[r, new] + t for r, t in zip(world.requests, tails[0])]
+            reqs = [req_codes[r] + t for r, t in zip(world.requests, tails[0])]
         except KeyError:
             for k, r in enumerate(world.requests):
-                if (r, new) not in req_codes:
-                    req_codes[r, new] = self._req_code(k, r, new)
-            reqs = [req_codes[r, new] + t for r, t in zip(world.requests, tails[0])]
+                if r not in req_codes:
+                    req_codes[r] = self._req_code(k, r, new)
+            reqs = [req_codes[r] + t for r, t in zip(world.requests, tails[0])]
         if steps:
             head += self._steps(steps, reqs, new)
         try:
-            sess = [ses_codes[x, new] + t for x, t in zip(world.sessions, tails[1])]
+            sess = [ses_codes[x] + t for x, t in zip(world.sessions, tails[1])]
         except KeyError:
             for k, x in enumerate(world.sessions):
-                if (x, new) not in ses_codes:
-                    ses_codes[x, new] = self._ses_code(k, x, new)
-            sess = [ses_codes[x, new] + t for x, t in zip(world.sessions, tails[1])]
+                if x not in ses_codes:
+                    ses_codes[x] = self._ses_code(k, x, new)
+            sess = [ses_codes[x] + t for x, t in zip(world.sessions, tails[1])]
         return head, reqs, sess
 
     def _steps(self, steps: tuple, reqs: list, new: tuple) -> bytes:
@@ -275,13 +280,15 @@ class Codec(SlotOrder, Decoding):
     def key(self, world: World):
         """The world renamed canonically, packed: one key per class of renamed worlds."""
         keys = self._keys
-        try:
-            return keys[world]
-        except KeyError:
-            pass
-        if len(keys) >= _KEYS_KEPT:  # a search meets the same worlds again soon, rarely later
-            keys.clear()
-        found = keys[world] = self._layout(world, True)
+        found = keys.get(world)
+        if found is None:
+            found = self._older.get(world)
+            if found is None:
+                found = self._layout(world, True)
+            if len(keys) >= _KEYS_KEPT:  # a search meets the same worlds again soon, rarely later:
+                self._older, self._keys = keys, {}  # the older half goes at the next turn over
+                keys = self._keys
+            keys[world] = found
         return found
 
     def _layout(self, world: World, canonical: bool):

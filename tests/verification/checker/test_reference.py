@@ -1,0 +1,49 @@
+"""The checker against the reference it was made from (`checker.reference`, today's form): on
+the tests' bounds and on every history mutant of the checker (the liveness ones on the graph),
+the same states, transitions, depth, rules, goals and verdict, trace included. A broken
+successor function is told apart."""
+
+import pytest
+
+from slotwarden.verification.abstract import actions
+from slotwarden.verification.abstract.world import RUNNING
+from slotwarden.verification.checker import reference
+from slotwarden.verification.checker.bounds import TEST_BOUNDS
+from slotwarden.verification.checker.search import check
+from slotwarden.verification.checker.liveness import Graph
+from slotwarden.verification.mutants.history import LIVENESS_MUTANTS, MUTANTS
+
+
+def _seen(r) -> tuple:
+    v = r.violation
+    verdict = None if v is None else (v.property, v.message, v.trace, v.loop)
+    return r.states, r.transitions, r.max_depth, r.complete, r.rules, r.goals, verdict
+
+
+def _same(bounds, policy=None, live: bool = False) -> bool:
+    options = (lambda: {"graph": Graph()}) if live else dict
+    ours, theirs = check(bounds, policy, **options()), reference.check(bounds, policy, **options())
+    return _seen(ours) == _seen(theirs)
+
+
+@pytest.mark.parametrize("bounds", TEST_BOUNDS, ids=str)
+def test_the_correct_scheduler_explores_what_the_reference_explores(bounds):
+    assert _same(bounds)
+
+
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.policy is not None], ids=lambda m: m.name)
+def test_every_history_mutant_gets_the_reference_verdict(mutant):
+    assert _same(mutant.bounds, mutant.policy())
+
+
+@pytest.mark.parametrize("mutant", LIVENESS_MUTANTS, ids=lambda m: m.name)
+def test_every_liveness_mutant_gets_the_reference_lasso(mutant):
+    assert _same(mutant.bounds, mutant.policy(), live=True)
+
+
+def test_a_successor_function_that_drops_an_action_is_told_apart(monkeypatch):
+    # the broken variant: a running request can no longer be retracted (in the checker only;
+    # the reference keeps its own successor function)
+    running = tuple(a for a in actions._BY_PHASE[RUNNING] if a[0] != "retract")
+    monkeypatch.setitem(actions._BY_PHASE, RUNNING, running)
+    assert not _same(TEST_BOUNDS[1])

@@ -1,0 +1,498 @@
+"""The abstract scheduler's actions and the successors of a world.
+
+Every change to a slot goes through the declared lifecycle (`slotwarden.model.pool.apply /
+alloc / fence`); nothing here restates a transition. An `IllegalMove` or `BadSlotId` the model
+raises during an action is a violation, reported as an `Outcome` with its error. What the model
+allows when (steps in flight, time, aborts, the prefix cache, retraction) is in the comment
+below the imports.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, NamedTuple
+
+from slotwarden.model import pool as model_pool
+from slotwarden.model.errors import LifecycleError
+from slotwarden.model.lifecycle import LIFECYCLE
+from slotwarden.model.pool import Pool
+from slotwarden.model.vocabulary import Actor, Event, Slot, State
+
+from slotwarden.verification.abstract.policy import Alloc, Fire, Policy
+from slotwarden.verification.abstract.world import (
+    CANDIDATE,
+    CLOSED,
+    CLOSING,
+    DONE,
+    OPEN,
+    PENDING,
+    RUNNING,
+    SESSION_BASE,
+    WAITING,
+    Request,
+    Session,
+    Step,
+    World,
+    cached_ids,
+    session_of,
+)
+
+# The model's rules:
+# - without overlap at most one step is in flight and it completes before anything else
+#   happens; with overlap up to two are in flight (the next batch is built while one runs).
+# - Time: the scheduler fences whatever the device has finished after every action (a release
+#   while nothing is in flight is free at once). Epochs are kept relative to the last completed
+#   step (`completed` is always 0 in a stored world): shifting every epoch by the same amount
+#   changes nothing the lifecycle can see, since it only compares epochs, and it keeps the state
+#   space finite.
+# - A request finishes any time after it has been in one completed step. Any request not done
+#   can be aborted: a PENDING turn is one queued behind its session's turn in flight (or not yet
+#   sent); it becomes DONE, and so do the session's queued turns when it closes.
+# - The prefix cache (`Bounds.nodes` > 0): a request taking a fresh slot may instead match a
+#   published node (`match`: a fresh slot and a lock on the cached one, as `Request.src`); its
+#   first launched step performs the copy (`Step.copies`) and the lock is let go at that step's
+#   fence. A request leaving before then lets go at once. A plain request that may finish may
+#   donate its slot to a new node instead (`donate`), published at the fence of the step in
+#   flight; the cache may evict any unlocked node at any time (`evict`: a CACHING one is an
+#   aborted write, dropped unread).
+# - Any running request can be retracted (the runtime retracts for a slot or for a seat in the
+#   running batch, which this model does not count): it waits again, holding nothing. A session
+#   turn keeps its place as its session's turn in flight; its lent slot goes back to the session
+#   (LENT_RUNNING --RETRACT--> PARKED) and is lent to it again when it is taken again.
+
+
+class Move(NamedTuple):
+    """What one slot went through during an action: the checker judges every move."""
+
+    slot_id: int
+    before: Slot
+    event: Event
+    actor: Actor
+    after: Slot
+
+
+class Action(NamedTuple):
+    """An action of the abstract scheduler: `kind` on request/session `id` (None: the scheduler
+    or the cache), about slot `slot` (a match's or an eviction's cached slot)."""
+
+    kind: str
+    id: int | None = None
+    slot: int | None = None
+
+    def __str__(self) -> str:
+        on = "" if self.slot is None else f"slot {self.slot}"
+        if self.id is None:
+            return self.kind if not on else f"{self.kind}({on})"
+        who = "s" if self.kind == "close" else "r"
+        return f"{self.kind}({who}{self.id}{', ' + on if on else ''})"
+
+
+class Outcome(NamedTuple):
+    """One enabled action and what it led to: the next world, or the error the model raised."""
+
+    action: Action
+    world: World | None
+    moves: tuple  # tuple[Move, ...], in the order they happened
+    error: LifecycleError | None = None
+
+
+# -- the model's pool operations, memoised (pure functions; the same pools recur in many worlds)
+_APPLY: dict = {}
+_ALLOC: dict = {}
+_FENCE: dict = {}
+_FORGETTERS: list = []  # other memo tables' clear(): the judges register theirs
+
+
+def apply(pool: Pool, event: Event, ids: tuple, actor: Actor, target: int, epoch: int) -> Pool:
+    """`slotwarden.model.pool.apply`, memoised (a refusal is raised again, never cached)."""
+    key = (pool, ids, event, actor, target, epoch)
+    try:
+        return _APPLY[key]
+    except KeyError:
+        _APPLY[key] = found = model_pool.apply(pool, event, ids, actor, target, epoch)
+        return found
+    except TypeError:  # an unhashable id: let the model refuse it
+        return model_pool.apply(pool, event, ids, actor, target, epoch)
+
+
+def alloc(pool: Pool, n: int, actor: Actor):
+    """`slotwarden.model.pool.alloc`, memoised."""
+    key = (pool, n, actor)
+    try:
+        return _ALLOC[key]
+    except KeyError:
+        _ALLOC[key] = found = model_pool.alloc(pool, n, actor)
+        return found
+
+
+def fence(pool: Pool, completed: int) -> Pool:
+    """`slotwarden.model.pool.fence`, memoised."""
+    key = (pool, completed)
+    try:
+        return _FENCE[key]
+    except KeyError:
+        _FENCE[key] = found = model_pool.fence(pool, completed)
+        return found
+
+
+def forget() -> None:
+    """Drop the memo tables (the checker calls it after each run to give the memory back)."""
+    _APPLY.clear()
+    _ALLOC.clear()
+    _FENCE.clear()
+    for clear in _FORGETTERS:
+        clear()
+
+
+class _Txn:
+    """The next world under construction during one action."""
+
+    def __init__(self, world: World, policy: Policy):
+        self.world = world
+        self.policy = policy
+        self.pool = world.pool
+        self.requests = list(world.requests)
+        self.sessions = list(world.sessions)
+        self.steps = list(world.steps)
+        self.launched = world.launched
+        self.completed = world.completed
+        self.moves: list = []
+        self.epoch = policy.release_epoch(world)
+
+    def fire(self, plan) -> tuple | None:
+        """Apply the decisions in order; return the slot ids they named (None: an Alloc found
+        too few free slots, the action is not enabled)."""
+        named: list = []
+        for d in plan:
+            before = self.pool
+            if isinstance(d, Alloc):
+                got = alloc(before, d.n, d.actor)
+                if got is None:
+                    return None
+                after, ids = got
+                event, actor = Event.ALLOC, d.actor
+            else:
+                epoch = self.epoch if d.epoch is None else d.epoch
+                after = apply(before, d.event, d.ids, d.actor, d.target, epoch)
+                ids, event, actor = d.ids, d.event, d.actor
+            for i in ids:
+                self.moves.append(Move(i, before.slots[i - 1], event, actor, after.slots[i - 1]))
+            named.extend(ids)
+            self.pool = after
+        return tuple(named)
+
+    def set_request(self, rid: int, **changes) -> Request:
+        self.requests[rid] = r = self.requests[rid]._replace(**changes)
+        return r
+
+    def session(self, sid: int) -> Session:
+        return self.sessions[sid - SESSION_BASE]
+
+    def set_session(self, sid: int, **changes) -> Session:
+        self.sessions[sid - SESSION_BASE] = s = self.sessions[sid - SESSION_BASE]._replace(**changes)
+        return s
+
+    def leave_steps(self, rid: int) -> None:
+        """The request stopped running: no step in flight advances it any more."""
+        self.steps = [st._replace(requests=st.requests - {rid}) if rid in st.requests else st for st in self.steps]
+
+    def turn_over(self, sid: int, turn: int | None) -> None:
+        """The session's turn in flight is now `turn`; with none left, a deferred close runs."""
+        s = self.set_session(sid, turn=turn)
+        if turn is None and s.status == CLOSING:
+            self.close(s)
+
+    def close(self, s: Session) -> None:
+        self.fire(self.policy.close_events(self.world, s))
+        self.set_session(s.id, status=CLOSED, handle=None)
+
+    def frozen_world(self) -> World:
+        """The world as this action has left it so far (no fence, no normalisation)."""
+        w = self.world
+        return w._replace(
+            pool=self.pool, requests=tuple(self.requests), sessions=tuple(self.sessions), launched=self.launched,
+            completed=self.completed, steps=tuple(self.steps),
+        )  # fmt: skip
+
+    def freeze(self) -> World:
+        """Fence what the device has finished, normalise epochs, freeze."""
+        before = self.pool
+        self.pool = fence(before, self.completed)
+        if self.pool is not before:
+            actor = Actor.fence(self.completed)
+            for i, (a, b) in enumerate(zip(before.slots, self.pool.slots)):
+                if a != b:
+                    self.moves.append(Move(i + 1, a, Event.FENCE, actor, b))
+        base = self.completed
+        pool, steps = self.pool, tuple(self.steps)
+        if base:
+            pool = Pool(
+                tuple(s._replace(fence=s.fence - base) if s.state in _FENCED else s for s in pool.slots),
+                pool.free,
+                pool.locks,
+            )
+            steps = tuple(st._replace(epoch=st.epoch - base) for st in steps)
+        return World(pool, tuple(self.requests), tuple(self.sessions), self.launched - base, 0, steps, self.world.nodes)
+
+
+_FENCED = tuple(spec.state for spec in LIFECYCLE.states if spec.fenced)
+
+
+# -- the actions: each returns the finished transaction, or None when not enabled -------------
+def _submit(world: World, rid: int, policy: Policy):
+    r = world.requests[rid]
+    if r.phase != PENDING:
+        return None
+    s = session_of(world, r.session)
+    if s.status != OPEN or s.turn is not None:
+        return None
+    if next(i for i in s.turns if world.requests[i].phase == PENDING) != rid:
+        return None
+    t = _Txn(world, policy)
+    t.set_request(rid, phase=WAITING)
+    t.set_session(s.id, turn=rid)
+    return t
+
+
+def _take(world: World, rid: int, policy: Policy):
+    r = world.requests[rid]
+    if r.phase != WAITING:
+        return None
+    t = _Txn(world, policy)
+    plan = policy.take_events(world, r)
+    ids = t.fire(plan)
+    if ids is None:
+        return None
+    lent = any(isinstance(d, Fire) and d.event is Event.LEND for d in plan)
+    t.set_request(rid, phase=CANDIDATE, handle=ids[0] if ids else None, lent=lent)
+    return t
+
+
+def _match(world: World, rid: int, policy: Policy, slot: int):
+    r = world.requests[rid]
+    if r.phase != WAITING or not policy.can_match(world, r, slot):
+        return None
+    if r.session is not None and session_of(world, r.session).handle is not None:
+        return None  # a turn runs on its session's slot
+    t = _Txn(world, policy)
+    ids = t.fire(policy.match_events(world, r, slot))
+    if ids is None:
+        return None
+    t.set_request(rid, phase=CANDIDATE, handle=ids[-1], lent=False, src=slot)  # the fresh slot
+    return t
+
+
+def _admit(world: World, rid: int, policy: Policy):
+    r = world.requests[rid]
+    if r.phase != CANDIDATE:
+        return None
+    t = _Txn(world, policy)
+    t.fire(policy.admit_events(world, r))
+    t.set_request(rid, phase=RUNNING, ran=False)
+    return t
+
+
+def _rollback(world: World, rid: int, policy: Policy):
+    r = world.requests[rid]
+    if r.phase != CANDIDATE or not policy.can_rollback(world, r):
+        return None
+    t = _Txn(world, policy)
+    t.fire(policy.rollback_events(world, r))
+    t.set_request(rid, phase=WAITING, handle=None, lent=False, src=None)
+    return t
+
+
+def _finish(world: World, rid: int, policy: Policy):
+    r = world.requests[rid]
+    if r.phase != RUNNING or not r.ran:
+        return None
+    t = _Txn(world, policy)
+    plan = policy.finish_events(world, r)
+    t.fire(plan)
+    handle = None
+    for d in plan:
+        if isinstance(d, Fire) and d.event is Event.PARK:
+            t.set_session(d.target, handle=d.ids[0])
+            handle = policy.handle_after_park(world, r, d.ids[0])
+    t.set_request(rid, phase=DONE, handle=handle, lent=False, ran=False)
+    t.leave_steps(rid)
+    if r.session is not None:
+        t.turn_over(r.session, None)
+    return t
+
+
+def _donate(world: World, rid: int, policy: Policy):
+    r = world.requests[rid]
+    if r.phase != RUNNING or not r.ran or not policy.can_donate(world, r):
+        return None
+    if len(cached_ids(world)) >= world.nodes:
+        return None
+    t = _Txn(world, policy)
+    t.fire(policy.donate_events(world, r))
+    t.set_request(rid, phase=DONE, handle=None, lent=False, ran=False)
+    t.leave_steps(rid)
+    return t
+
+
+def _evict(world: World, slot: int, policy: Policy):
+    if not policy.can_evict(world, slot):
+        return None
+    t = _Txn(world, policy)
+    t.fire(policy.evict_events(world, slot))
+    return t
+
+
+def _retract(world: World, rid: int, policy: Policy):
+    r = world.requests[rid]
+    if r.phase != RUNNING or not policy.can_retract(world, r):
+        return None
+    t = _Txn(world, policy)
+    t.fire(policy.retract_events(world, r))
+    t.set_request(rid, phase=WAITING, handle=None, lent=False, ran=False, src=None)
+    t.leave_steps(rid)
+    return t
+
+
+def _abort(world: World, rid: int, policy: Policy):
+    r = world.requests[rid]
+    if r.phase == DONE:
+        return None
+    t = _Txn(world, policy)
+    t.fire(policy.abort_events(world, r))
+    t.set_request(rid, phase=DONE, handle=None, lent=False, ran=False, src=None)
+    t.leave_steps(rid)
+    if r.session is not None:
+        t.turn_over(r.session, policy.turn_after_abort(world, t.session(r.session), r))
+    return t
+
+
+def _close(world: World, sid: int, policy: Policy):
+    s = session_of(world, sid)
+    if s.status != OPEN:
+        return None
+    t = _Txn(world, policy)
+    for i in s.turns:  # its turns not yet submitted will never be
+        if world.requests[i].phase == PENDING:
+            t.set_request(i, phase=DONE)
+    if s.turn is None:
+        t.close(s)
+    else:
+        t.set_session(sid, status=CLOSING)
+    return t
+
+
+def _launch(world: World, policy: Policy, overlap: bool):
+    if len(world.steps) >= (2 if overlap else 1):
+        return None
+    running = [r for r in world.requests if r.phase == RUNNING]
+    if not running:
+        return None
+    t = _Txn(world, policy)
+    t.launched = world.launched + 1
+    used = frozenset(r.handle for r in running if r.handle is not None)
+    copies = frozenset((r.id, r.src) for r in running if r.src is not None)
+    for rid, _ in copies:  # the step performs the copy: its fence lets go of the lock
+        t.set_request(rid, src=None)
+    t.steps.append(Step(t.launched, used, frozenset(r.id for r in running), copies))
+    t.fire(policy.launch_events(t.frozen_world(), copies))
+    return t
+
+
+def _complete(world: World, policy: Policy):
+    if not world.steps:
+        return None
+    t = _Txn(world, policy)
+    done = t.steps.pop(0)
+    for rid in sorted(done.requests):
+        r = t.requests[rid]
+        if policy.requeued_at_fence(world, r):  # never, in the correct scheduler
+            t.fire(policy.retract_events(world, r))
+            t.set_request(rid, phase=WAITING, handle=None, lent=False, ran=False, src=None)
+            t.leave_steps(rid)
+        else:
+            t.set_request(rid, ran=True)
+    for rid, slot in sorted(done.copies):
+        t.fire(policy.copy_done_events(world, rid, slot))
+    t.completed = done.epoch
+    return t
+
+
+_BY_PHASE = {  # the actions a request may take in each phase, in a fixed order
+    PENDING: (("submit", _submit), ("abort", _abort)),
+    WAITING: (("take", _take), ("abort", _abort)),
+    CANDIDATE: (("admit", _admit), ("rollback", _rollback), ("abort", _abort)),
+    RUNNING: (("finish", _finish), ("donate", _donate), ("retract", _retract), ("abort", _abort)),
+    DONE: (),
+}
+
+
+def _attempt(kind: str, who: int | None, fn, *args, slot: int | None = None) -> Outcome | None:
+    """Run action `fn(*args)`: its outcome, or None when it is not enabled."""
+    try:
+        t = fn(*args)
+        if t is None:
+            return None
+        world = t.freeze()
+    except LifecycleError as e:  # the model refused a move the policy decided on
+        return Outcome(Action(kind, who, slot), None, (), e)
+    return Outcome(Action(kind, who, slot), world, tuple(t.moves))
+
+
+def successors(world: World, policy: Policy, overlap: bool) -> Iterator[Outcome]:
+    """Every enabled action of `world` and its outcome, in a fixed order: each request's (by
+    id; a waiting one's matches by cached slot id), the cache's evictions (by slot id),
+    launch, complete, each session's close (by id)."""
+    if world.steps and not overlap:  # the one step in flight completes before anything else
+        out = _attempt("complete", None, _complete, world, policy)
+        if out is not None:
+            yield out
+        return
+    cached = cached_ids(world) if world.pool.locks is not None else ()
+    published = [i for i in cached if world.pool.slots[i - 1].state is State.CACHED]
+    for r in world.requests:
+        for kind, fn in _BY_PHASE[r.phase]:
+            out = _attempt(kind, r.id, fn, world, r.id, policy)
+            if out is not None:
+                yield out
+        if r.phase == WAITING:
+            for i in published:
+                out = _attempt("match", r.id, _match, world, r.id, policy, i, slot=i)
+                if out is not None:
+                    yield out
+    for i in cached:
+        out = _attempt("evict", None, _evict, world, i, policy, slot=i)
+        if out is not None:
+            yield out
+    out = _attempt("launch", None, _launch, world, policy, overlap)
+    if out is not None:
+        yield out
+    out = _attempt("complete", None, _complete, world, policy)
+    if out is not None:
+        yield out
+    for s in world.sessions:
+        if s.status == OPEN:
+            out = _attempt("close", s.id, _close, world, s.id, policy)
+            if out is not None:
+                yield out
+
+
+ACTIONS = {  # every action by name, for callers that drive the model one action at a time
+    "submit": _submit, "take": _take, "admit": _admit, "rollback": _rollback, "finish": _finish,
+    "retract": _retract, "abort": _abort, "close": _close, "donate": _donate,
+}  # fmt: skip
+
+
+def perform(
+    world: World, policy: Policy, kind: str, who: int | None = None, overlap: bool = True, slot: int | None = None
+) -> Outcome | None:
+    """The outcome of one named action (`launch`, `complete`, `evict` of `slot`, or a request's
+    or session's action on `who`; `match` of `who` on cached `slot`), or None when it is not
+    enabled."""
+    if kind == "match":
+        return _attempt(kind, who, _match, world, who, policy, slot, slot=slot)
+    if kind == "evict":
+        return _attempt(kind, None, _evict, world, slot, policy, slot=slot)
+    if kind == "launch":
+        return _attempt(kind, None, _launch, world, policy, overlap)
+    if kind == "complete":
+        return _attempt(kind, None, _complete, world, policy)
+    return _attempt(kind, who, ACTIONS[kind], world, who, policy)

@@ -1,0 +1,205 @@
+"""The reference search: `checker.search.check` as it was made (gc on, its own successor
+function and codec), for the bench and the same-counts test (`checker.reference`)."""
+
+from __future__ import annotations
+
+import time
+from array import array
+from typing import Callable
+
+from slotwarden.model.declaration import Lifecycle, relation_of
+from slotwarden.model.lifecycle import LIFECYCLE
+
+from slotwarden.verification.abstract import (
+    Bounds,
+    Move,
+    Outcome,
+    Policy,
+    World,
+    describe,
+    forget as forget_judges,
+    initial,
+    is_final,
+    judge_move,
+    show_world,
+    judge_world,
+)
+from slotwarden.verification.checker.goals import GOALS
+from slotwarden.verification.checker.reference.actions import forget, successors
+from slotwarden.verification.checker.reference.symmetry import Codec
+from slotwarden.verification.checker.search import CheckerFault, CheckResult, Violation
+
+
+def _rule_of(move: Move, lifecycle: Lifecycle) -> tuple | None:
+    """The (source, event, relation) of the declared rule that made `move`, or None."""
+    try:
+        return _RULES[move]
+    except KeyError:
+        pass
+    b = move.before
+    rel = relation_of(lifecycle.spec(b.state), b, move.actor)
+    rule = lifecycle.rule(b.state, move.event, rel)
+    _RULES[move] = found = None if rule is None else (rule.source, rule.event, rule.by)
+    return found
+
+
+_RULES: dict = {}
+
+
+def check(
+    bounds: Bounds,
+    policy: Policy | None = None,
+    max_states: int | None = None,
+    symmetry: bool = True,
+    lifecycle: Lifecycle = LIFECYCLE,
+    on_level: Callable[[int, int], None] | None = None,
+    graph=None,
+) -> CheckResult:
+    """Explore every world reachable under `bounds` with `policy` (default: the correct one),
+    breadth-first, one world per class of renamed worlds (`symmetry=False`, or a policy that is
+    not `symmetric`: every world); stop at the first violation (a shortest trace) or after
+    `max_states` worlds. `lifecycle` names the rules for the coverage record; `on_level(depth,
+    states)` is called as each level of the search ends (progress of a long run).
+
+    Memory: the visited set holds one compact key per world (`symmetry.Codec`); each level of
+    the search is a list of those keys with the position of each one's parent in the level
+    before (4 bytes), enough to rebuild a trace. A world is decoded from its key when its level
+    is expanded, so no world object outlives its expansion. A `graph` (`liveness.Graph`) is
+    given every world and edge; once the safety properties hold it judges the liveness ones."""
+    policy = Policy() if policy is None else policy
+    start = time.perf_counter()
+    root = initial(bounds)
+    codec = Codec(root)
+    keyof = codec.key if symmetry and getattr(policy, "symmetric", True) else codec.plain_key
+    root_key = keyof(root)
+    seen = {root_key}
+    levels: list = [([root_key], array("I", [0]))]  # per depth: the keys, each one's parent's position
+    transitions = 0
+    judged: dict = {}  # a slot move -> (the property it breaks or None, the rule that made it)
+    fired: set = set()
+    pending = [g for g in GOALS if bounds.nodes or not g.cache]
+    reached: set = set()
+    name = getattr(policy, "name", type(policy).__name__)
+    overlap = bounds.overlap
+
+    def done(violation: Violation | None, complete: bool) -> CheckResult:
+        forget()
+        forget_judges()
+        _RULES.clear()
+        depth = len(levels) - 1 if levels[-1][0] else len(levels) - 2
+        return CheckResult(
+            bounds, len(seen), transitions, depth, time.perf_counter() - start, violation, complete, name,
+            frozenset(fired), frozenset(reached),
+        )  # fmt: skip
+
+    def found(prop: str, depth: int, pos: int, last: Outcome | None = None) -> CheckResult:
+        return done(_violation(prop, _path(levels, depth, pos), last, policy, bounds, keyof), False)
+
+    def shortest(prop: str, depth: int, pos: int, last: Outcome | None, k: int) -> CheckResult:
+        # every violation met while expanding one level has a trace one action longer than the
+        # level, except a deadlock of a world of the level itself: look for one among the rest
+        keys = levels[depth - 1][0] if last is None else levels[depth][0]
+        base = depth - 1 if last is None else depth
+        for later in range(k + 1, len(keys)):
+            world = codec.world(keys[later])
+            if not is_final(world) and next(successors(world, policy, overlap), None) is None:
+                return found("deadlock", base, later)
+        return found(prop, depth, pos, last)
+
+    if judge_world(root):
+        return found(judge_world(root)[0], 0, 0)
+    if graph is not None:
+        graph.start(root_key)
+    depth = 0
+    while levels[depth][0]:
+        level_keys: list = []
+        parents = array("I")
+        levels.append((level_keys, parents))
+        for k, wkey in enumerate(levels[depth][0]):
+            world = codec.world(wkey)
+            if graph is not None:
+                graph.open(world)
+            enabled = False
+            for out in successors(world, policy, overlap):
+                enabled = True
+                transitions += 1
+                if out.error is not None:
+                    return shortest("legal", depth, k, out, k)
+                for m in out.moves:
+                    try:
+                        bad, rule = judged[m]
+                    except KeyError:
+                        bad = judge_move(m)
+                        rule = None if bad else _rule_of(m, lifecycle)
+                        judged[m] = bad, rule
+                    if bad:
+                        return shortest(bad[0], depth, k, out, k)
+                    fired.add(rule)
+                if pending:
+                    for goal in [g for g in pending if g.reached(world, out)]:
+                        pending.remove(goal)
+                        reached.add(goal.name)
+                nxt = out.world
+                nkey = keyof(nxt)
+                if graph is not None:
+                    graph.edge(out.action.kind, nkey)
+                if nkey in seen:
+                    continue
+                seen.add(nkey)
+                level_keys.append(nkey)
+                parents.append(k)
+                broken = judge_world(nxt)
+                if broken:
+                    return shortest(broken[0], depth + 1, len(level_keys) - 1, None, k)
+                if max_states is not None and len(seen) >= max_states:
+                    return done(None, False)
+            if not enabled and not is_final(world):
+                return found("deadlock", depth, k)
+        depth += 1
+        if on_level is not None:
+            on_level(depth, len(seen))
+    if graph is not None:
+        live = graph.judge(codec, keyof, policy, bounds)
+        return done(live.violation, True)._replace(liveness=live)
+    return done(None, True)
+
+
+def _path(levels: list, depth: int, pos: int) -> list:
+    """The keys from the initial world to the world at `pos` of level `depth`."""
+    path = []
+    while depth >= 0:
+        keys, parents = levels[depth]
+        path.append(keys[pos])
+        pos = parents[pos]
+        depth -= 1
+    path.reverse()
+    return path
+
+
+def _stuck_message(world: World) -> str:
+    return f"no action is enabled in {show_world(world)}"
+
+
+def _violation(prop: str, path: list, last: Outcome | None, policy: Policy, bounds: Bounds, keyof) -> Violation:
+    """The violation `prop` met at the world stored as `path[-1]` (or by its outcome `last`),
+    with its trace: `path` (the keys from the initial world) replayed forward from the initial
+    world (each step: the first enabled action whose next world has the next key), so every
+    line names the ids of the world it really happened in."""
+    world, lines = initial(bounds), []
+    for nkey in path[1:]:
+        out = next(
+            o for o in successors(world, policy, bounds.overlap) if o.world is not None and keyof(o.world) == nkey
+        )
+        lines.append(describe(out))
+        world = out.world
+    if last is None:
+        message = _stuck_message(world) if prop == "deadlock" else judge_world(world)[1]
+        return Violation(prop, message, tuple(lines))
+    for out in successors(world, policy, bounds.overlap):  # the same broken property, in the replayed world's names
+        if prop == "legal" and out.error is not None:
+            return Violation(prop, str(out.error), tuple(lines) + (describe(out),))
+        for m in out.moves if out.error is None else ():
+            bad = judge_move(m)
+            if bad and bad[0] == prop:
+                return Violation(prop, bad[1], tuple(lines) + (describe(out),))
+    raise CheckerFault(f"checker fault: the violation {prop} did not replay (is the policy symmetric?)")
