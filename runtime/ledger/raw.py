@@ -80,3 +80,8 @@ class RawMoves(BatchPath):
         self.recorder.record(event, actor, NOBODY, epoch, lst, got >> 8, after)  # its own copy: never changed
         self._thread = owner
         return got
+
+    def _settle_raw(self, ids: bytes, after: int, event: Event) -> None:
+        """`apply_raw`'s filing of a batch moved into a state that waits for a fence, for the
+        guard's compiled lane (`ids` the bytes of an int64 array)."""
+        self._settle(np.frombuffer(ids, dtype=np.int64), after, event)
