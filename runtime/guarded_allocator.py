@@ -466,10 +466,12 @@ def _freed(batch) -> np.ndarray:
 
 
 def _as_ids(first: int, ids) -> np.ndarray:
-    """A free's ids as an int64 array of their own: `ids` (an array, or the bytes of one), or
+    """A free's ids as an int64 array of their own: `ids` (an array, the bytes of one, a range), or
     the one slot `first` (`ids` None or that slot itself)."""
     if ids is None or type(ids) is int:
         return np.array([first], dtype=np.int64)
+    if type(ids) is range:  # the compiled lane's record of one run
+        return np.arange(ids.start, ids.stop, dtype=np.int64)
     return np.frombuffer(ids, dtype=np.int64).copy() if type(ids) is bytes else ids
 
 

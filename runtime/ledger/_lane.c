@@ -33,7 +33,12 @@ typedef struct {
     Py_ssize_t nkinds, nstates, nevents, nrel;
     long alloc_event, fence_event, free_state, rel_none, rel_owner, rel_borrower, request_kind;
     PyObject *nobody; /* -1 */
+    int64_t *scratch; /* capacity ids: a free's, read once, while the engine is handed its tensor */
 } Lane;
+
+/* A batch of one run of at least this many slots is kept in the record as its range (else a copy of
+ * its ids' bytes): what the recorder keeps stays small whatever the batch. */
+enum { RANGE_MIN = 128 };
 
 static PyObject *s_thread, *s_mover, *s_launched, *s_completed, *s_waiting, *s_recorder, *s_marks, *s_allocator,
     *s_device, *s_dtype, *s_shape, *s_is_cpu, *s_data_ptr, *s_is_contiguous, *s_alloc, *s_free, *s_seq, *s_ring,
@@ -84,6 +89,8 @@ static int lane_clear(Lane *l) {
     Py_CLEAR(l->cls_alloc);
     Py_CLEAR(l->cls_free);
     Py_CLEAR(l->nobody);
+    PyMem_Free(l->scratch);
+    l->scratch = NULL;
     return 0;
 }
 
@@ -149,6 +156,10 @@ static int lane_init(Lane *l, PyObject *args, PyObject *Py_UNUSED(kw)) {
     l->nkinds = kn;
     l->nevents = en;
     l->nrel = l->free_event.shape[2];
+    if ((l->scratch = PyMem_Malloc((l->mover->capacity + 1) * 8)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
     l->nstates = sn;
     return 0;
 }
@@ -267,8 +278,17 @@ static int restore_mark(Lane *l, PyObject *was) {
     return r;
 }
 
+/* The record's own copy of n ids: a range for one run of at least RANGE_MIN, else their bytes. */
+static PyObject *kept_ids(const int64_t *ids, Py_ssize_t n) {
+    if (n < RANGE_MIN || ids[n - 1] - ids[0] != n - 1) return PyBytes_FromStringAndSize((const char *)ids, n * 8);
+    int64_t differ = 0;
+    for (Py_ssize_t i = 1; i < n; i++) differ |= ids[i] ^ (ids[0] + i);
+    if (differ) return PyBytes_FromStringAndSize((const char *)ids, n * 8);
+    return PyObject_CallFunction((PyObject *)&PyRange_Type, "LL", (long long)ids[0], (long long)(ids[0] + n));
+}
+
 /* After a write: the slots filed if they wait for a fence, then the record, as `apply_raw` does
- * (`raw` the ids' bytes, the recorder's own copy). -1 on an error (the write's mark then stays). */
+ * (`raw` the ids' bytes or range, the recorder's own copy). -1 on an error (the write's mark then stays). */
 static int settle_and_record(Lane *l, long event, PyObject *actor, int64_t epoch, PyObject *raw, long code) {
     const long after = code & 0xFF, before = code >> 8;
     const uint8_t *waits = (const uint8_t *)l->per_state.buf + 2 * l->nstates;
@@ -363,12 +383,13 @@ static PyObject *lane_alloc(Lane *l, PyObject *arg) {
     const int64_t *at = host_ids(l, ids, &got);
     if (at == (const int64_t *)-1) goto undo;
     if (at == NULL) goto rest; /* not a 1-D int64 CPU tensor of n: the guard's Python */
-    if ((raw = PyBytes_FromStringAndSize((const char *)at, n * 8)) == NULL) goto undo;
+    if ((raw = kept_ids(at, n)) == NULL) goto undo;
     int failed = 0;
     int64_t epoch = attr_int(l->ledger, s_launched, &failed);
     if (failed) goto undo;
-    long code = move_ids(l->mover, l->alloc_event, (const int64_t *)PyBytes_AS_STRING(raw), n, me, NULL, K_NOBODY,
-                         epoch, NULL, NULL, NULL, 1, 1, NULL, NULL, -1, &failed);
+    /* the ids read where they lie: nothing runs between the check and the write */
+    long code = move_ids(l->mover, l->alloc_event, at, n, me, NULL, K_NOBODY, epoch, NULL, NULL, NULL, 1, 1, NULL,
+                         NULL, -1, &failed);
     if (failed) goto undo;
     if (code < 0 || code >= MIXED) goto rest; /* refused, nothing written: the guard's Python raises */
     if (settle_and_record(l, l->alloc_event, actor, epoch, raw, code) < 0) {
@@ -444,13 +465,16 @@ static PyObject *lane_free(Lane *l, PyObject *arg) {
     if (waiting == NULL) goto done;
     const int quiet = PyDict_Check(waiting) && PyDict_GET_SIZE(waiting) == 0 && epoch == done_steps;
     Py_DECREF(waiting);
-    if ((raw = PyBytes_FromStringAndSize((const char *)at, n * 8)) == NULL) goto done;
+    if ((raw = kept_ids(at, n)) == NULL) goto done;
+    /* the ids read once (the engine's `free` may write into its tensor): the bytes kept, or a copy */
+    const int64_t *ids = PyBytes_Check(raw) ? (const int64_t *)PyBytes_AS_STRING(raw) : l->scratch;
+    if (ids == l->scratch) memcpy(l->scratch, at, n * 8);
     if ((engine = PyObject_GetAttr(l->guard, s_allocator)) == NULL) goto done;
     if ((give = PyObject_GetAttr(engine, s_free)) == NULL) goto done;
     if (set_mark(l, move, &was) < 0) goto done;
     /* the kernel checks; the engine's `free` is handed the caller's tensor; then the write */
-    long code = move_ids(l->mover, move, (const int64_t *)PyBytes_AS_STRING(raw), n, me, NULL, K_NOBODY, epoch,
-                         NULL, NULL, NULL, 1, 1, give, arg, l->free_state, &failed);
+    long code = move_ids(l->mover, move, ids, n, me, NULL, K_NOBODY, epoch, NULL, NULL, NULL, 1, 1, give, arg,
+                         l->free_state, &failed);
     if (failed || code < 0 || code >= MIXED) { /* nothing written */
         if (restore_mark(l, was) < 0 || failed) goto done;
         goto python; /* refused, or not one move: the guard's Python raises or splits it */

@@ -12,6 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -227,4 +228,57 @@ def test_an_odd_alloc_by_the_engine_is_what_the_python_makes_of_it(junk):
                 got = (type(e), str(e))
         kept = [(e.event, e.actor, e.ids.tolist()) for e in g.ledger.recorder.entries]
         outcomes.append((got, sorted(engine.free_slots.tolist()), g.ledger.cols.state.tolist(), kept))
+    assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("admitted", [False, True], ids=["rollback", "finish"])
+@pytest.mark.parametrize("shuffled", [False, True], ids=["one run", "scattered"])
+def test_a_large_batch_is_what_the_python_makes_of_it(admitted, shuffled):
+    """A batch of hundreds of slots (one run, kept in the record as its range; or scattered),
+    rolled back or finished while a step is on the device and fenced later: the same record,
+    trace, engine free list and columns as the guard's Python."""
+    outcomes = []
+    for cls in (GuardedAllocator, PythonOnly):
+        out = io.StringIO()
+        engine = FreeList(600, "cpu")
+        g = cls(engine, trace=out)
+        done = []
+        with acting(R1):
+            ids = g.alloc(300)
+            if shuffled:
+                ids = ids[torch.randperm(300, generator=torch.Generator().manual_seed(0))]
+            if admitted:
+                g.admit(ids)
+                g.launch(lambda: bool(done))
+            g.free(ids)
+            done.append(True)
+            g.free(g.alloc(200))
+        kept = [(e.event, e.actor, e.ids.tolist(), np.asarray(e.before).tolist()) for e in g.ledger.recorder.entries]
+        outcomes.append((kept, out.getvalue(), engine.free_slots.tolist(), g.ledger.cols.state.tolist()))
+        assert g.audit().clean
+    assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("shuffled", [False, True], ids=["one run", "scattered"])
+@pytest.mark.parametrize("n", [1, 3, 200])
+def test_an_engine_that_writes_into_the_freed_tensor_changes_nothing_of_the_ledger(n, shuffled):
+    """The ids are read once, before the engine's `free` is handed the tensor: an engine that
+    then overwrites it (here with the pad slot) leaves the ledger as the guard's Python does."""
+
+    class Scribbling(FreeList):
+        def free(self, free_index):
+            super().free(free_index.clone())
+            free_index.fill_(0)
+
+    outcomes = []
+    for cls in (GuardedAllocator, PythonOnly):
+        g = cls(Scribbling(300, "cpu"))
+        with acting(R1):
+            ids = g.alloc(n)
+            if shuffled:  # more runs than the kernel moves a run at a time: a slot at a time
+                ids = ids[torch.randperm(n, generator=torch.Generator().manual_seed(1))]
+            g.free(ids)
+        assert g.audit().clean, g.audit().problems
+        kept = [(e.event, e.ids.tolist()) for e in g.ledger.recorder.entries]
+        outcomes.append((kept, g.ledger.cols.state.tolist(), g.ledger.cols.owner.tolist()))
     assert outcomes[0] == outcomes[1]
