@@ -370,6 +370,7 @@ long move_ids(Mover *m, long event, const int64_t *ids_in, Py_ssize_t n, int64_t
      * read again after every write) */
     const int64_t *ids_at = ids_in, *actors_at = actors_in;
     long code = -1;
+    m->run_lo = m->run_hi = 0; /* the batch's one run, once its runs are known (below) */
     int64_t *ids_copy = own_copy(m, &ids_at, n, failed);
     int64_t *actors_copy = actors_at && !*failed ? own_copy(m, &actors_at, n, failed) : NULL;
     if (*failed) {
@@ -397,6 +398,10 @@ long move_ids(Mover *m, long event, const int64_t *ids_in, Py_ssize_t n, int64_t
     if (bad >= 0) {
         code = -1 - 4 * bad;
         goto done_copies;
+    }
+    if (runs.count == 1) { /* ids[i] == ids[0] + i: the caller may keep the batch as its slice */
+        m->run_lo = runs.lo[0];
+        m->run_hi = runs.hi[0];
     }
     /* 2a. a batch in a few runs, by one actor, every slot in one state and relation: one key */
     const int by_runs = runs.count <= RUNS_MAX && runs.count <= m->runs && !actors;
@@ -487,8 +492,46 @@ long move_ids(Mover *m, long event, const int64_t *ids_in, Py_ssize_t n, int64_t
         *failed = 1;
         goto done_copies;
     }
-    /* 3. the writes: every field the key's sources rewrite, the state and the last event */
-    if (write) {
+    /* 3. the writes: every field the key's sources rewrite, the state and the last event; with one
+     * key and one actor (the usual batch), one loop per field the key rewrites, all alike */
+    if (write && one_key && !actors) {
+        const uint8_t *f = from + key0 * FIELDS;
+        for (int k = 0; k < FIELDS; k++) {
+            const int code = f[k];
+            if (code == KEEP) continue;
+            const int64_t v = value_of(code, 0, one_actor, target, epoch, k < 2 ? K_NOBODY : 0);
+            const int step = code == INC ? 1 : code == DEC ? -1 : 0;
+            switch (k) {
+            case 0:
+                if (step) for (i = 0; i < n; i++) owner[ids[i]] += step;
+                else for (i = 0; i < n; i++) owner[ids[i]] = v;
+                break;
+            case 1:
+                if (step) for (i = 0; i < n; i++) borrower[ids[i]] += step;
+                else for (i = 0; i < n; i++) borrower[ids[i]] = v;
+                break;
+            case 2:
+                if (step) for (i = 0; i < n; i++) fence[ids[i]] += step;
+                else for (i = 0; i < n; i++) fence[ids[i]] = (int32_t)v;
+                break;
+            default:
+                if (step) for (i = 0; i < n; i++) readers[ids[i]] += step;
+                else for (i = 0; i < n; i++) readers[ids[i]] = (uint8_t)v;
+            }
+        }
+        if (m->word) { /* the state and the last event: one 16-bit word */
+            uint16_t *restrict word = (uint16_t *)state;
+            const uint8_t pair[2] = {(uint8_t)first, (uint8_t)event}; /* as they lie in memory */
+            uint16_t w;
+            memcpy(&w, pair, 2);
+            for (i = 0; i < n; i++) word[ids[i]] = w;
+        } else {
+            for (i = 0; i < n; i++) {
+                state[ids[i] * sstep] = (uint8_t)first;
+                last[ids[i] * lstep] = (uint8_t)event;
+            }
+        }
+    } else if (write) {
         for (i = 0; i < n; i++) {
             int64_t s = ids[i];
             int64_t me = actors ? actors[i] : one_actor;
@@ -657,7 +700,19 @@ static int mark_set(Mover *m, PyObject *value, void *Py_UNUSED(closure)) {
     return 0;
 }
 
+/* The slice of slots the last `move` named, when its ids were one run in increasing order (else None). */
+static PyObject *last_run_get(Mover *m, void *Py_UNUSED(closure)) {
+    if (m->run_hi <= m->run_lo) Py_RETURN_NONE;
+    PyObject *lo = PyLong_FromLongLong(m->run_lo), *hi = lo ? PyLong_FromLongLong(m->run_hi) : NULL;
+    PyObject *run = hi ? PySlice_New(lo, hi, NULL) : NULL;
+    Py_XDECREF(lo);
+    Py_XDECREF(hi);
+    return run;
+}
+
 static PyGetSetDef mover_getset[] = {
+    {"last_run", (getter)last_run_get, NULL,
+     "slice(first, end) when the last move's ids were exactly first, first + 1, ..., end - 1 (else None)", NULL},
     {"mark", (getter)mark_get, (setter)mark_set,
      "the duplicate mark the last check used (marks count down from -2; at INT32_MIN + 1 the next check clears "
      "the scratch column and starts again); it may be set further down only",

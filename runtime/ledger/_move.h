@@ -43,6 +43,7 @@ typedef struct {
     int32_t mark;     /* the duplicate mark the last call used (see `move`) */
     int runs;         /* the most runs a batch may make to be moved a run at a time (the tests set 0) */
     int word;         /* whether state and last event are the two bytes of one 16-bit word, state first */
+    int64_t run_lo, run_hi; /* the last move's ids, when they were one run lo..hi - 1 (else lo == hi) */
 } Mover;
 
 long move_ids(Mover *m, long event, const int64_t *ids_in, Py_ssize_t n, int64_t one_actor,
