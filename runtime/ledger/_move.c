@@ -441,6 +441,44 @@ long move_ids(Mover *m, long event, const int64_t *ids_in, Py_ssize_t n, int64_t
     int uniform = 1, one_key = 1;
     long key0 = -1;
     const uint64_t cap = (uint64_t)m->capacity;
+    if (!actors && !before && !keys) { /* the usual batch: one actor, nothing per slot to hand back */
+        const int64_t me = one_actor;
+        for (i = 0; i < n; i++) {
+            const int64_t s = ids[i];
+            if ((uint64_t)(s - 1) >= cap) {
+                refused = 4 * i + 0;
+                break;
+            }
+            if (dup) {
+                if (stamp[s] == mark) {
+                    refused = 4 * i + 1;
+                    break;
+                }
+                stamp[s] = mark;
+            }
+            const long b = state[s * sstep];
+            if (b >= nstates) {
+                refused = 4 * i + 3;
+                break;
+            }
+            const long key = KEY_OF(s, b, me, probe[b]);
+            const long a = next[key];
+            if (a == K_ILLEGAL) {
+                refused = 4 * i + 2;
+                break;
+            }
+            if (key != key0) { /* the first slot (key0 is -1 before it), or a second key */
+                if (i == 0) {
+                    first = a;
+                    b_first = b;
+                    key0 = key;
+                } else {
+                    one_key = 0;
+                    if (a != first || b != b_first) uniform = 0;
+                }
+            }
+        }
+    } else
     for (i = 0; i < n; i++) {
         int64_t s = ids[i];
         if ((uint64_t)(s - 1) >= cap) {
