@@ -36,9 +36,6 @@ typedef struct {
     int64_t *scratch; /* capacity ids: a free's, read once, while the engine is handed its tensor */
 } Lane;
 
-/* A batch of one run of at least this many slots is kept in the record as its range (else a copy of
- * its ids' bytes): what the recorder keeps stays small whatever the batch. */
-enum { RANGE_MIN = 128 };
 
 static PyObject *s_thread, *s_mover, *s_launched, *s_completed, *s_waiting, *s_recorder, *s_marks, *s_allocator,
     *s_device, *s_dtype, *s_shape, *s_is_cpu, *s_data_ptr, *s_is_contiguous, *s_alloc, *s_free, *s_seq, *s_ring,
@@ -278,13 +275,11 @@ static int restore_mark(Lane *l, PyObject *was) {
     return r;
 }
 
-/* The record's own copy of n ids: a range for one run of at least RANGE_MIN, else their bytes. */
-static PyObject *kept_ids(const int64_t *ids, Py_ssize_t n) {
-    if (n < RANGE_MIN || ids[n - 1] - ids[0] != n - 1) return PyBytes_FromStringAndSize((const char *)ids, n * 8);
-    int64_t differ = 0;
-    for (Py_ssize_t i = 1; i < n; i++) differ |= ids[i] ^ (ids[0] + i);
-    if (differ) return PyBytes_FromStringAndSize((const char *)ids, n * 8);
-    return PyObject_CallFunction((PyObject *)&PyRange_Type, "LL", (long long)ids[0], (long long)(ids[0] + n));
+/* The record's own copy of the n ids the last move named: their range when the kernel found them one
+ * run (`Mover.last_run`), else their bytes. What the recorder keeps stays small whatever the batch. */
+static PyObject *kept_ids(const Mover *m, const int64_t *ids, Py_ssize_t n) {
+    if (n < 2 || m->run_hi - m->run_lo != n) return PyBytes_FromStringAndSize((const char *)ids, n * 8);
+    return PyObject_CallFunction((PyObject *)&PyRange_Type, "LL", (long long)m->run_lo, (long long)m->run_hi);
 }
 
 /* After a write: the slots filed if they wait for a fence, then the record, as `apply_raw` does
@@ -383,7 +378,6 @@ static PyObject *lane_alloc(Lane *l, PyObject *arg) {
     const int64_t *at = host_ids(l, ids, &got);
     if (at == (const int64_t *)-1) goto undo;
     if (at == NULL) goto rest; /* not a 1-D int64 CPU tensor of n: the guard's Python */
-    if ((raw = kept_ids(at, n)) == NULL) goto undo;
     int failed = 0;
     int64_t epoch = attr_int(l->ledger, s_launched, &failed);
     if (failed) goto undo;
@@ -392,7 +386,7 @@ static PyObject *lane_alloc(Lane *l, PyObject *arg) {
                          NULL, -1, &failed);
     if (failed) goto undo;
     if (code < 0 || code >= MIXED) goto rest; /* refused, nothing written: the guard's Python raises */
-    if (settle_and_record(l, l->alloc_event, actor, epoch, raw, code) < 0) {
+    if ((raw = kept_ids(l->mover, at, n)) == NULL || settle_and_record(l, l->alloc_event, actor, epoch, raw, code) < 0) {
         interrupted(l, l->alloc_event);
         goto done;
     }
@@ -465,10 +459,9 @@ static PyObject *lane_free(Lane *l, PyObject *arg) {
     if (waiting == NULL) goto done;
     const int quiet = PyDict_Check(waiting) && PyDict_GET_SIZE(waiting) == 0 && epoch == done_steps;
     Py_DECREF(waiting);
-    if ((raw = kept_ids(at, n)) == NULL) goto done;
-    /* the ids read once (the engine's `free` may write into its tensor): the bytes kept, or a copy */
-    const int64_t *ids = PyBytes_Check(raw) ? (const int64_t *)PyBytes_AS_STRING(raw) : l->scratch;
-    if (ids == l->scratch) memcpy(l->scratch, at, n * 8);
+    /* the ids read once, into the lane's scratch (the engine's `free` may write into its tensor) */
+    const int64_t *ids = l->scratch;
+    memcpy(l->scratch, at, n * 8);
     if ((engine = PyObject_GetAttr(l->guard, s_allocator)) == NULL) goto done;
     if ((give = PyObject_GetAttr(engine, s_free)) == NULL) goto done;
     if (set_mark(l, move, &was) < 0) goto done;
@@ -479,7 +472,7 @@ static PyObject *lane_free(Lane *l, PyObject *arg) {
         if (restore_mark(l, was) < 0 || failed) goto done;
         goto python; /* refused, or not one move: the guard's Python raises or splits it */
     }
-    if (settle_and_record(l, move, actor, epoch, raw, code) < 0) {
+    if ((raw = kept_ids(l->mover, ids, n)) == NULL || settle_and_record(l, move, actor, epoch, raw, code) < 0) {
         Py_DECREF(was); /* the write's mark stays: interrupted */
         goto done;
     }
