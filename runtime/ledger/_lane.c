@@ -6,14 +6,15 @@
  * the engine's `free` between the check and the write, the same record. It decides nothing of its
  * own about the lifecycle: the event of a free is read from the guard's free table (compiled from
  * the model, shared memory), the per-event actor kinds and the one-move table are handed in.
- * Anything else (no acting actor, another tensor, a refused or mixed batch, another thread, a
- * traced recorder's hook aside) goes, untouched, to the guard's Python (`alloc`, `free`), which
- * does it or raises the model's typed error; after the engine's `alloc` has run, to
- * `LedgerGuard._record_alloc`, which does the rest or hands the slots back and raises.
+ * Anything else (no acting actor, another tensor, a refused or mixed batch, another thread) goes,
+ * untouched, to the guard's Python (`alloc`, `free`), which does it or raises the model's typed
+ * error; after the engine's `alloc` has run, to `LedgerGuard._record_alloc`, which does the rest
+ * or hands the slots back and raises.
  *
- * Lane(guarded, guard, ledger, mover, acting, types, free_event, one_move, per_state, per_event, codes)
- *   types:     (torch.Tensor, torch.int64, torch.device("cpu"), Actor, ActorKind members by value,
- *               Event members by value, FlightRecorder.record)
+ * Lane(guarded, guard, ledger, mover, acting, types, (alloc, free), free_event, one_move, per_state,
+ *      per_event, codes)
+ *   types:     (torch.Tensor, torch.int64, the guard's CPU device, Actor, ActorKind members by value,
+ *               Event members by value, FlightRecorder.record); (alloc, free): the guard's Python
  *   free_event int64 [kinds, states, relations] (-1: no free), one_move uint8 [kinds, events, states]
  *   per_state  uint8 [3, states]: owner kind (255: none), lent, waits for a fence
  *   per_event  uint8 [2, events]: the event's actor kind, whether it names a target
@@ -71,21 +72,11 @@ static void lane_release(Lane *l) {
 
 static int lane_clear(Lane *l) {
     lane_release(l);
-    Py_CLEAR(l->guarded);
-    Py_CLEAR(l->guard);
-    Py_CLEAR(l->ledger);
-    Py_CLEAR(l->mover);
-    Py_CLEAR(l->acting);
-    Py_CLEAR(l->tensor_type);
-    Py_CLEAR(l->int64);
-    Py_CLEAR(l->cpu);
-    Py_CLEAR(l->actor_type);
-    Py_CLEAR(l->kinds);
-    Py_CLEAR(l->events);
-    Py_CLEAR(l->record_func);
-    Py_CLEAR(l->cls_alloc);
-    Py_CLEAR(l->cls_free);
-    Py_CLEAR(l->nobody);
+    PyObject **all[] = {&l->guarded,     &l->guard, &l->ledger, (PyObject **)&l->mover, &l->acting,
+                        &l->tensor_type, &l->int64, &l->cpu,    &l->actor_type,         &l->kinds,
+                        &l->events,      &l->record_func,       &l->cls_alloc,          &l->cls_free,
+                        &l->nobody};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) Py_CLEAR(*all[i]);
     PyMem_Free(l->scratch);
     l->scratch = NULL;
     return 0;
@@ -217,8 +208,9 @@ static int64_t attr_int(PyObject *obj, PyObject *name, int *failed) {
     return x;
 }
 
-/* The n ids of `ids` when it is a 1-D int64 CPU tensor of n (n > 1: contiguous) elements: its data
- * pointer; NULL (no error set) for any other, or -1 cast on an error. `want` < 0: any n >= 1, set. */
+/* The ids of `ids` when it is a 1-D int64 CPU tensor of `*n` elements (`*n` < 0: any number >= 1,
+ * then set), contiguous when more than one: its data pointer; NULL (no error set) for any other
+ * tensor, or (const int64_t *)-1 on an error. */
 static const int64_t *host_ids(Lane *l, PyObject *ids, Py_ssize_t *n) {
     if (Py_TYPE(ids) != (PyTypeObject *)l->tensor_type) return NULL;
     int ok = attr_is(ids, s_dtype, l->int64);
