@@ -13,7 +13,8 @@ setup(
     ext_modules=[
         Extension(
             "slotwarden.runtime.ledger._move",
-            ["runtime/ledger/_move.c"],
+            ["runtime/ledger/_move.c", "runtime/ledger/_lane.c"],
+            depends=["runtime/ledger/_move.h"],
             extra_compile_args=FLAGS,
             optional=True,
         )

@@ -95,6 +95,13 @@ class LedgerGuard:
         ids = self.allocator.alloc(n)
         if ids is None:
             return None
+        return self._record_alloc(ids, n, owner)
+
+    def _record_alloc(self, ids, n: int, owner: Actor) -> torch.Tensor:
+        """The engine's alloc gave `ids` for `owner` (checked): the ledger records them, or the
+        engine takes them back and this raises (`BadSlotId` for a batch that is not `n` free
+        slots, or the model's error)."""
+        ledger = self.ledger
         if not isinstance(ids, torch.Tensor) or len(ids.shape) != 1:
             self._refuse_shape(ids, n, owner)
         try:

@@ -29,6 +29,7 @@ from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relatio
 
 from slotwarden.runtime import inputs
 from slotwarden.runtime.guard import _CPU, _INT64, LedgerGuard, host_raw
+from slotwarden.runtime.ledger.lane import lane
 from slotwarden.runtime.guard_tables import _BORROWER, _ILLEGAL, _NONE, _OWNER, _one_move
 from slotwarden.runtime.ledger.codes import SMALL
 
@@ -88,6 +89,8 @@ class GuardedAllocator:
     `trace` writes every slot event to a trace (see docs/traces.md)."""
 
     acting = staticmethod(acting)
+    LANE = True
+    """Whether the usual calls take the compiled lane (`ledger.lane`; the tests turn it off)."""
 
     def __init__(self, allocator, capacity: int | None = None, *, unattributed: str = "refuse", trace=None):
         if not (isinstance(unattributed, str) and unattributed in UNATTRIBUTED):
@@ -105,6 +108,14 @@ class GuardedAllocator:
         self._one_move = _one_move(self.ledger, self._free_event)
         if self.ledger.mover is not None:  # the compiled move costs less than the per-slot path, even for one slot
             self.ledger.small = 0
+        # the usual alloc and free in one C call each (`ledger.lane`), bound over the methods below
+        # (which it hands every other call); a subclass that overrides one keeps its own
+        cls = type(self)
+        self._lane = lane(self, cls, ACTING) if self.LANE else None
+        if self._lane is not None and cls.alloc is GuardedAllocator.alloc:
+            self.alloc = self._lane.alloc
+        if self._lane is not None and cls.free is GuardedAllocator.free and cls._free_one_move is _FREE_ONE_MOVE:
+            self.free = self._lane.free
 
     @property
     def allocator(self):
@@ -213,6 +224,11 @@ class GuardedAllocator:
         if not (got & 0xFF == _FREE and quiet):  # released slots whose step has finished go to the engine now
             ledger.fence(before_write=lambda batch: self._give_due(batch, first, raw, free_index, quiet))
         return True
+
+    def _fence_after_free(self, first: int, raw: bytes, free_index: torch.Tensor, quiet: bool) -> None:
+        """The compiled lane's free, written: released slots whose step has finished go to the
+        engine now (`_free_one_move`'s fence)."""
+        self.ledger.fence(before_write=lambda batch: self._give_due(batch, first, raw, free_index, quiet))
 
     def _free_arrays(self, free_index: torch.Tensor, actor) -> bool:
         """`_free_one_move` through the ledger's arrays: every slot in the first one's state is
@@ -435,6 +451,9 @@ class GuardedAllocator:
         return events, who, freed
 
 
+_FREE_ONE_MOVE = GuardedAllocator._free_one_move
+
+
 class _NotOneMove(SlotwardenError):
     """Raised in the ledger's `before_write` by `_free_one_move`: the batch is not one move
     (caught there, never seen outside; a `SlotwardenError` like every error the library raises)."""
@@ -447,10 +466,12 @@ def _freed(batch) -> np.ndarray:
 
 
 def _as_ids(first: int, ids) -> np.ndarray:
-    """A free's ids as an int64 array of their own: `ids` (an array, or the bytes of one), or
+    """A free's ids as an int64 array of their own: `ids` (an array, the bytes of one, a range), or
     the one slot `first` (`ids` None or that slot itself)."""
     if ids is None or type(ids) is int:
         return np.array([first], dtype=np.int64)
+    if type(ids) is range:  # the compiled lane's record of one run
+        return np.arange(ids.start, ids.stop, dtype=np.int64)
     return np.frombuffer(ids, dtype=np.int64).copy() if type(ids) is bytes else ids
 
 

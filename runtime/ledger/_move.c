@@ -40,44 +40,7 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { SOURCES = 7, FIELDS = 4, MAX_EVENTS = 32, MIXED = 1 << 16, ASK_WITH_STATES = 1 << 17 };
-
-/* A batch's ids cut into runs of consecutive slots: at most RUNS_MAX runs are taken as runs
- * (each moved through contiguous memory), more take the slot-at-a-time loop. */
-enum { RUNS_MAX = 16 };
-
-/* The key's bit layout and the record's limits, as `kernels.transition` and the model define them:
- * compile-time constants here (the loops are short), checked against the layout handed in when a
- * `Mover` is built, which refuses any other. */
-#define K_BITS 32
-#define K_OWN 16
-#define K_BOR 8
-#define K_DUE 4
-#define K_IDLE 2
-#define K_FULL 1
-#define K_MAX_READERS 255
-#define K_NOBODY (-1)
-#define K_ILLEGAL 255
-
-typedef struct {
-    PyObject_HEAD
-    Py_buffer cols[7]; /* state, last_event, owner, borrower, fence, readers, stamp */
-    Py_buffer tables;  /* uint8 [events][5][keys]: next state, owner, borrower, fence, readers sources */
-    Py_buffer probes;  /* uint8 [events][states]: the relation bits each event reads of a state */
-    int held;          /* how many of the buffers above are held */
-    uint8_t *state, *last, *readers;
-    int64_t *owner, *borrower;
-    int32_t *fence, *stamp;
-    Py_ssize_t capacity, events, states, keys;
-    long bits, own, bor, due, idle, full, max_readers, illegal;
-    int64_t nobody;
-    Py_ssize_t state_step, last_step; /* the state and last event may be the two bytes of one 16-bit word */
-    int src[SOURCES]; /* KEEP, ACTOR, TARGET, EPOCH, CLEAR, INC, DEC as the model numbers them */
-    uint8_t *from;    /* per event, key and field: its source in the kernel's numbering (below) */
-    int32_t mark;     /* the duplicate mark the last call used (see `move`) */
-    int runs;         /* the most runs a batch may make to be moved a run at a time (the tests set 0) */
-    int word;         /* whether state and last event are the two bytes of one 16-bit word, state first */
-} Mover;
+#include "_move.h"
 
 static void mover_release(Mover *m) {
     Py_buffer *all[9];
@@ -396,6 +359,238 @@ static int call_give(PyObject *give, PyObject *given) {
     return 0;
 }
 
+/* The move of the module's contract on ids and actor ids already read (`ids_in`: n ids; `actors_in`:
+ * NULL for `one_actor`, or n actor ids; `before_in`, `after_in`, `keys_in`: NULL, or n entries): the
+ * outcome code; -1 with `*failed` set when a Python error is raised (`give` raised, or no memory). */
+long move_ids(Mover *m, long event, const int64_t *ids_in, Py_ssize_t n, int64_t one_actor,
+              const int64_t *actors_in, int64_t target, int64_t epoch, uint8_t *before_in, uint8_t *after_in,
+              int64_t *keys_in, int write, int dup, PyObject *give, PyObject *given, long when, int *failed) {
+    /* everything the loops read, in locals: the compiler keeps them in registers (a byte
+     * written through a uint8_t pointer may alias anything, so fields of `m` would be
+     * read again after every write) */
+    const int64_t *ids_at = ids_in, *actors_at = actors_in;
+    long code = -1;
+    m->run_lo = m->run_hi = 0; /* the batch's one run, once its runs are known (below) */
+    int64_t *ids_copy = own_copy(m, &ids_at, n, failed);
+    int64_t *actors_copy = actors_at && !*failed ? own_copy(m, &actors_at, n, failed) : NULL;
+    if (*failed) {
+        PyMem_Free(ids_copy);
+        return -1;
+    }
+    const int64_t *restrict ids = ids_at;
+    const int64_t *restrict actors = actors_at;
+    uint8_t *restrict before = before_in;
+    uint8_t *restrict after = after_in;
+    int64_t *restrict keys = keys_in;
+    uint8_t *restrict state = m->state, *restrict last = m->last, *restrict readers = m->readers;
+    int64_t *restrict owner = m->owner, *restrict borrower = m->borrower;
+    int32_t *restrict fence = m->fence, *restrict stamp = m->stamp;
+    const Py_ssize_t sstep = m->state_step, lstep = m->last_step;
+    const Py_ssize_t nkeys = m->keys, nstates = m->states;
+    const uint8_t *next = (const uint8_t *)m->tables.buf + event * 5 * nkeys;
+    const uint8_t *from = m->from + event * FIELDS * nkeys; /* the kernel's source codes */
+    const uint8_t *probe = (const uint8_t *)m->probes.buf + event * nstates;
+    long refused = -1;
+    Py_ssize_t i;
+    /* 1. the runs the ids make (and, if they are few, whether they name real slots) */
+    Runs runs;
+    Py_ssize_t bad = runs_of(ids, n, (uint64_t)m->capacity, &runs);
+    if (bad >= 0) {
+        code = -1 - 4 * bad;
+        goto done_copies;
+    }
+    if (runs.count == 1) { /* ids[i] == ids[0] + i: the caller may keep the batch as its slice */
+        m->run_lo = runs.lo[0];
+        m->run_hi = runs.hi[0];
+    }
+    /* 2a. a batch in a few runs, by one actor, every slot in one state and relation: one key */
+    const int by_runs = runs.count <= RUNS_MAX && runs.count <= m->runs && !actors;
+    const long b0 = by_runs ? state[ids[0] * sstep] : -1; /* read once its runs showed ids[0] is a slot */
+    if (by_runs && b0 < nstates) {
+        long key = run_key(m, &runs, n, b0, one_actor, probe[b0]);
+        long a = key < 0 ? K_ILLEGAL : next[key];
+        if (a != K_ILLEGAL) {
+            if (before) {
+                memset(before, (int)b0, n);
+                memset(after, (int)a, n);
+            }
+            if (keys)
+                for (i = 0; i < n; i++) keys[i] = key;
+            if (write && give && a == when && call_give(give, given) < 0) {
+                *failed = 1;
+                goto done_copies;
+            }
+            if (write)
+                run_write(m, &runs, from + key * FIELDS, (uint8_t)a, (uint8_t)event, one_actor, target, epoch);
+            code = a | b0 << 8;
+            goto done_copies;
+        }
+    }
+    /* 2b. any other batch: a slot at a time (a real slot, named once: a mark of this call's
+     * own in the scratch column, unless its runs showed it already) */
+    dup = dup && runs.count > RUNS_MAX;
+    int32_t mark = 0;
+    if (dup) {
+        if (m->mark <= INT32_MIN + 1) { /* the marks are used up: clear the column, start again */
+            for (Py_ssize_t s = 0; s <= m->capacity; s++) stamp[s] = -1;
+            m->mark = -1;
+        }
+        mark = --m->mark; /* below -1: marks the other path never writes */
+    }
+    long first = -1, b_first = -1;
+    int uniform = 1, one_key = 1;
+    long key0 = -1;
+    const uint64_t cap = (uint64_t)m->capacity;
+    if (!actors && !before && !keys) { /* the usual batch: one actor, nothing per slot to hand back */
+        const int64_t me = one_actor;
+        for (i = 0; i < n; i++) {
+            const int64_t s = ids[i];
+            if ((uint64_t)(s - 1) >= cap) {
+                refused = 4 * i + 0;
+                break;
+            }
+            if (dup) {
+                if (stamp[s] == mark) {
+                    refused = 4 * i + 1;
+                    break;
+                }
+                stamp[s] = mark;
+            }
+            const long b = state[s * sstep];
+            if (b >= nstates) {
+                refused = 4 * i + 3;
+                break;
+            }
+            const long key = KEY_OF(s, b, me, probe[b]);
+            const long a = next[key];
+            if (a == K_ILLEGAL) {
+                refused = 4 * i + 2;
+                break;
+            }
+            if (key != key0) { /* the first slot (key0 is -1 before it), or a second key */
+                if (i == 0) {
+                    first = a;
+                    b_first = b;
+                    key0 = key;
+                } else {
+                    one_key = 0;
+                    if (a != first || b != b_first) uniform = 0;
+                }
+            }
+        }
+    } else
+    for (i = 0; i < n; i++) {
+        int64_t s = ids[i];
+        if ((uint64_t)(s - 1) >= cap) {
+            refused = 4 * i + 0;
+            break;
+        }
+        if (dup) {
+            if (stamp[s] == mark) {
+                refused = 4 * i + 1;
+                break;
+            }
+            stamp[s] = mark;
+        }
+        long b = state[s * sstep];
+        if (b >= nstates) {
+            refused = 4 * i + 3;
+            break;
+        }
+        int64_t me = actors ? actors[i] : one_actor;
+        long key = KEY_OF(s, b, me, probe[b]);
+        long a = next[key];
+        if (a == K_ILLEGAL) {
+            refused = 4 * i + 2;
+            break;
+        }
+        if (before) {
+            before[i] = (uint8_t)b;
+            after[i] = (uint8_t)a;
+        }
+        if (keys) keys[i] = key;
+        if (i == 0) {
+            first = a;
+            b_first = b;
+            key0 = key;
+        } else if (key != key0) {
+            one_key = 0;
+            if (a != first || b != b_first) uniform = 0;
+        }
+    }
+    if (refused >= 0) {
+        code = -1 - refused;
+        goto done_copies;
+    }
+    if (!uniform && (!before || (write && give))) { /* the caller must see each slot's states: it asks again */
+        code = ASK_WITH_STATES;
+        goto done_copies;
+    }
+    if (write && give && first == when && call_give(give, given) < 0) {
+        *failed = 1;
+        goto done_copies;
+    }
+    /* 3. the writes: every field the key's sources rewrite, the state and the last event; with one
+     * key and one actor (the usual batch), one loop per field the key rewrites, all alike */
+    if (write && one_key && !actors) {
+        const uint8_t *f = from + key0 * FIELDS;
+        for (int k = 0; k < FIELDS; k++) {
+            const int code = f[k];
+            if (code == KEEP) continue;
+            const int64_t v = value_of(code, 0, one_actor, target, epoch, k < 2 ? K_NOBODY : 0);
+            const int step = code == INC ? 1 : code == DEC ? -1 : 0;
+            switch (k) {
+            case 0:
+                if (step) for (i = 0; i < n; i++) owner[ids[i]] += step;
+                else for (i = 0; i < n; i++) owner[ids[i]] = v;
+                break;
+            case 1:
+                if (step) for (i = 0; i < n; i++) borrower[ids[i]] += step;
+                else for (i = 0; i < n; i++) borrower[ids[i]] = v;
+                break;
+            case 2:
+                if (step) for (i = 0; i < n; i++) fence[ids[i]] += step;
+                else for (i = 0; i < n; i++) fence[ids[i]] = (int32_t)v;
+                break;
+            default:
+                if (step) for (i = 0; i < n; i++) readers[ids[i]] += step;
+                else for (i = 0; i < n; i++) readers[ids[i]] = (uint8_t)v;
+            }
+        }
+        if (m->word) { /* the state and the last event: one 16-bit word */
+            uint16_t *restrict word = (uint16_t *)state;
+            const uint8_t pair[2] = {(uint8_t)first, (uint8_t)event}; /* as they lie in memory */
+            uint16_t w;
+            memcpy(&w, pair, 2);
+            for (i = 0; i < n; i++) word[ids[i]] = w;
+        } else {
+            for (i = 0; i < n; i++) {
+                state[ids[i] * sstep] = (uint8_t)first;
+                last[ids[i] * lstep] = (uint8_t)event;
+            }
+        }
+    } else if (write) {
+        for (i = 0; i < n; i++) {
+            int64_t s = ids[i];
+            int64_t me = actors ? actors[i] : one_actor;
+            long b = before ? before[i] : state[s * sstep], a = after ? after[i] : first;
+            long key = one_key ? key0 : keys ? (long)keys[i] : KEY_OF(s, b, me, probe[b]);
+            const uint8_t *f = from + key * FIELDS;
+            if (f[0] != KEEP) owner[s] = value_of(f[0], owner[s], me, target, epoch, K_NOBODY);
+            if (f[1] != KEEP) borrower[s] = value_of(f[1], borrower[s], me, target, epoch, K_NOBODY);
+            if (f[2] != KEEP) fence[s] = (int32_t)value_of(f[2], fence[s], me, target, epoch, 0);
+            if (f[3] != KEEP) readers[s] = (uint8_t)value_of(f[3], readers[s], me, target, epoch, 0);
+            state[s * sstep] = (uint8_t)a;
+            last[s * lstep] = (uint8_t)event;
+        }
+    }
+    code = uniform ? first | b_first << 8 : MIXED;
+done_copies:
+    PyMem_Free(ids_copy);
+    PyMem_Free(actors_copy);
+    return code;
+}
+
 static PyObject *mover_move(Mover *m, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 10 && nargs != 13) {
         PyErr_SetString(PyExc_TypeError,
@@ -473,142 +668,11 @@ states_done:
         }
     }
     {
-        /* everything the loops read, in locals: the compiler keeps them in registers (a byte
-         * written through a uint8_t pointer may alias anything, so fields of `m` would be
-         * read again after every write) */
-        const int64_t *ids_at = ids_in, *actors_at = have_actors ? actor_view.buf : NULL;
         int failed = 0;
-        int64_t *ids_copy = own_copy(m, &ids_at, n, &failed);
-        int64_t *actors_copy = actors_at && !failed ? own_copy(m, &actors_at, n, &failed) : NULL;
-        if (failed) {
-            PyMem_Free(ids_copy);
-            goto done_keys;
-        }
-        const int64_t *restrict ids = ids_at;
-        const int64_t *restrict actors = actors_at;
-        uint8_t *restrict before = have_states ? before_view.buf : NULL;
-        uint8_t *restrict after = have_states ? after_view.buf : NULL;
-        int64_t *restrict keys = have_keys ? keys_view.buf : NULL;
-        uint8_t *restrict state = m->state, *restrict last = m->last, *restrict readers = m->readers;
-        int64_t *restrict owner = m->owner, *restrict borrower = m->borrower;
-        int32_t *restrict fence = m->fence, *restrict stamp = m->stamp;
-        const Py_ssize_t sstep = m->state_step, lstep = m->last_step;
-        const Py_ssize_t nkeys = m->keys, nstates = m->states;
-        const uint8_t *next = (const uint8_t *)m->tables.buf + event * 5 * nkeys;
-        const uint8_t *from = m->from + event * FIELDS * nkeys; /* the kernel's source codes */
-        const uint8_t *probe = (const uint8_t *)m->probes.buf + event * nstates;
-        long refused = -1;
-        Py_ssize_t i;
-        /* 1. the runs the ids make (and, if they are few, whether they name real slots) */
-        Runs runs;
-        Py_ssize_t bad = runs_of(ids, n, (uint64_t)m->capacity, &runs);
-        if (bad >= 0) {
-            result = PyLong_FromLong(-1 - 4 * bad);
-            goto done_copies;
-        }
-        /* 2a. a batch in a few runs, by one actor, every slot in one state and relation: one key */
-        const int by_runs = runs.count <= RUNS_MAX && runs.count <= m->runs && !actors;
-        const long b0 = by_runs ? state[ids[0] * sstep] : -1; /* read once its runs showed ids[0] is a slot */
-        if (by_runs && b0 < nstates) {
-            long key = run_key(m, &runs, n, b0, one_actor, probe[b0]);
-            long a = key < 0 ? K_ILLEGAL : next[key];
-            if (a != K_ILLEGAL) {
-                if (before) {
-                    memset(before, (int)b0, n);
-                    memset(after, (int)a, n);
-                }
-                if (keys)
-                    for (i = 0; i < n; i++) keys[i] = key;
-                if (write && give && a == when && call_give(give, given) < 0) goto done_copies;
-                if (write)
-                    run_write(m, &runs, from + key * FIELDS, (uint8_t)a, (uint8_t)event, one_actor, target, epoch);
-                result = PyLong_FromLong(a | b0 << 8);
-                goto done_copies;
-            }
-        }
-        /* 2b. any other batch: a slot at a time (a real slot, named once: a mark of this call's
-         * own in the scratch column, unless its runs showed it already) */
-        dup = dup && runs.count > RUNS_MAX;
-        int32_t mark = 0;
-        if (dup) {
-            if (m->mark <= INT32_MIN + 1) { /* the marks are used up: clear the column, start again */
-                for (Py_ssize_t s = 0; s <= m->capacity; s++) stamp[s] = -1;
-                m->mark = -1;
-            }
-            mark = --m->mark; /* below -1: marks the other path never writes */
-        }
-        long first = -1, b_first = -1;
-        int uniform = 1, one_key = 1;
-        long key0 = -1;
-        const uint64_t cap = (uint64_t)m->capacity;
-        for (i = 0; i < n; i++) {
-            int64_t s = ids[i];
-            if ((uint64_t)(s - 1) >= cap) {
-                refused = 4 * i + 0;
-                break;
-            }
-            if (dup) {
-                if (stamp[s] == mark) {
-                    refused = 4 * i + 1;
-                    break;
-                }
-                stamp[s] = mark;
-            }
-            long b = state[s * sstep];
-            if (b >= nstates) {
-                refused = 4 * i + 3;
-                break;
-            }
-            int64_t me = actors ? actors[i] : one_actor;
-            long key = KEY_OF(s, b, me, probe[b]);
-            long a = next[key];
-            if (a == K_ILLEGAL) {
-                refused = 4 * i + 2;
-                break;
-            }
-            if (before) {
-                before[i] = (uint8_t)b;
-                after[i] = (uint8_t)a;
-            }
-            if (keys) keys[i] = key;
-            if (i == 0) {
-                first = a;
-                b_first = b;
-                key0 = key;
-            } else if (key != key0) {
-                one_key = 0;
-                if (a != first || b != b_first) uniform = 0;
-            }
-        }
-        if (refused >= 0) {
-            result = PyLong_FromLong(-1 - refused);
-            goto done_copies;
-        }
-        if (!uniform && (!before || (write && give))) { /* the caller must see each slot's states: it asks again */
-            result = PyLong_FromLong(ASK_WITH_STATES);
-            goto done_copies;
-        }
-        if (write && give && first == when && call_give(give, given) < 0) goto done_copies;
-        /* 3. the writes: every field the key's sources rewrite, the state and the last event */
-        if (write) {
-            for (i = 0; i < n; i++) {
-                int64_t s = ids[i];
-                int64_t me = actors ? actors[i] : one_actor;
-                long b = before ? before[i] : state[s * sstep], a = after ? after[i] : first;
-                long key = one_key ? key0 : keys ? (long)keys[i] : KEY_OF(s, b, me, probe[b]);
-                const uint8_t *f = from + key * FIELDS;
-                if (f[0] != KEEP) owner[s] = value_of(f[0], owner[s], me, target, epoch, K_NOBODY);
-                if (f[1] != KEEP) borrower[s] = value_of(f[1], borrower[s], me, target, epoch, K_NOBODY);
-                if (f[2] != KEEP) fence[s] = (int32_t)value_of(f[2], fence[s], me, target, epoch, 0);
-                if (f[3] != KEEP) readers[s] = (uint8_t)value_of(f[3], readers[s], me, target, epoch, 0);
-                state[s * sstep] = (uint8_t)a;
-                last[s * lstep] = (uint8_t)event;
-            }
-        }
-        result = PyLong_FromLong(uniform ? first | b_first << 8 : MIXED);
-    done_copies:
-        PyMem_Free(ids_copy);
-        PyMem_Free(actors_copy);
+        long code = move_ids(m, event, ids_in, n, one_actor, have_actors ? actor_view.buf : NULL, target, epoch,
+                             have_states ? before_view.buf : NULL, have_states ? after_view.buf : NULL,
+                             have_keys ? keys_view.buf : NULL, write, dup, give, given, when, &failed);
+        if (!failed) result = PyLong_FromLong(code);
     }
 done_keys:
     if (have_keys) PyBuffer_Release(&keys_view);
@@ -674,7 +738,19 @@ static int mark_set(Mover *m, PyObject *value, void *Py_UNUSED(closure)) {
     return 0;
 }
 
+/* The slice of slots the last `move` named, when its ids were one run in increasing order (else None). */
+static PyObject *last_run_get(Mover *m, void *Py_UNUSED(closure)) {
+    if (m->run_hi <= m->run_lo) Py_RETURN_NONE;
+    PyObject *lo = PyLong_FromLongLong(m->run_lo), *hi = lo ? PyLong_FromLongLong(m->run_hi) : NULL;
+    PyObject *run = hi ? PySlice_New(lo, hi, NULL) : NULL;
+    Py_XDECREF(lo);
+    Py_XDECREF(hi);
+    return run;
+}
+
 static PyGetSetDef mover_getset[] = {
+    {"last_run", (getter)last_run_get, NULL,
+     "slice(first, end) when the last move's ids were exactly first, first + 1, ..., end - 1 (else None)", NULL},
     {"mark", (getter)mark_get, (setter)mark_set,
      "the duplicate mark the last check used (marks count down from -2; at INT32_MIN + 1 the next check clears "
      "the scratch column and starts again); it may be set further down only",
@@ -682,7 +758,7 @@ static PyGetSetDef mover_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject MoverType = {
+PyTypeObject MoverType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "slotwarden.runtime.ledger._move.Mover",
     .tp_basicsize = sizeof(Mover),
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -701,12 +777,18 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__move(void) {
-    if (PyType_Ready(&MoverType) < 0) return NULL;
+    if (PyType_Ready(&MoverType) < 0 || lane_ready() < 0) return NULL;
     PyObject *mod = PyModule_Create(&module);
     if (mod == NULL) return NULL;
     Py_INCREF(&MoverType);
     if (PyModule_AddObject(mod, "Mover", (PyObject *)&MoverType) < 0) {
         Py_DECREF(&MoverType);
+        Py_DECREF(mod);
+        return NULL;
+    }
+    Py_INCREF(&LaneType);
+    if (PyModule_AddObject(mod, "Lane", (PyObject *)&LaneType) < 0) {
+        Py_DECREF(&LaneType);
         Py_DECREF(mod);
         return NULL;
     }

@@ -246,8 +246,12 @@ class BatchPath(SlotPath, Checks):
             moved = after
         else:  # one state before and one after for every slot
             moved, before = got & 0xFF, got >> 8
-        self._settle(ids, moved, event)
-        self.recorder.record(event, actor, target, epoch, ids.tobytes(), before, moved)
+        # ids that were one run (the kernel says so): filed and recorded as their slice, not a copy
+        at = mover.last_run if n > 1 else None
+        self._settle(ids, moved, event, at)
+        self.recorder.record(
+            event, actor, target, epoch, ids.tobytes() if at is None else range(at.start, at.stop), before, moved
+        )
         if not hold:
             self._thread = owner
 

@@ -23,6 +23,7 @@ from slotwarden.model.vocabulary import NOBODY, Actor, Event
 from slotwarden.runtime import inputs
 from slotwarden.runtime.ledger.batch import BatchPath
 from slotwarden.runtime.ledger.codes import _ALLOC, _FENCE, _FREE
+from slotwarden.runtime.ledger.recorder import ids_of
 
 REFUSED = -1
 """What `apply_raw` returns when it moved nothing (see the module's contract)."""
@@ -80,3 +81,8 @@ class RawMoves(BatchPath):
         self.recorder.record(event, actor, NOBODY, epoch, lst, got >> 8, after)  # its own copy: never changed
         self._thread = owner
         return got
+
+    def _settle_raw(self, ids, after: int, event: Event) -> None:
+        """`apply_raw`'s filing of a batch moved into a state that waits for a fence, for the
+        guard's compiled lane (`ids` the bytes of an int64 array, or a range)."""
+        self._settle(ids_of(ids), after, event)

@@ -13,7 +13,9 @@ TARGETS = (
     ("strict", 1024, 2.0),
     ("lifecycle", 1, 4.0),
     ("lifecycle", 64, 4.0),
-    # the drop-in, SGLang's own allocator inside it (its cost included): issue 20
+    ("lifecycle", 1024, 3.0),
+    ("scattered", 1024, 2.0),  # a free list that has drifted to scattered ids
+    # the drop-in, SGLang's own allocator inside it (its cost included)
     ("guarded", 1, 2.0),
     ("guarded", 64, 3.0),
     ("guarded", 1024, 3.0),

@@ -31,9 +31,16 @@ pytestmark = pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled mov
 R1, R2 = Actor.request(1), Actor.request(2)
 
 
+class PythonLane(GuardedAllocator):
+    """The guard with its compiled lane off: the usual calls take the raw lane of its Python
+    (the compiled lane's own tests: test_lane.py)."""
+
+    LANE = False
+
+
 def _guard(ledger_cls=SlotLedger) -> tuple[FreeList, GuardedAllocator]:
     engine = FreeList(8, "cpu")
-    g = GuardedAllocator(engine)
+    g = PythonLane(engine)
     g.ledger.__class__ = ledger_cls  # the same ledger, its lane swapped for a broken one
     return engine, g
 
@@ -92,7 +99,7 @@ def test_an_engine_whose_free_fails_keeps_nothing_and_the_guard_goes_on():
             super().free(free_index)
 
     engine = Failing(8, "cpu")
-    g = GuardedAllocator(engine)
+    g = PythonLane(engine)
     with acting(R1):
         ids = g.alloc(3)
         frozen = Untouched(engine, g)

@@ -160,6 +160,10 @@ class _Wrapped:
     def move(self, *args):
         return self.mover.move(*self.change(list(args)))
 
+    @property
+    def last_run(self):
+        return self.mover.last_run
+
 
 def _no_duplicate_check(args):
     args[9] = False
