@@ -14,6 +14,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from slotwarden.model.declaration import relation_of
 from slotwarden.model.errors import BadSlotId, IllegalMove
 from slotwarden.model.vocabulary import MAX_READERS, Actor, ActorKind, Event
 
@@ -101,6 +102,8 @@ class Locks(Queries):
             twice = (s, request.id) in seen
             seen.add((s, request.id))
             if twice or (request.id in self.locks.get(s, ())) is not want:
+                if self._table_refuses(ids, actors, event):  # the table is judged first: its refusal (in fire) wins
+                    return
                 rec = self._record(s)
                 why = "is named twice in this batch" if twice else "holds no lock" if want else "already holds a lock"
                 held = sorted(self.locks.get(s, ()))
@@ -111,6 +114,16 @@ class Locks(Queries):
                     actor=request,
                     slot_id=s,
                 )
+
+    def _table_refuses(self, ids: np.ndarray, actors: list, event: Event) -> bool:
+        """Whether the declaration's table refuses `event` on a slot of the batch (read on the
+        refusal path only: the model judges every move by the table before the lock record)."""
+        lifecycle = self.lifecycle
+        for s, actor in zip(ids.tolist(), actors):
+            rec = self._record(s)
+            if lifecycle.rule(rec.state, event, relation_of(lifecycle.spec(rec.state), rec, actor)) is None:
+                return True
+        return False
 
     def fire_locks(self, batch: LockBatch, fire: Callable, fire_each: Callable) -> None:
         """Fire a batch the record allows (`check_locks`) and record it: `fire(event, ids,

@@ -232,3 +232,19 @@ def test_a_watcher_of_fire_sees_every_lock_and_unlock_once():
         (Event.UNLOCK, [1], [4]),
     ]
     assert pool.ledger.record(1).readers == 0 and not pool.locks
+
+
+def test_a_lock_batch_the_table_refuses_is_refused_at_the_tables_slot_as_the_model_does():
+    """Request 2 locks [3, 1]: slot 3 is TAKEN (no LOCK from there), and request 2 already holds
+    a lock on slot 1. The model judges every move by the table before the lock record, so the
+    refusal names slot 3; a lock-record check run first would name slot 1."""
+    pool = cached_pool()
+    pool.admit(pool.alloc(1, R3), R3)  # slot 3, TAKEN then RUNNING by request 3
+    before = Snapshot(pool)
+    with pytest.raises(IllegalMove) as err:
+        pool.lock([3, 1], R2)
+    assert err.value.slot_id == 3 and "already holds" not in str(err.value)
+    assert before.unchanged()
+    with pytest.raises(IllegalMove, match="already holds a lock") as err:
+        pool.lock([1], R2)  # the table alone allows it: the record refuses
+    assert err.value.slot_id == 1
