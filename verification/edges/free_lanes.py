@@ -4,11 +4,11 @@ One script of engine calls (allocs under `acting`, the usual frees of a rollback
 finished turn, a free while a step is in flight and its later fence, a free of a batch mixed
 in state, the seed bug's free of a lent slot, a borrower's free of its running turn, int32
 and empty frees, unattributed calls both refused and trusted, `alloc(0)`, `clear()` with
-slots held and with none) runs on a
-`GuardedAllocator` over the compiled move and over one without it (the numpy and per-slot
-paths). After every call both give the same outcome (the same error, first line), the same
-ledger records and the same engine free list, and each free moves its slots as the
-declaration's free rule says (`model/free.py`): a refused free changes nothing.
+slots held and with none) runs on a `GuardedAllocator` with its C lane, on one with the
+guard's Python methods over the compiled move, and on one without the compiled move (the
+numpy and per-slot paths). After every call all give the same outcome (the same error, first
+line), the same ledger records and the same engine free list, and each free moves its slots
+as the declaration's free rule says (`model/free.py`): a refused free changes nothing.
 """
 
 from __future__ import annotations
@@ -79,23 +79,28 @@ def _twice(a: GuardedAllocator):
             pass
 
 
+class _PythonLane(GuardedAllocator):
+    LANE = False  # the guard's Python methods, not bound to the C lane
+
+
 def _records(a: GuardedAllocator) -> list:
     return [tuple(a.ledger.record(s)) for s in range(1, a.ledger.capacity + 1)]
 
 
 def problems() -> list[str]:
     logs = {}
-    for lane in ("compiled", "numpy"):
-        a = GuardedAllocator(FreeList(4))
+    for lane in ("C", "compiled", "numpy"):  # the C lane (runtime/ledger/lane.py), its Python form, numpy
+        a = (GuardedAllocator if lane == "C" else _PythonLane)(FreeList(4))
         if lane == "numpy":
             a.ledger.mover, a.ledger.small = None, SMALL  # as built without the compiled move
         logs[lane] = []
         _script(a, logs[lane])
     out = []
-    for (what, got, rec, free), (_, got2, rec2, free2) in zip(logs["compiled"], logs["numpy"]):
-        if (got, rec, free) != (got2, rec2, free2):
-            out.append(f"{what}: compiled lane {got}, {free}; numpy lane {got2}, {free2}")
-            break
+    for lane in ("C", "compiled"):
+        for (what, got, rec, free), (_, got2, rec2, free2) in zip(logs[lane], logs["numpy"]):
+            if (got, rec, free) != (got2, rec2, free2):
+                out.append(f"{what}: {lane} lane {got}, {free}; numpy lane {got2}, {free2}")
+                break
     want = {  # the outcome the declaration's free rule and the contract give each call
         "free one running (finish)": "ok",
         "roll it back by its free": "ok",

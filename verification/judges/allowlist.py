@@ -13,7 +13,7 @@ from slotwarden.model.errors import SlotwardenError
 from pathlib import Path
 from typing import NamedTuple
 
-from slotwarden.verification.judges.reach import numbers
+from slotwarden.verification.judges.lines import numbers
 
 
 class Entry(NamedTuple):

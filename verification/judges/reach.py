@@ -15,6 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from slotwarden.verification.judges.lines import numbers, ranges  # noqa: F401 - also read from here
+
 ROOT = Path(__file__).resolve().parents[2]
 """The checkout: model/, runtime/, kernels/ and verification/ lie in it (pyproject's package-dir)."""
 
@@ -187,26 +189,3 @@ def _explained(report: dict) -> list[str]:
 def digest(path: Path) -> str:
     """A file's content, in 12 hex digits: the report's line numbers hold for this content only."""
     return hashlib.sha1(path.read_bytes()).hexdigest()[:12]
-
-
-def ranges(lines) -> str:
-    """[1, 2, 3, 5] -> "1-3,5"."""
-    out: list[str] = []
-    lines = sorted(lines)
-    i = 0
-    while i < len(lines):
-        j = i
-        while j + 1 < len(lines) and lines[j + 1] == lines[j] + 1:
-            j += 1
-        out.append(str(lines[i]) if i == j else f"{lines[i]}-{lines[j]}")
-        i = j + 1
-    return ",".join(out)
-
-
-def numbers(text: str) -> set[int]:
-    """ "1-3,5" -> {1, 2, 3, 5}."""
-    out: set[int] = set()
-    for part in filter(None, text.split(",")):
-        low, _, high = part.partition("-")
-        out.update(range(int(low), int(high or low) + 1))
-    return out

@@ -10,13 +10,11 @@ from slotwarden.runtime.scheduler import scheduler
 from slotwarden.runtime.scheduler.request import Phase
 from slotwarden.verification.machines.campaign import Budget, run_machine
 from slotwarden.verification.machines.continuity import CachedContinuityMachine
-from slotwarden.verification.machines.faults import CachedFaultMachine
 from slotwarden.verification.machines.scheduler import machine_for
-from slotwarden.verification.verify.fault_job import BUDGETS
-from slotwarden.verification.verify.jobs import RUNTIME_LEVELS
+from slotwarden.verification.machines.radix import RadixMachine
+from slotwarden.verification.verify.jobs import LEVELS, RUNTIME_LEVELS
 
 CACHED = RUNTIME_LEVELS["default"]["cached"]  # the continuity+cache job's budget
-FAULTS_CACHED = BUDGETS["default"][1]  # the fault job's cached machine's
 GROUPS = machine_for(scheduler.Scheduler, prefix_cache=True)  # the cached scheduler machine (groups a feature)
 
 
@@ -69,17 +67,23 @@ def test_siblings_that_share_one_seed_are_caught(monkeypatch, machine, budget):
     assert not r.passed and "sample with seeds" in r.error, r.error
 
 
-# the cached scheduler machine only: the continuity machine's catch at its default budget (17 examples
-# run alone) was missed once inside the full suite (46 examples, run after other tests in its worker)
-@pytest.mark.parametrize("machine, budget", [(GROUPS, Budget(60, 25))])
-def test_siblings_that_stop_waiting_before_their_prompt_state_is_published_are_caught(monkeypatch, machine, budget):
+def test_siblings_that_stop_waiting_before_their_prompt_state_is_published_are_caught(monkeypatch):
+    """Caught by verify's continuity+cache job at its default budget (17 examples run alone); that
+    catch was missed once inside the full suite (order-dependent, not understood), so the cached
+    scheduler machine at 160 examples stands beside it: one of the two must catch it."""
     monkeypatch.setattr(cache.PrefixCache, "awaits", stops_waiting_once_the_prompt_runs)
-    r = run_machine("early siblings", machine, budget, 0, shrink=False)
-    assert not r.passed and "before its prompt request" in r.error, r.error
+    errors = []
+    for machine, budget in ((CachedContinuityMachine, CACHED), (GROUPS, Budget(160, 25))):
+        r = run_machine("early siblings", machine, budget, 0, shrink=False)
+        if not r.passed and "before its prompt request" in r.error:
+            return
+        errors.append(f"{machine.__name__}: {r.error or 'passed'}")
+    raise AssertionError("; ".join(errors))
 
 
-@pytest.mark.parametrize("machine, budget", [(CachedFaultMachine, FAULTS_CACHED)])
-def test_a_leaf_removed_without_its_empty_parent_is_caught_by_the_trees_check(monkeypatch, machine, budget):
+def test_a_leaf_removed_without_its_empty_parent_is_caught_by_the_trees_check(monkeypatch):
+    """By verify's radix tree machine at its default budget (the cached fault machine, whose
+    draws now include a second fault before its call, no longer meets it at seed 0)."""
     monkeypatch.setattr(tree.RadixTree, "_take_slot", leaves_the_empty_parent)
-    r = run_machine("tombstones", machine, budget, 0, shrink=False)
+    r = run_machine("tombstones", RadixMachine, LEVELS["default"]["allocator"], 0, shrink=False)
     assert not r.passed and r.error.startswith("TreeBroken"), r.error
