@@ -11,7 +11,7 @@ import pytest
 
 from slotwarden.kernels import sample
 from slotwarden.model import diagram, document, errors, free, palette
-from slotwarden.runtime import config, guard, guarded_allocator, inputs, pool, trace
+from slotwarden.runtime import config, guard, guarded_allocator, inputs, launch, pool, trace
 from slotwarden.runtime.ledger import audit, batch, checks, ledger
 from slotwarden.runtime.radix import node, tree
 from slotwarden.runtime.scheduler import admission, scheduler
@@ -27,6 +27,7 @@ from slotwarden.verification.edges import (
     trace_format,
     tree_integrity,
     words,
+    write_set,
 )
 from slotwarden.verification.edges.job import EDGE_CHECKS, edge_row, problems_of
 from slotwarden.verification.verify.jobs import Row
@@ -55,6 +56,14 @@ def test_each_check_holds(name):
 
 
 VARIANTS = {  # id -> (module whose problems() must see it, owner, function, old, new, words of a problem)
+    "a batched step check blind to pad rows off the pad slot": (
+        write_set,
+        launch,
+        "_faults",
+        "padded & ((ids != pad) | (src != pad))",
+        "padded & (ids != ids)",
+        "steps: first",
+    ),
     # mutation survivors (verification/reports/mutation-triage.txt)
     "trace header of another format read (trace.py NotEq_Eq:1)": (
         trace_format,

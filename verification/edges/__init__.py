@@ -11,5 +11,6 @@ it holds), each shown failing on broken variants in tests/verification/test_edge
   plan (`admission_plan`) decides as the loop alone would;
 - `audits`: the audits flag each fault built for them; bad engine allocs and configs refused;
 - `documents`: the diagrams draw the declaration's rules, and docs/ is what it generates;
-- `tree_integrity`: the prefix tree's `check()` passes on built trees, flags broken ones.
+- `tree_integrity`: the prefix tree's `check()` passes on built trees, flags broken ones;
+- `write_set`: a launched step's batched check refuses what the model's refuses.
 """

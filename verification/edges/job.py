@@ -19,6 +19,7 @@ from slotwarden.verification.edges import (
     trace_format,
     tree_integrity,
     words,
+    write_set,
 )
 
 EDGE_CHECKS = {  # name -> (module, what its row says)
@@ -63,11 +64,16 @@ EDGE_CHECKS = {  # name -> (module, what its row says)
         tree_integrity,
         "check() passes on built trees and flags {n} broken ones; refusals typed and named",
     ),
+    "write set": (
+        write_set,
+        "check_step refuses what the model refuses, at its row and slot, on {n} steps; accepted ones keep the six",
+    ),
 }
 SIZES = {
     "trace format": lambda: len(trace_format.BAD_LINES) + len(trace_format.BAD_HEADERS),
     "conversions": lambda: len(conversions.CASES),
     "tree integrity": lambda: len(tree_integrity.BREAKS),
+    "write set": lambda: write_set.STEPS,
 }
 
 

@@ -1,49 +1,24 @@
 """`pool.launch(slots=...)` and `check_step`: a launched step's write set is checked against the
 ledger before the step launches, all or nothing, refusing what the model refuses, in its words."""
 
-import random
-
 import numpy as np
 import pytest
 import torch
 
-from slotwarden.model import launch as model
 from slotwarden.model.errors import BadInput, IllegalStep
 from slotwarden.model.lifecycle import LIFECYCLE, ROWS, WRITE_SET
 from slotwarden.model.vocabulary import NOBODY, Actor, Event, Relation, State
-from slotwarden.model.write_set import Access, Fill, Row, RowKind, declare_write_set
+from slotwarden.model.write_set import Access, Fill, declare_write_set
 from slotwarden.runtime import launch
 from slotwarden.runtime.launch import Tables, check_step
 from slotwarden.runtime.pool import StatePool
+from slotwarden.verification.edges import write_set as edges
 from pools import CFG, Frozen
 
 R1, R7 = Actor.request(1), Actor.request(7)
 
 
-def running() -> StatePool:
-    """Slots 1-3 running for request 1; 4 parked in session 5; 5 lent by session 6 to request 7,
-    running; 6 cached by node 3, published, locked by request 1; 7 released (waiting for step
-    2); 8 free."""
-    pool = StatePool(CFG)
-    pool.admit(pool.alloc(3, R1), R1)
-    four = pool.alloc(1, Actor.request(2))
-    pool.admit(four, Actor.request(2))
-    pool.park(four, Actor.request(2), 5)
-    five = pool.alloc(1, Actor.request(3))
-    pool.admit(five, Actor.request(3))
-    pool.park(five, Actor.request(3), 6)
-    pool.lend(five, Actor.session(6), 7)
-    pool.admit(five, R7)
-    six = pool.alloc(1, Actor.request(9))
-    pool.admit(six, Actor.request(9))
-    pool.insert(six, Actor.request(9), 3)
-    pool.fence(pool.launch())
-    pool.lock(six, R1)
-    seven = pool.alloc(1, Actor.request(4))
-    pool.admit(seven, Actor.request(4))
-    pool.launch(lambda: False)
-    pool.finish(seven, Actor.request(4))
-    return pool
+running = edges.running
 
 
 def test_a_good_step_launches_and_fills_what_it_writes():
@@ -115,36 +90,7 @@ def test_the_check_reads_the_declaration():
     check_step(pool, [1, 4], [1, 2], tables=Tables(loose))
 
 
-def _records(pool):
-    return tuple(pool.ledger.record(i) for i in range(1, pool.capacity + 1))
-
-
-def disagreements(check, steps: int = 3000, seed: int = 3) -> list:
-    """Random steps over `running()` where `check` (the runtime's) and the model's check differ
-    in whether they refuse, or in the row and slot they name."""
-    pool, rng = running(), random.Random(seed)
-    pool.fills[3] = int(Fill.STALE)  # slot 3 taken and never zeroed
-    slots, fills = _records(pool), tuple(Fill(int(f)) for f in pool.fills[1:])
-    found = []
-    for _ in range(steps):
-        n = rng.randrange(1, 5)
-        who = [rng.choice((1, 7, 9, 2, NOBODY)) for _ in range(n)]
-        ids = [rng.choice((0, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9)) for _ in range(n)]
-        src = [rng.choice((i, i, 6, 1)) for i in ids]
-        rows = tuple(Row(RowKind.PAD if a == NOBODY else RowKind.REQUEST, a, w, s) for a, w, s in zip(who, ids, src))
-        try:
-            model.check_step(rows, slots, fills, pool.ledger.locks)
-            want = None
-        except IllegalStep as e:
-            want = (e.row, e.slot_id)
-        try:
-            check(pool.ledger, ids, who, 0, src, pool.fills)
-            got = None
-        except IllegalStep as e:
-            got = (e.row, e.slot_id)
-        if got != want:
-            found.append((rows, want, got))
-    return found
+disagreements = edges.disagreements
 
 
 def test_the_batched_check_refuses_exactly_what_the_model_refuses():
