@@ -37,6 +37,8 @@ def test_the_allocator_machine_catches_a_borrowers_free_accepted(monkeypatch, wh
         monkeypatch.setattr(free, "free_rule_for", broken)
     monkeypatch.setattr(guarded_allocator, "free_rule_for", broken)
     r = run_machine("allocator", AllocatorMachine, BUDGET, 0, shrink=False)
+    if r.passed:  # caught at seed 0 run alone (141 examples); missed once inside the full suite
+        r = run_machine("allocator", AllocatorMachine, Budget(2 * BUDGET.examples, BUDGET.steps), 1, shrink=False)
     assert not r.passed
     if where == "model/free.py":
         assert "(LENT, BORROWER): a borrower has no free" in r.error, r.error
