@@ -9,8 +9,7 @@ it holds), each shown failing on broken variants in tests/verification/test_edge
 - `scheduler_runs`: `run`, counters against the steps made, parallel sampling's ids, seeds
   and prefills, failed forward passes, the session reaper and `session_state`; the admission
   plan (`admission_plan`) decides as the loop alone would;
-- `audits`: the audits flag each fault built for them; bad engine allocs and configs refused;
-- `documents`: the diagrams draw the declaration's rules, and docs/ is what it generates;
-- `tree_integrity`: the prefix tree's `check()` passes on built trees, flags broken ones;
-- `write_set`: a launched step's batched check refuses what the model's refuses.
+- `audits`: each fault built for them flagged; `documents`: docs/ is what the rules generate;
+- `tree_integrity`, `write_set`: the prefix tree's `check()` passes on built trees and flags
+  broken ones; a launched step's batched check refuses what the model's refuses.
 """
