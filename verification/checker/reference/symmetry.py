@@ -17,7 +17,7 @@ from __future__ import annotations
 from slotwarden.model.pool import Pool
 from slotwarden.model.vocabulary import NOBODY, Slot
 from slotwarden.verification.abstract.world import Request, Session, Step, World, node_of
-from slotwarden.verification.checker.reference.decoding import Decoding
+from slotwarden.verification.checker.decoding import Decoding  # unchanged: the live one serves both
 from slotwarden.verification.checker.packing import (
     CACHE_OWNED,
     EXACT,
