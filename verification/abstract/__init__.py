@@ -7,7 +7,8 @@ breadth-first, in modules of one concern each, gathered here under one name:
 - `policy`: the scheduler's decisions (`Policy`; mutants override one method);
 - `actions`: the actions and the successors of a world;
 - `memo`: the model pool's operations, memoised;
-- `judged`: the properties the checker judges in every world and on every slot move;
+- `rows`: the rows of a launched step as the scheduler builds them, and each slot's fill;
+- `judged`: the properties the checker judges in every world, on every slot move and launch;
 - `words`: worlds, moves and outcomes as text.
 
 `differential` checks that this model and the runtime's scheduler agree on slot ownership.
@@ -22,6 +23,8 @@ from slotwarden.verification.abstract.judged import (
     PROPERTIES,
     RUN_PROPERTIES,
     STATE_PROPERTIES,
+    STEP_PROPERTIES,
+    judge_launch,
     judge_move,
     judge_world,
 )
@@ -51,7 +54,8 @@ from slotwarden.verification.abstract.world import (
 
 __all__ = [
     "Action", "Move", "Outcome", "alloc", "apply", "fence", "forget", "successors",
-    "MOVE_PROPERTIES", "PROPERTIES", "RUN_PROPERTIES", "STATE_PROPERTIES", "judge_move", "judge_world",
+    "MOVE_PROPERTIES", "PROPERTIES", "RUN_PROPERTIES", "STATE_PROPERTIES", "STEP_PROPERTIES", "judge_launch",
+    "judge_move", "judge_world",
     "Alloc", "Fire", "Policy", "req_actor", "ses_actor",
     "describe", "show_move", "show_slot", "show_slots", "show_world",
     "CANDIDATE", "CLOSED", "CLOSING", "DONE", "OPEN", "PENDING", "PHASES", "RUNNING", "SESSION_BASE",

@@ -1,11 +1,15 @@
 """The properties the checker judges in the abstract scheduler: the state properties of a world
-(`judge_world`) and the per-transition properties of a slot move (`judge_move`), each the
-model's own predicate (`slotwarden.model.properties`), memoised on exactly what it reads. A
-judge returns the first property broken, as (name, message), or None."""
+(`judge_world`), the per-transition properties of a slot move (`judge_move`) and the write-set
+properties of a launched step's rows (`judge_launch`: the model's `check_step`, and the step
+properties it proves), each the model's own predicate (`slotwarden.model.properties`), memoised
+on exactly what it reads. A judge returns the first property broken, as (name, message), or None."""
 
 from __future__ import annotations
 
+from slotwarden.model.errors import IllegalStep
+from slotwarden.model.launch import check_step
 from slotwarden.model.pool import Pool
+from slotwarden.model.write_set import RowKind
 from slotwarden.model.properties import (
     cache_read_only,
     conserved,
@@ -13,12 +17,18 @@ from slotwarden.model.properties import (
     fence_respected,
     freed_once,
     handles_match,
+    ids_in_pool,
     lock_counted,
     locks_match,
     no_orphans,
+    pads_to_pad,
     quiescent,
+    reads_filled,
+    reads_held,
     reads_published,
     session_kept,
+    writes_disjoint,
+    writes_held,
 )
 from slotwarden.model.registry import text, texts
 from slotwarden.model.vocabulary import Actor, State
@@ -26,7 +36,8 @@ from slotwarden.model.vocabulary import Actor, State
 from slotwarden.verification.abstract.actions import Move
 from slotwarden.verification.abstract.memo import _FORGETTERS
 from slotwarden.verification.abstract.words import show_handles, show_slot, show_slots
-from slotwarden.verification.abstract.world import CLOSED, DONE, World, is_final
+from slotwarden.verification.abstract.rows import lock_holders
+from slotwarden.verification.abstract.world import CLOSED, DONE, RUNNING, World, is_final
 
 STATE_PROPERTIES = texts(
     (
@@ -47,6 +58,8 @@ MOVE_PROPERTIES = texts(
 RUN_PROPERTIES = {"deadlock": text("deadlock")}  # judged over the search (rule coverage and goals: checker.coverage)
 PROPERTIES = {**STATE_PROPERTIES, **MOVE_PROPERTIES, **RUN_PROPERTIES}
 """The properties the checker judges, in the registry's words (`slotwarden.model.registry`)."""
+STEP_PROPERTIES = texts(("pads_to_pad", "ids_in_pool", "writes_held", "writes_disjoint", "reads_held", "reads_filled"))
+"""The write-set properties judged on the rows of every launch (`judge_launch`), in the order named."""
 
 
 def _handles(world: World) -> dict:
@@ -185,4 +198,59 @@ def judge_move(move: Move) -> tuple[str, str] | None:
 
 
 _MOVE_VERDICTS: dict = {}  # moves repeat across worlds: judge each distinct one once
-_FORGETTERS.extend((_POOL_VERDICTS.clear, _HOLDER_VERDICTS.clear, _MOVE_VERDICTS.clear))
+
+
+def show_rows(rows: tuple) -> str:
+    """A step's rows: `r<id>:<write>` (`<-<source>` when it reads another slot), `pad:<write>`."""
+    return "[" + ", ".join(_show_row(r) for r in rows) + "]"
+
+
+def _show_row(r) -> str:
+    text = f"r{r.actor}:{r.write}" if r.kind is RowKind.REQUEST else f"pad:{r.write}"
+    return text if r.source == r.write else f"{text}<-{r.source}"
+
+
+def launch_rows(world: World, policy) -> tuple:
+    """The rows `policy` builds for a step launched in `world` (its running requests)."""
+    return tuple(policy.step_rows(world, [r for r in world.requests if r.phase == RUNNING]))
+
+
+def judge_launch(world: World, policy) -> tuple[str, str] | None:
+    """The first write-set property broken by the step `policy` launches in `world`, judged
+    against the world's slot records, fills and locks, as (name, message), or None. A step the
+    model's check refuses names the first of `STEP_PROPERTIES` its rows break ("legal" if
+    none: the check refused what no property names); an accepted step that breaks one names it."""
+    if not any(r.phase == RUNNING for r in world.requests):
+        return None
+    rows = launch_rows(world, policy)
+    key = (rows, world.pool.slots, tuple(policy.fills(world)), world.pool.locks)
+    try:
+        return _STEP_VERDICTS[key]
+    except KeyError:
+        pass
+    _STEP_VERDICTS[key] = found = _judge_step(*key)
+    return found
+
+
+def _judge_step(rows: tuple, slots: tuple, fills: tuple, locks) -> tuple[str, str] | None:
+    holders = lock_holders(locks)
+    holds = {
+        "pads_to_pad": lambda: pads_to_pad(rows),
+        "ids_in_pool": lambda: ids_in_pool(rows, len(slots)),
+        "writes_held": lambda: writes_held(rows, slots),
+        "writes_disjoint": lambda: writes_disjoint(rows),
+        "reads_held": lambda: reads_held(rows, slots, holders),
+        "reads_filled": lambda: reads_filled(rows, fills),
+    }
+    broken = next((name for name in STEP_PROPERTIES if not holds[name]()), None)
+    try:
+        check_step(rows, slots, fills, holders)
+    except IllegalStep as e:
+        return broken or "legal", f"the launch check refuses rows {show_rows(rows)}: {e}"
+    if broken is not None:
+        return broken, f"rows {show_rows(rows)} over slots {show_slots(slots)}, accepted by the launch check"
+    return None
+
+
+_STEP_VERDICTS: dict = {}  # (rows, slots, fills, locks) -> verdict
+_FORGETTERS.extend((_POOL_VERDICTS.clear, _HOLDER_VERDICTS.clear, _MOVE_VERDICTS.clear, _STEP_VERDICTS.clear))

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from slotwarden.model.vocabulary import MAX_READERS, NOBODY, Actor, Event, State
 
+from slotwarden.verification.abstract import rows as _rows
 from slotwarden.verification.abstract.world import PENDING, WAITING, Request, Session, World, node_of, session_of
 
 
@@ -161,6 +162,16 @@ class Policy:
         """A request leaving before its copy step was launched lets go of its match's lock
         (after giving back its slot, as the runtime does)."""
         return () if r.src is None else (Fire(Event.UNLOCK, req_actor(r), (r.src,)),)
+
+    def step_rows(self, world: World, running) -> tuple:
+        """The rows of the step launched now over the `running` requests (`rows.step_rows`:
+        each request's row on its slot, in the persistent batch's order, padded with pad rows
+        on the pad slot to the next captured size)."""
+        return _rows.step_rows(world, running)
+
+    def fills(self, world: World) -> tuple:
+        """What each slot holds (`rows.fills`): an alloc zeroes the slot it takes."""
+        return _rows.fills(world)
 
     def launch_events(self, world: World, copies: frozenset) -> tuple:
         """At a launch: nothing fires (the copies' locks are held until the step's fence)."""

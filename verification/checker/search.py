@@ -1,15 +1,15 @@
 """A bounded exhaustive model checker: breadth-first over the abstract scheduler (`abstract`).
 
 Every reachable world of a `Bounds` is visited once, up to a renaming of request, session and
-slot ids (`symmetry`: the visited set and each level hold compact canonical keys, and a world is
+slot ids (`symmetry`: the visited set and each level hold compact canonical keys; a world is
 decoded only while its level is expanded). In each one every state property holds, every slot
 move of every enabled action keeps the per-transition properties and is legal in the declared
-lifecycle (an `IllegalMove` or `BadSlotId` is the violation "legal"), and a world that is not
-final has an enabled action (no deadlock). The first violation stops the search with a shortest
-trace from the initial world, replayed so that every line is a real action. Each result records
-the declared rules that fired and the goals reached (`goals.coverage` judges them); its counts
-are pinned (`pins`). No partial-order reduction: nearly every action conflicts with an abort or
-a close and changes what the properties read, so sound ample sets would be almost everything.
+lifecycle ("legal": no `IllegalMove` or `BadSlotId`), every launch's rows keep the step's write
+set (`judge_launch`), and a world not final has an enabled action (no deadlock). The first
+violation stops the search with a shortest trace from the initial world, replayed so that every
+line is a real action. Each result records the rules fired and the goals reached (`goals`); its
+counts are pinned (`pins`). No partial-order reduction: nearly every action conflicts with an
+abort or a close and changes what the properties read: sound ample sets would be almost all.
     >>> check(Bounds(slots=1, requests=2, sessions=1)).violation is None
     True
 """
@@ -36,6 +36,7 @@ from slotwarden.verification.abstract import (
     forget,
     initial,
     is_final,
+    judge_launch,
     judge_move,
     show_world,
     judge_world,
@@ -194,6 +195,10 @@ def _search(bounds, policy, max_states, symmetry, lifecycle, on_level, graph) ->
                 transitions += 1
                 if out.error is not None:
                     return shortest("legal", depth, k, out, k)
+                if out.action.kind == "launch":
+                    bad = judge_launch(world, policy)
+                    if bad:
+                        return shortest(bad[0], depth, k, out, k)
                 for m in out.moves:
                     try:
                         bad, rule = judged[m]
@@ -289,6 +294,9 @@ def _violation(prop: str, path: list, last: Outcome | None, policy: Policy, boun
         message = _stuck_message(world) if prop == "deadlock" else judge_world(world)[1]
         return Violation(prop, message, tuple(lines))
     for out in successors(world, policy, bounds.overlap):  # the same broken property, in the replayed world's names
+        bad = judge_launch(world, policy) if out.action.kind == "launch" and out.error is None else None
+        if bad and bad[0] == prop:
+            return Violation(prop, bad[1], tuple(lines) + (describe(out),))
         if prop == "legal" and out.error is not None:
             return Violation(prop, str(out.error), tuple(lines) + (describe(out),))
         for m in out.moves if out.error is None else ():

@@ -23,6 +23,7 @@ from slotwarden.verification.abstract import (
     describe,
     initial,
     is_final,
+    judge_launch,
     judge_move,
     judge_world,
     show_world,
@@ -90,7 +91,7 @@ def simulate(
             if len(seen) < _SEEN_KEPT:
                 seen.add(keyof(world))
             outs = list(successors(world, policy, bounds.overlap))
-            found = _judge_outcomes(outs, lines)
+            found = _judge_outcomes(outs, lines, world, policy)
             if found is not None:
                 break
             if not outs:
@@ -115,12 +116,16 @@ def _judge_world(world, lines: list) -> Violation | None:
     return None if broken is None else Violation(broken[0], broken[1], tuple(lines))
 
 
-def _judge_outcomes(outs: list, lines: list) -> Violation | None:
-    """The first violation among the enabled actions `outs` (a refused move, a broken
-    per-transition property), with the walk so far and that action as its trace."""
+def _judge_outcomes(outs: list, lines: list, world, policy) -> Violation | None:
+    """The first violation among the enabled actions `outs` of `world` (a refused move, a
+    launch's rows off the write set, a broken per-transition property), with the walk so far
+    and that action as its trace."""
     for out in outs:
         if out.error is not None:
             return Violation("legal", str(out.error), tuple(lines) + (describe(out),))
+        bad = judge_launch(world, policy) if out.action.kind == "launch" else None
+        if bad:
+            return Violation(bad[0], bad[1], tuple(lines) + (describe(out),))
         for m in out.moves:
             bad = judge_move(m)
             if bad:

@@ -10,7 +10,8 @@ it (`policy` None); the continuity machine catches it (`machine="continuity"`). 
 hang bugs (`LIVENESS_MUTANTS`) make only legal moves too: the checker's liveness properties
 catch them (`checker.liveness`); the livelock's runtime variant never lets the scheduler go idle
 (the machine's teardown); the hangs' runtime variants are not written yet (`cls` None). The index bugs (`write_set.py`)
-make only legal moves and break the step's write set: the launch check refuses them.
+make only legal moves and break the step's write set: the launch check refuses them, and the
+checker's launch judge (its twin's rows, `policies.py`) catches them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ from slotwarden.verification.mutants.cache import (
     TombstoneLockSkipped,
 )
 from slotwarden.verification.mutants.policies import (
+    AbstractMinusOnePad,
+    AbstractPadStaleTail,
+    AbstractReusedSlotNotZeroed,
+    AbstractRowBoundState,
+    AbstractStaleRowMapping,
+    AbstractWrongSeedSlot,
     AbstractLentRollbackFrees,
     AbstractRollbackFreesAdmitted,
     AbstractRollbackFreesAdmittedTurn,
@@ -102,6 +109,8 @@ class Mutant(NamedTuple):
 _SESSION = Bounds(slots=1, requests=3, sessions=1, overlap=False)  # s0 = r0, r1; r2 plain
 _PAIR = Bounds(slots=2, requests=3, sessions=1, overlap=False)
 _OVERLAP = Bounds(slots=2, requests=3, sessions=1, overlap=True)
+_PADDED = Bounds(slots=3, requests=4, sessions=0, overlap=False)  # three running: padded to four
+_PADDED_OVERLAP = Bounds(slots=4, requests=4, sessions=0, overlap=True)  # four rows in flight, then three
 _CACHE = Bounds(slots=2, requests=3, sessions=0, overlap=False, nodes=1)  # a donor and two readers
 _CACHE_OVERLAP = Bounds(slots=2, requests=2, sessions=0, overlap=True, nodes=1)
 
@@ -255,61 +264,67 @@ MUTANTS = (
     Mutant(
         "pad_stale_tail",
         PadStaleTail,
-        None,
-        _PAIR,
+        AbstractPadStaleTail,
+        _PADDED_OVERLAP,
         "TensorRT-LLM #13151",
         "a pad row addresses only the pad slot",
         {"pad_to_captured": True},
+        checker_catch=("pads_to_pad",),
         runtime_catch=("IllegalStep",),
     ),
     Mutant(
         "minus_one_pad",
         MinusOnePad,
-        None,
-        _PAIR,
+        AbstractMinusOnePad,
+        _PADDED,
         "vLLM #43810",
         "-1 is never an index: a pad row addresses only the pad slot",
         {"pad_to_captured": True},
+        checker_catch=("pads_to_pad", "ids_in_pool"),
         runtime_catch=("IllegalStep",),
     ),
     Mutant(
         "row_bound_state",
         RowBoundState,
-        None,
+        AbstractRowBoundState,
         _PAIR,
         "tenstorrent/vllm #454",
         "a row writes only the slot its request holds",
         {},
+        checker_catch=("writes_held",),
         runtime_catch=("IllegalStep",),
     ),
     Mutant(
         "wrong_seed_slot",
         WrongSeedSlot,
-        None,
+        AbstractWrongSeedSlot,
         _PAIR,
         "vLLM #53142 / #55600",
         "a row reads and writes only the slot its request holds",
         {},
+        checker_catch=("reads_held",),
         runtime_catch=("IllegalStep",),
     ),
     Mutant(
         "stale_row_mapping",
         StaleRowMapping,
-        None,
-        _PAIR,
+        AbstractStaleRowMapping,
+        _OVERLAP,
         "vLLM #55951",
         "a row writes only the slot its request holds, in this step",
         {},
+        checker_catch=("writes_held", "writes_disjoint"),
         runtime_catch=("IllegalStep",),
     ),
     Mutant(
         "reused_slot_not_zeroed",
         ReusedSlotNotZeroed,
-        None,
+        AbstractReusedSlotNotZeroed,
         _PAIR,
         "vLLM #56524 / SGLang #39862",
         "a slot's first read follows its zeroing or a copy into it",
         {},
+        checker_catch=("reads_filled",),
         runtime_catch=("IllegalStep",),
     ),
     # the prefix cache: the runtime variants run with the cache on (verification/mutants/cache.py);

@@ -1,11 +1,12 @@
 """The same bugs in the checker's twin: each a `Policy` subclass (verification/abstract/policy.py)
 that overrides one decision, for the exhaustive checker. The session bugs first, then the
-prefix cache's.
+prefix cache's, then the step's write set.
 """
 
 from __future__ import annotations
 
-from slotwarden.model.vocabulary import Actor, Event, State
+from slotwarden.model.vocabulary import NOBODY, Actor, Event, State
+from slotwarden.model.write_set import RowKind
 from slotwarden.verification import abstract as A
 from slotwarden.verification.abstract import Alloc, Fire, Policy, req_actor, session_of
 
@@ -205,3 +206,92 @@ class AbstractTurnAwaitsLostHandoff(Policy):
             if s.handle is None and s.turns.index(r.id) > 0:
                 return (Alloc(req_actor(r), len(world.pool.slots) + 1),)  # never that many free: it waits
         return super().take_events(world, r)
+
+
+# -- the step's write set: every move legal, the rows of a launch wrong (`abstract.rows`) --------
+# The rows are in the persistent batch's order (by slot), so the rows of the step before, still
+# in flight with overlap, are its slots in order: a policy reading them, or any slot by number,
+# decides by number, and the checker explores it unreduced.
+def _rows_before(world) -> list:
+    """The slots of the rows of the step launched before, still in flight (none: [])."""
+    return sorted(world.steps[-1].slots) if world.steps else []
+
+
+class AbstractPadStaleTail(Policy):
+    """TensorRT-LLM #13151: under overlap the padded index buffer is kept from the step before
+    and only the batch's own rows are rewritten: a pad row keeps the index the step in flight
+    had in that row, a request's that may since have left the batch. Whether a pad row gets a
+    stale index (the step before had a row there) does not depend on the slots' numbers, only
+    which one it gets: the checker may explore it reduced."""
+
+    def step_rows(self, world, running):
+        rows, before = super().step_rows(world, running), _rows_before(world)
+        return tuple(
+            row._replace(write=before[i], source=before[i]) if row.kind is RowKind.PAD and i < len(before) else row
+            for i, row in enumerate(rows)
+        )
+
+
+class AbstractMinusOnePad(Policy):
+    """vLLM #43810: the pad rows use PADDING_SLOT_ID = -1 as a real index."""
+
+    def step_rows(self, world, running):
+        rows = super().step_rows(world, running)
+        return tuple(row._replace(write=NOBODY, source=NOBODY) if row.kind is RowKind.PAD else row for row in rows)
+
+
+class AbstractRowBoundState(Policy):
+    """tenstorrent/vllm #454: the state is bound to the persistent batch's row, not to the
+    request: row i reads and writes the pool's i-th slot, so once a request leaves and the rows
+    condense, a request moved up a row runs on a state that is not its own."""
+
+    symmetric = False
+
+    def step_rows(self, world, running):
+        rows = super().step_rows(world, running)
+        own = RowKind.REQUEST
+        return tuple(row._replace(write=i + 1, source=i + 1) if row.kind is own else row for i, row in enumerate(rows))
+
+
+class AbstractWrongSeedSlot(Policy):
+    """vLLM #53142 (#55600): a request's running state index is seeded from the wrong group's
+    size: in its first step its row restores the state of the next slot, an unrelated one."""
+
+    symmetric = False
+
+    def step_rows(self, world, running):
+        first = _first_steps(world)
+        n = len(world.pool.slots)
+        return tuple(
+            row._replace(source=row.write % n + 1) if row.kind is RowKind.REQUEST and row.actor in first else row
+            for row in super().step_rows(world, running)
+        )
+
+
+def _first_steps(world) -> frozenset:
+    """The running requests no step has yet run (none launched since they were admitted)."""
+    launched = frozenset().union(*(st.requests for st in world.steps)) if world.steps else frozenset()
+    return frozenset(r.id for r in world.requests if r.phase == A.RUNNING and not r.ran and r.id not in launched)
+
+
+class AbstractStaleRowMapping(Policy):
+    """vLLM #55951: with the step before still in flight (pipeline parallelism), the state
+    update indexes by that step's rows: each request's row takes the slot its row had then (a
+    neighbour's, or one freed since)."""
+
+    symmetric = False
+
+    def step_rows(self, world, running):
+        rows, before = super().step_rows(world, running), _rows_before(world)
+        return tuple(
+            row._replace(write=before[i], source=before[i]) if row.kind is RowKind.REQUEST and i < len(before) else row
+            for i, row in enumerate(rows)
+        )
+
+
+class AbstractReusedSlotNotZeroed(Policy):
+    """vLLM #56524 (SGLang #39862: a load-back setting the slot index past the alloc that
+    zeroes): a taken slot is never zeroed, so its first read is the last tenant's state."""
+
+    def fills(self, world):
+        return A.rows.fills(world, zeroes=False)

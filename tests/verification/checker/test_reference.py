@@ -1,13 +1,15 @@
 """The checker against the reference it was made from (`checker.reference`, today's form): on
 the tests' bounds and on every history mutant of the checker (the liveness ones on the graph),
-the same states, transitions, depth, rules, goals and verdict, trace included. A broken
-successor function is told apart."""
+the same states, transitions, depth, rules, goals and verdict, trace included. The reference
+judges no launch's rows: a write-set mutant (its bug is in the rows alone) is compared with the
+launch judge off, and must then explore exactly what the reference does. A broken successor
+function is told apart."""
 
 import pytest
 
-from slotwarden.verification.abstract import actions
+from slotwarden.verification.abstract import STEP_PROPERTIES, actions
 from slotwarden.verification.abstract.world import RUNNING
-from slotwarden.verification.checker import reference
+from slotwarden.verification.checker import reference, search
 from slotwarden.verification.checker.bounds import TEST_BOUNDS
 from slotwarden.verification.checker.search import check
 from slotwarden.verification.checker.liveness import Graph
@@ -31,8 +33,21 @@ def test_the_correct_scheduler_explores_what_the_reference_explores(bounds):
     assert _same(bounds)
 
 
-@pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.policy is not None], ids=lambda m: m.name)
+def _rows_only(m) -> bool:
+    return set(m.checker_catch) <= set(STEP_PROPERTIES)
+
+
+@pytest.mark.parametrize(
+    "mutant", [m for m in MUTANTS if m.policy is not None and not _rows_only(m)], ids=lambda m: m.name
+)
 def test_every_history_mutant_gets_the_reference_verdict(mutant):
+    assert _same(mutant.bounds, mutant.policy())
+
+
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.policy is not None and _rows_only(m)], ids=lambda m: m.name)
+def test_every_write_set_mutant_with_the_launch_judge_off_explores_what_the_reference_does(mutant, monkeypatch):
+    assert check(mutant.bounds, mutant.policy()).violation.property in mutant.checker_catch
+    monkeypatch.setattr(search, "judge_launch", lambda world, policy: None)
     assert _same(mutant.bounds, mutant.policy())
 
 
