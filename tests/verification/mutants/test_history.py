@@ -33,12 +33,12 @@ EXPECTED = {  # mutant -> (checker property, where the runtime catches it)
     "overlength_abort_restores": ("legal", "IllegalCopy"),
     "retract_keeps_partial_turn": (None, "AssertionError"),  # the checker's model holds no state
     # the step's write set (the checker's model holds no index): refused at launch
-    "pad_stale_tail": (None, "IllegalStep"),
-    "minus_one_pad": (None, "IllegalStep"),
-    "row_bound_state": (None, "IllegalStep"),
-    "wrong_seed_slot": (None, "IllegalStep"),
-    "stale_row_mapping": (None, "IllegalStep"),
-    "reused_slot_not_zeroed": (None, "IllegalStep"),
+    "pad_stale_tail": ("pads_to_pad", "IllegalStep"),
+    "minus_one_pad": ("pads_to_pad", "IllegalStep"),
+    "row_bound_state": ("writes_held", "IllegalStep"),
+    "wrong_seed_slot": ("reads_held", "IllegalStep"),
+    "stale_row_mapping": ("writes_held", "IllegalStep"),
+    "reused_slot_not_zeroed": ("reads_filled", "IllegalStep"),
     # the prefix cache (the checker's halves on bounds with cache nodes)
     "tombstone_lock_skipped": ("locks_match", "IllegalCopy"),
     "cow_unlock_over_decrements": ("evict_unlocked", "IllegalMove"),

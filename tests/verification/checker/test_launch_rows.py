@@ -1,0 +1,106 @@
+"""The checker's launch judge: the twin's rows (padding included) and fills, each step property
+flagging a step built to break it first, the correct twin passing the same world, and the
+write-set mutants caught by the search (a replayable trace) and by random walks."""
+
+import pytest
+
+from slotwarden.model.pool import Pool
+from slotwarden.model.vocabulary import NOBODY, PAD_SLOT, Slot, State
+from slotwarden.model.write_set import Fill, Row, RowKind
+from slotwarden.runtime.scheduler.forward import captured_sizes as runtime_sizes
+from slotwarden.verification import abstract as A
+from slotwarden.verification.abstract import STEP_PROPERTIES, Bounds, Policy, judge_launch
+from slotwarden.verification.abstract.actions import perform
+from slotwarden.verification.abstract.rows import PAD_ROW, captured_sizes, fills, step_rows
+from slotwarden.verification.checker.search import check
+from slotwarden.verification.checker.simulate import simulate
+from slotwarden.verification.mutants.history import MUTANTS
+
+
+def _running(rid: int) -> Slot:
+    return Slot(State.RUNNING, rid, NOBODY, 0, 0)
+
+
+# two running requests, each on its own slot, each already run in a completed step
+WORLD = A.World(
+    Pool((_running(0), _running(1)), (), None),
+    (A.Request(0, None, A.RUNNING, 1, ran=True), A.Request(1, None, A.RUNNING, 2, ran=True)),
+    (),
+    0,
+    0,
+    (),
+)
+
+
+def _req(rid: int, write: int, source: int | None = None) -> Row:
+    return Row(RowKind.REQUEST, rid, write, write if source is None else source)
+
+
+BAD_ROWS = {  # property -> rows over WORLD that break it first
+    "pads_to_pad": (_req(0, 1), _req(1, 2), Row(RowKind.PAD, NOBODY, 2, 2)),  # a pad row on a live slot
+    "ids_in_pool": (_req(0, 1), _req(1, 3)),  # past the pool
+    "writes_held": (_req(0, 2), _req(1, 1)),  # each writes the other's slot
+    "writes_disjoint": (_req(0, 1), _req(0, 1)),  # one slot written by two rows
+    "reads_held": (_req(0, 1, source=2), _req(1, 2)),  # r0 reads r1's slot
+}
+
+
+class _Rows(Policy):
+    def __init__(self, rows):
+        self.rows = rows
+
+    def step_rows(self, world, running):
+        return self.rows
+
+
+class _Stale(Policy):
+    def fills(self, world):
+        return (Fill.STALE,) * len(world.pool.slots)
+
+
+def test_the_twin_pads_to_the_runtimes_captured_sizes():
+    assert all(captured_sizes(n) == runtime_sizes(n) for n in range(1, 40))
+    world = A.initial(Bounds(slots=3, requests=4, sessions=0))
+    for kind in ("take", "admit"):
+        for rid in range(3):
+            world = perform(world, Policy(), kind, rid).world
+    running = [r for r in world.requests if r.phase == A.RUNNING]
+    rows = step_rows(world, running)
+    assert rows[:3] == tuple(Row(RowKind.REQUEST, r.id, r.handle, r.handle) for r in running) and rows[3:] == (PAD_ROW,)
+    assert PAD_ROW.write == PAD_ROW.source == PAD_SLOT and judge_launch(world, Policy()) is None
+
+
+def test_a_taken_slot_is_zeroed_until_a_launched_step_writes_it():
+    world = A.initial(Bounds(slots=2, requests=1, sessions=0))
+    world = perform(world, Policy(), "take", 0).world
+    assert fills(world) == (Fill.ZEROED, Fill.STALE) and fills(world, zeroes=False) == (Fill.STALE, Fill.STALE)
+    world = perform(perform(world, Policy(), "admit", 0).world, Policy(), "launch").world
+    assert fills(world, zeroes=False) == (Fill.WRITTEN, Fill.STALE)
+
+
+@pytest.mark.parametrize("prop", sorted(STEP_PROPERTIES), ids=str)
+def test_every_step_property_flags_a_step_built_to_break_it(prop):
+    assert judge_launch(WORLD, Policy()) is None  # the twin's own rows over the same world pass
+    policy = _Stale() if prop == "reads_filled" else _Rows(BAD_ROWS[prop])
+    found = judge_launch(WORLD, policy)
+    assert found is not None and found[0] == prop, found
+    assert "the launch check refuses rows" in found[1]
+
+
+@pytest.mark.parametrize(
+    "mutant",
+    [m for m in MUTANTS if m.policy is not None and set(m.checker_catch) <= set(STEP_PROPERTIES)],
+    ids=lambda m: m.name,
+)
+def test_each_write_set_mutant_is_caught_at_a_launch_with_its_rows_named(mutant):
+    r = check(mutant.bounds, mutant.policy())
+    assert r.violation is not None and r.violation.property in mutant.checker_catch
+    assert r.violation.trace[-1].startswith("launch") and "rows [" in r.violation.message
+    assert check(mutant.bounds).ok  # the correct twin on the same bounds
+
+
+def test_random_walks_judge_launches_too():
+    mutant = {m.name: m for m in MUTANTS}["reused_slot_not_zeroed"]
+    walk = simulate(mutant.bounds, mutant.policy(), seconds=5, walks=200)
+    assert walk.violation is not None and walk.violation.property == "reads_filled"
+    assert simulate(mutant.bounds, seconds=5, walks=200).violation is None
