@@ -72,5 +72,6 @@ TEST_BOUNDS = (
     Bounds(slots=1, requests=4, sessions=2, overlap=False),
     Bounds(slots=3, requests=3, sessions=0, overlap=False, nodes=1),  # two readers of one node
     Bounds(slots=2, requests=3, sessions=0, overlap=True, nodes=2),  # an unfenced write dropped
+    Bounds(slots=3, requests=4, sessions=0, overlap=True),  # a padded launch; rows condensed under a step
 )
 """Small bounds for the tests; their state counts are pinned in verification/checker/pins.py."""

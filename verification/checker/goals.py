@@ -11,7 +11,8 @@ from typing import Callable, Iterable, NamedTuple
 from slotwarden.model.declaration import Lifecycle
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.vocabulary import MAX_READERS, Event, Relation, State
-from slotwarden.verification.abstract import CLOSING, Outcome, World
+from slotwarden.verification.abstract import CLOSING, RUNNING, Outcome, World
+from slotwarden.verification.abstract.rows import padded
 
 
 class Goal(NamedTuple):
@@ -67,6 +68,18 @@ def _aborted_write_dropped(world: World, out: Outcome) -> bool:
     return any(m.event is Event.EVICT and m.before.state is State.CACHING for m in out.moves)
 
 
+def _padded_launch(world: World, out: Outcome) -> bool:
+    n = sum(r.phase == RUNNING for r in world.requests)
+    return out.action.kind == "launch" and padded(n, len(world.requests)) > n
+
+
+def _rows_condensed(world: World, out: Outcome) -> bool:
+    if out.action.kind != "launch" or not world.steps:
+        return False
+    held = {r.handle for r in world.requests if r.phase == RUNNING}
+    return bool(world.steps[-1].slots - held) and len(held) > 1
+
+
 GOALS = (
     Goal("lent_rolled_back", "a lent slot is rolled back to its session", _lent_rolled_back),
     Goal(
@@ -80,6 +93,12 @@ GOALS = (
     Goal("close_deferred", "a session is closed while its turn is in flight: the close is deferred", _close_deferred),
     Goal(
         "deferred_close_runs", "a deferred close releases the session's slot when its turn ends", _deferred_close_runs
+    ),
+    Goal("padded_launch", "a launched step is padded to a captured size: its pad rows on the pad slot", _padded_launch),
+    Goal(
+        "rows_condensed",
+        "a step is launched over rows closed up since the step still in flight: a request of it left the batch",
+        _rows_condensed,
     ),
     Goal("two_readers", "a cached slot is locked by two readers at once", _two_readers, cache=True),
     Goal(

@@ -104,3 +104,14 @@ def test_random_walks_judge_launches_too():
     walk = simulate(mutant.bounds, mutant.policy(), seconds=5, walks=200)
     assert walk.violation is not None and walk.violation.property == "reads_filled"
     assert simulate(mutant.bounds, seconds=5, walks=200).violation is None
+
+
+def test_the_test_bounds_reach_a_padded_launch_and_condensed_rows(monkeypatch):
+    from slotwarden.verification.checker import goals
+    from slotwarden.verification.checker.bounds import TEST_BOUNDS
+
+    reached = check(TEST_BOUNDS[-1]).goals
+    assert {"padded_launch", "rows_condensed"} <= reached
+    assert "rows_condensed" not in check(TEST_BOUNDS[-1]._replace(overlap=False)).goals  # no step in flight at a launch
+    monkeypatch.setattr(goals, "padded", lambda n, max_running: n)  # the broken variant: a twin that never pads
+    assert "padded_launch" not in check(TEST_BOUNDS[-1]).goals
