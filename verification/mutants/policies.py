@@ -217,6 +217,15 @@ def _rows_before(world) -> list:
     return sorted(world.steps[-1].slots) if world.steps else []
 
 
+def _stale(rows: tuple, world, kind: RowKind) -> tuple:
+    """`rows` with each row of `kind` at a row the step in flight had taking that row's slot."""
+    before = _rows_before(world)
+    return tuple(
+        row._replace(write=before[i], source=before[i]) if row.kind is kind and i < len(before) else row
+        for i, row in enumerate(rows)
+    )
+
+
 class AbstractPadStaleTail(Policy):
     """TensorRT-LLM #13151: under overlap the padded index buffer is kept from the step before
     and only the batch's own rows are rewritten: a pad row keeps the index the step in flight
@@ -225,11 +234,7 @@ class AbstractPadStaleTail(Policy):
     which one it gets: the checker may explore it reduced."""
 
     def step_rows(self, world, running):
-        rows, before = super().step_rows(world, running), _rows_before(world)
-        return tuple(
-            row._replace(write=before[i], source=before[i]) if row.kind is RowKind.PAD and i < len(before) else row
-            for i, row in enumerate(rows)
-        )
+        return _stale(super().step_rows(world, running), world, RowKind.PAD)
 
 
 class AbstractMinusOnePad(Policy):
@@ -282,11 +287,7 @@ class AbstractStaleRowMapping(Policy):
     symmetric = False
 
     def step_rows(self, world, running):
-        rows, before = super().step_rows(world, running), _rows_before(world)
-        return tuple(
-            row._replace(write=before[i], source=before[i]) if row.kind is RowKind.REQUEST and i < len(before) else row
-            for i, row in enumerate(rows)
-        )
+        return _stale(super().step_rows(world, running), world, RowKind.REQUEST)
 
 
 class AbstractReusedSlotNotZeroed(Policy):
