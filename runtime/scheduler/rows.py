@@ -57,6 +57,7 @@ class PersistentBatch:
     def __init__(self, sizes: tuple | None = None):
         self.sizes = sizes
         self.entries: list = []
+        self.condensed = 0  # rows moved into a hole so far
         self.index = np.full(max(sizes or (1,)), PAD_SLOT, dtype=np.int64)
 
     def decode(self, items: list) -> Step:
@@ -95,6 +96,7 @@ class PersistentBatch:
                 break
             self.entries[hole] = self.entries.pop()
             self._move(len(self.entries), hole)
+            self.condensed += 1
         self._trim()
 
     def _trim(self) -> None:

@@ -1,8 +1,9 @@
 """The scheduler machines.
 
 - `SchedulerMachine`: requests, sessions, turns (one at a time or a burst from every session),
-  aborts, closes and steps with random budgets and pool sizes (so candidates get rolled back
-  and requests retracted), with and without overlap, each example making a random subset of
+  aborts, closes and steps with random budgets and pool sizes (so candidates get rolled back,
+  requests retracted and decode rows condensed), with and without overlap and padding to
+  captured sizes, each example making a random subset of
   the kinds of move (swarm testing); invariants after every step, the idle audit at teardown.
 - `CachedSchedulerMachine`: the same with the prefix cache on, follow-ups that share donated
   prefixes and, as a swarm feature, parallel-sampling groups and their aborts.
@@ -38,10 +39,11 @@ def marks_broken(rule_body):
     return wrapped
 
 
-FEATURES = ("plain", "sessions", "abort", "close")
+FEATURES = ("plain", "sessions", "abort", "close", "padded")
 """Swarm testing: each example enables a random subset of these kinds of move (with neither
-kind of request enabled, both are). The simplest example, which Hypothesis draws most, has
-both kinds of request and no aborts or closes, so sessions live long enough to lend slots."""
+kind of request enabled, both are; "padded": decode steps padded to captured sizes). The
+simplest example, which Hypothesis draws most, has both kinds of request and no aborts, closes
+or padding, so sessions live long enough to lend slots."""
 
 
 def _scheduler_draws(slots: list, features: tuple = FEATURES) -> dict:
@@ -75,6 +77,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         settings = dict(
             overlap=overlap, token_budget=budget, chunk_size=chunk, max_running=max_running, retract_after=retract_after
         )
+        settings["pad_to_captured"] = "padded" in features  # pad rows beside the persistent batch's rows
         settings.update(self.settings_override)
         self.sched = build(MODEL, slots=slots, cls=self.scheduler_cls, **settings)
         self.sched._next_sid = SESSION_IDS.start  # request ids count from 0: keep the two kinds apart
