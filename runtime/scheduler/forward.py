@@ -104,20 +104,18 @@ class Forward:
 def _gather_last(step: Step) -> torch.Tensor:
     """Each row's input token: a request's last token, one index per tensor it comes from (the
     rows go to the device through pinned memory, asynchronously: no sync); a pad row's, 0."""
+    tails = [req.tail for req, _ in step.items]
+    size, first = len(step.slots), tails[0][0]
+    if len({t[2] for t in tails}) == 1 and _is_prefix(step):
+        last = first[to_device(torch.tensor([t[1] for t in tails], dtype=torch.int64), first.device)]
+        if size > len(tails):
+            last = torch.cat([last, torch.zeros(size - len(tails), dtype=last.dtype, device=last.device)])
+        return last
     groups: dict = {}
-    for (req, _), row in zip(step.items, step.rows.tolist()):
-        tensor, at, source = req.tail
+    for (tensor, at, source), row in zip(tails, step.rows.tolist()):
         group = groups.setdefault(source, (tensor, [], []))
         group[1].append(at)
         group[2].append(row)
-    size = len(step.slots)
-    if len(groups) == 1 and _is_prefix(step):
-        tensor, at, _ = next(iter(groups.values()))
-        last = tensor[to_device(torch.tensor(at, dtype=torch.int64), tensor.device)]
-        if size > len(at):
-            last = torch.cat([last, torch.zeros(size - len(at), dtype=last.dtype, device=last.device)])
-        return last
-    first = next(iter(groups.values()))[0]
     last = torch.zeros(size, dtype=first.dtype, device=first.device)
     for tensor, at, rows in groups.values():
         taken = tensor[to_device(torch.tensor(at, dtype=torch.int64), tensor.device)]

@@ -50,51 +50,63 @@ def prefill_step(items: list) -> Step:
 
 
 class PersistentBatch:
-    """The decode rows kept across steps (`entries[row]`: request, its generation when it
-    took the row, whether the index holds its slot; None for a hole), the host `index` (row -> slot) kept with them, and the
+    """The decode rows kept across steps (`entries[row]`: request and its generation when it
+    took the row; None for a hole), the host `index` (row -> slot) kept with them, and the
     captured sizes decode steps are padded to (`sizes`, None: not padded)."""
 
     def __init__(self, sizes: tuple | None = None):
         self.sizes = sizes
         self.entries: list = []
+        self.row_of: dict = {}  # id(request) -> its row
+        self.dark: set = set()  # rows kept for a request not in the last step: pad rows then
         self.condensed = 0  # rows moved into a hole so far
         self.index = np.full(max(sizes or (1,)), PAD_SLOT, dtype=np.int64)
 
     def decode(self, items: list) -> Step:
         """The decode step over `items` (request, 1): the rows of requests that left close up,
         newcomers append, rows of running requests not in `items` are pad rows, then padding."""
-        self._condense([row for row, e in enumerate(self.entries) if e[0].generation != e[1]])
-        placed = {id(e[0]): row for row, e in enumerate(self.entries)}
-        for req, _ in items:
-            row = placed.get(id(req))
-            if row is None:
-                placed[id(req)] = self._append(req)
-            elif not self.entries[row][2]:  # a pad row last step: its slot again
-                self.entries[row][2] = True
-                self.index[row] = req.slot
-        n = len(self.entries)
+        vacated = [row for row, e in enumerate(self.entries) if e[0].generation != e[1]]
+        if vacated:
+            self._condense(vacated)
+        row_of = self.row_of
+        listed = [row_of.get(id(req), -1) for req, _ in items]
+        if -1 in listed:
+            listed = [self._append(req) if row < 0 else row for row, (req, _) in zip(listed, items)]
+        n, k = len(self.entries), len(listed)
         size = n if self.sizes is None else next((m for m in self.sizes if m >= n), n)
         self._grow(size)
-        rows = np.fromiter((placed[id(req)] for req, _ in items), dtype=np.int64, count=len(items))
+        rows = np.array(listed, dtype=np.int64)
+        if k > 1 and not (rows[1:] > rows[:-1]).all():  # items in the order of their rows
+            order = np.argsort(rows, kind="stable")
+            rows, items = rows[order], [items[i] for i in order.tolist()]
         actors = np.full(size, NOBODY, dtype=np.int64)
-        actors[rows] = [req.rid for req, _ in items]
-        pads = np.flatnonzero(actors == NOBODY)
-        for row in pads[pads < n].tolist():
-            self.entries[row][2] = False
-        self._pad(pads)
-        order = np.argsort(rows, kind="stable")
-        in_rows = tuple(items[i] for i in order.tolist())
-        return Step("decode", in_rows, rows[order], self.index[:size].copy(), actors)
+        actors[rows] = np.fromiter((req.rid for req, _ in items), dtype=np.int64, count=k)
+        back = self.dark.intersection(listed) if self.dark else ()
+        for row in back:  # a pad row last step, its request in this one: its slot again
+            self.index[row] = self.entries[row][0].slot
+        if size > k:
+            pads = np.flatnonzero(actors == NOBODY)
+            self.dark = set(pads[pads < n].tolist())
+            self._pad(pads)
+        else:
+            self.dark = set()
+        return Step("decode", tuple(items), rows, self.index[:size].copy(), actors)
 
     def _condense(self, vacated: list) -> None:
         """Each vacated row, lowest first, takes the last row (its index entry with it)."""
         for row in vacated:
+            del self.row_of[id(self.entries[row][0])]
             self.entries[row] = None
+            self.dark.discard(row)
         for hole in vacated:
             self._trim()
             if hole >= len(self.entries):
                 break
             self.entries[hole] = self.entries.pop()
+            self.row_of[id(self.entries[hole][0])] = hole
+            if len(self.entries) in self.dark:
+                self.dark.remove(len(self.entries))
+                self.dark.add(hole)
             self._move(len(self.entries), hole)
             self.condensed += 1
         self._trim()
@@ -105,7 +117,8 @@ class PersistentBatch:
 
     def _append(self, req) -> int:
         row = len(self.entries)
-        self.entries.append([req, req.generation, True])
+        self.entries.append((req, req.generation))
+        self.row_of[id(req)] = row
         self._grow(row + 1)
         self.index[row] = req.slot
         return row

@@ -108,7 +108,7 @@ class Pair:
         if condensed > self._condensed:
             self._count("condensed rows")
         self._condensed = condensed
-        if any(e is not None and e[0].pending_outputs for e in batch.entries if not e[2]):
+        if any(batch.entries[row][0].pending_outputs for row in batch.dark):
             self._count("in-flight row")
 
     def _count(self, name: str) -> None:
