@@ -51,6 +51,11 @@ class Forward:
     def sizes(self) -> tuple | None:
         return self.batch.sizes
 
+    @property
+    def planned(self) -> Step | None:
+        """The step planned last."""
+        return self._planned[1]
+
     def plan(self, batch: Batch) -> Step:
         """The step's rows (`rows.Step`), built once per batch: the launch check and the kernel
         read the same row -> slot index."""

@@ -43,9 +43,10 @@ CACHE_ONLY = tuple(
 """The prefix cache's own events: made only by a run with the cache on."""
 FOLLOWED = tuple(e for e in Event if e is not Event.FENCE and e not in CACHE_ONLY)  # each at least once
 FOLLOWED_WITH_CACHE = tuple(e for e in Event if e is not Event.FENCE)
-ROWS = ("padded launch", "condensed rows", "in-flight row")
-"""What the launched steps' rows must show at least once (`Pair._rows`): pad rows, the persistent
-batch's rows condensed, a row kept for a request whose token is in flight."""
+ROWS = ("pad rows", "condensed rows", "in-flight row")
+"""What the launched steps' rows must show at least once (`Pair._rows`): pad rows beside request
+rows, the persistent batch's rows condensed, a row kept for a request whose token is in flight
+(padding to a captured size is counted too, as "padded launch": rarer on these small pools)."""
 
 
 def runtime_has_cache() -> bool:

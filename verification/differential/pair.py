@@ -99,12 +99,14 @@ class Pair:
         pool.alloc_each = watched_alloc_each
 
     def _rows(self, write_set: dict) -> None:
-        """Count what the launched step's rows show: pad rows, rows condensed since the step
-        before, rows kept for a request whose token is in flight (`ROWS`)."""
-        batch = self.sched.forward.batch
-        condensed, actors = batch.condensed, write_set.get("actors")
-        if actors is not None and NOBODY in list(actors):
-            self._count("padded launch")
+        """Count what the launched step's rows show: pad rows (and padding to a captured size),
+        rows condensed since the step before, rows kept for a request whose token is in flight."""
+        batch, step = self.sched.forward.batch, self.sched.forward.planned
+        condensed = batch.condensed
+        if step is not None and step.kind == "decode" and step.pads:
+            self._count("pad rows")  # beside the request rows: padding, or rows kept for a token in flight
+            if len(step.slots) > len(batch.entries):
+                self._count("padded launch")  # pad rows past the persistent batch's rows
         if condensed > self._condensed:
             self._count("condensed rows")
         self._condensed = condensed
