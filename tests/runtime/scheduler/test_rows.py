@@ -161,3 +161,32 @@ def test_a_broken_persistent_batch_is_refused_at_launch(broken):
         sched.submit([1 + i, 2, 3], 3 + i)
     with pytest.raises(IllegalStep):
         sched.run(200)
+
+
+SEEN: dict = {}
+
+
+class _Watched:
+    """A scheduler that counts the rows' shapes its launches show (for the machine below)."""
+
+    def _launch(self, batch):
+        out = super()._launch(batch)
+        step, rows = self.forward.planned, self.forward.batch
+        if step.kind == "decode":
+            SEEN["padded"] = SEEN.get("padded", 0) + (len(step.slots) > len(rows.entries))
+            SEEN["in flight"] = SEEN.get("in flight", 0) + bool(rows.dark)
+        SEEN["condensed"] = SEEN.get("condensed", 0) + rows.condensed
+        return out
+
+
+def test_the_scheduler_machine_reaches_padding_condensing_and_rows_in_flight():
+    """The Hypothesis scheduler machine draws padded batches (even budgets), condensed rows
+    (requests finishing, aborted or retracted mid-batch) and rows kept for a token in flight."""
+    from slotwarden.runtime.scheduler.scheduler import Scheduler
+    from slotwarden.verification.machines import machine_for
+    from slotwarden.verification.machines.campaign import Budget, run_machine
+
+    SEEN.clear()
+    result = run_machine("rows", machine_for(type("Watched", (_Watched, Scheduler), {})), Budget(200, 25), seed=0)
+    assert result.passed, result.error
+    assert SEEN["padded"] and SEEN["condensed"] and SEEN["in flight"], SEEN
