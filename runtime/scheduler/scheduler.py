@@ -339,8 +339,10 @@ class Scheduler(Moves):
     def _launch(self, batch: Batch) -> InFlight:
         """Launch `batch`. A fault before the model is called leaves its requests admitted and
         unfed (the next step feeds them); once it was called, they end (see the contract). Its
-        write set is checked at launch (`Forward.write_set`): a refused step is not launched."""
-        step = self.pool.launch(self.device.marker(self.pool.ledger.launched + 1), **self.forward.write_set(batch))
+        rows are planned once (`Forward.plan`): the launch checks the row -> slot index the
+        kernel reads, and a refused step is not launched."""
+        rows = self.forward.plan(batch)
+        step = self.pool.launch(self.device.marker(self.pool.ledger.launched + 1), slots=rows.slots, actors=rows.actors)
         self._tally["steps"] += 1
         self.forward.written = False
         try:
