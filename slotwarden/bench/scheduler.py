@@ -10,9 +10,8 @@ Each runs with the pool's checks on and off: two schedulers fed the same seeded 
 alternating turns of a few steps, the median of the repeats. A second, instrumented pass times
 every outermost ledger call and, apart, the zeroing of allocated slots and the launch check
 (`check_step` on the step's row -> slot index): the ledger, zeroing and launch check shares, and
-the checking share inside the ledger. A ledger with checks off keeps to its
-numpy path, so a negative checking share means the checked compiled move beats the unchecked
-numpy path (benchmarks/README.md).
+the checking share inside the ledger. A ledger with checks off keeps to its numpy path, so a
+negative checking share means the checked compiled move beats it (benchmarks/README.md).
 """
 
 from __future__ import annotations

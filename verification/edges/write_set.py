@@ -1,11 +1,11 @@
 """A launched step's write set: the runtime's batched check refuses exactly what the model's does.
 
 Random steps (pad rows, -1 and ids past the pool, parked, lent, cached, released and never-zeroed
-slots, reads of another's slot) over a pool holding every kind of slot: `runtime.launch.check_step`
-and `model.launch.check_step` must agree on whether each is refused, and on the row and slot
-they name; and every step the model accepts keeps the six properties of a step
-(`model/properties.py`: writes held, disjoint, pads on the pad slot, ids in the pool, reads held,
-reads filled).
+slots, reads of another's slot; half with no sources, each row reading what it writes) over a pool
+holding every kind of slot: `runtime.launch.check_step` and `model.launch.check_step` must agree
+on whether each is refused, and on the row and slot they name; and every step the model accepts
+keeps the six properties of a step (`model/properties.py`: writes held, disjoint, pads on the pad
+slot, ids in the pool, reads held, reads filled).
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def disagreements(check=check_step, steps: int = STEPS, seed: int = 3) -> list:
         n = rng.randrange(1, 5)
         who = [rng.choice((1, 7, 9, 2, NOBODY)) for _ in range(n)]
         ids = [rng.choice((0, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9)) for _ in range(n)]
-        src = [rng.choice((i, i, 6, 1)) for i in ids]
+        plain = rng.random() < 0.5  # rows read only what they write: the engine passes no sources
+        src = list(ids) if plain else [rng.choice((i, i, 6, 1)) for i in ids]
         rows = tuple(Row(RowKind.PAD if a == NOBODY else RowKind.REQUEST, a, w, s) for a, w, s in zip(who, ids, src))
         try:
             model.check_step(rows, slots, fills, pool.ledger.locks)
@@ -72,7 +73,7 @@ def disagreements(check=check_step, steps: int = STEPS, seed: int = 3) -> list:
         except IllegalStep as e:
             want = (e.row, e.slot_id)
         try:
-            check(pool.ledger, ids, who, 0, src, pool.fills)
+            check(pool.ledger, ids, who, 0, None if plain else src, pool.fills)
             got = None
         except IllegalStep as e:
             got = (e.row, e.slot_id)
