@@ -350,6 +350,12 @@ class GuardedAllocator:
         self.guard.fence()
         return torch.from_numpy(ids)
 
+    def check_step(self, slot_indices, actors, pad: int = 0, sources=None) -> None:
+        """`LedgerGuard.check_step` on this allocator's ledger. `actors` must be given per row:
+        the rows of one step belong to different requests, so the acting actor cannot stand
+        for them. Changes nothing; raises `IllegalStep` naming the first bad row."""
+        self.guard.check_step(slot_indices, actors, pad, sources)
+
     def launch(self, done=None) -> int:
         """A step goes to the device (see `SlotLedger.launch`); releases wait for its fence."""
         return self.guard.launch(done)
