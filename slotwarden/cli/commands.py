@@ -239,8 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
         "copy of the checkout and run `verify --quick --fail-fast` on it, then the default run on the survivors, "
         "each with only the jobs whose coverage context in the level's committed coverage report executes the "
         "mutated statements (every job when they run outside any job, at import; a level that never executes "
-        "them is not run: the mutant survives it). Writes each verdict to mutation-I-of-N.json as it goes (a rerun resumes) and mutation.md "
-        "(counts, score, survivors and their triage from mutation-triage.txt) in --out.",
+        "them is not run: the mutant survives it). Writes each verdict to mutation-I-of-N.json as it goes (a "
+        "rerun resumes) and mutation.md (counts, score, survivors and their triage from mutation-triage.txt) in --out.",
     )
     p.add_argument(
         "--shard", metavar="I/N", default="1/1", help="judge only every N-th mutant of the sample, from the I-th"

@@ -94,7 +94,14 @@ def judged(copy: Path, m: mt.Mutant, reports: dict, levels, timeouts, survived=N
     finally:
         target.write_bytes(original)
         os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    return dict(record, outcome=v.outcome, level=v.level, seconds=v.seconds, why=v.why, jobs={**(old or {}).get("jobs", {}), **v.jobs})
+    return dict(
+        record,
+        outcome=v.outcome,
+        level=v.level,
+        seconds=v.seconds,
+        why=v.why,
+        jobs={**(old or {}).get("jobs", {}), **v.jobs},
+    )
 
 
 def rejudge(folder: Path, reports: dict | None = None, root: Path = ROOT) -> None:
