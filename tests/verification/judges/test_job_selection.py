@@ -76,3 +76,18 @@ def test_the_coverage_report_stores_each_jobs_lines(tmp_path):
     report = summarize({"files": {str(tmp_path / "model" / "a.py"): data}}, tmp_path, "c", 0)
     # line 7 is no statement coverage.py counts executed: left out, and its context with it
     assert report["files"]["model/a.py"]["jobs"] == {"": "1-2", "faults/leak": "4", "hypothesis/pool": "4-5"}
+
+
+def test_the_report_times_the_selected_runs_apart():
+    from slotwarden.verification.judges.mutation_report import timing
+
+    records = [
+        {"seconds": {"quick": 100.0}, "level": "", "outcome": mt.PENDING},  # before the selection: every job
+        {"seconds": {"quick": 10.0}, "level": "quick", "outcome": mt.KILLED, "jobs": {"quick": ["hypothesis/pool"]}},
+        {"seconds": {"quick": 30.0}, "level": "quick", "outcome": mt.KILLED, "jobs": {"quick": ["faults/leak"]}},
+        {"seconds": {"quick": 200.0}, "level": "", "outcome": mt.SURVIVED, "jobs": {"quick": mt.ALL}},
+    ]
+    lines = timing(records)
+    assert lines[1] == "  - of them with only the jobs reaching the mutant: 2, median 20 s wall, mean 20 s"
+    assert lines[2] == "  - of them with every job: 2, median 150 s wall, mean 150 s"
+    assert len(timing([records[0]])) == 1  # no selected run yet: no split
