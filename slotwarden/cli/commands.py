@@ -216,6 +216,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--fail-fast", action="store_true", help="stop at the first failing job (its row, then FAIL; the rest unrun)"
     )
     p.add_argument(
+        "--job",
+        action="append",
+        metavar="STAGE/NAME",
+        help="run only this job of the level, e.g. 'hypothesis/pool' (repeatable; an unknown name is refused with "
+        "the close matches); 'exhaustive/coverage' brings the exhaustive searches whose results it reads",
+    )
+    p.add_argument(
         "--coverage",
         action="store_true",
         help="run under coverage.py (workers included; pip install 'slotwarden[coverage]') and write the line and "
@@ -229,10 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="judge verify by mutants of runtime/ and model/ (cosmic-ray; opt-in, long: pip install "
         "'slotwarden[mutation]')",
         description="Sample one cosmic-ray mutant at each of --sample places in runtime/ and model/, apply each to a "
-        "copy of the checkout and run `verify --quick --fail-fast` on it, then the default run on the survivors (a "
-        "level whose committed coverage report shows it never executes the mutated lines is not run: the mutant "
-        "survives it). Writes each verdict to mutation-I-of-N.json as it goes (a rerun resumes) and mutation.md "
-        "(counts, score, survivors and their triage from mutation-triage.txt) in --out.",
+        "copy of the checkout and run `verify --quick --fail-fast` on it, then the default run on the survivors, "
+        "each with only the jobs whose coverage context in the level's committed coverage report executes the "
+        "mutated statements (every job when they run outside any job, at import; a level that never executes "
+        "them is not run: the mutant survives it). Writes each verdict to mutation-I-of-N.json as it goes (a "
+        "rerun resumes) and mutation.md (counts, score, survivors and their triage from mutation-triage.txt) in --out.",
     )
     p.add_argument(
         "--shard", metavar="I/N", default="1/1", help="judge only every N-th mutant of the sample, from the I-th"

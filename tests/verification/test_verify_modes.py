@@ -94,3 +94,69 @@ def test_a_job_that_raises_is_a_fail_row_with_its_traceback(tmp_path, capsys, mo
         assert not row["ok"] and row["detail"]["raised"] == "ZeroDivisionError"
         assert "Traceback" in row["detail"]["traceback"] and "_raise" in row["detail"]["traceback"]
         assert "## Jobs that raised" in (report / "report.md").read_text()
+
+
+def test_job_selection_runs_exactly_the_named_jobs(tmp_path, capsys, monkeypatch):
+    """--job keeps only the named jobs, in this process and in a worker; naming the rule
+    coverage job brings the exhaustive searches it reads; an unknown name is refused with the
+    close match, or with every name."""
+    import pytest
+
+    from slotwarden.verification.usage import UsageError
+    from slotwarden.verification.verify import run
+
+    every = verify.jobs(verify.LEVELS["quick"], 1.0, 0, None)
+    names = [run.job_name(j) for j in every]
+    assert run.select(every, None) == every
+    assert [run.job_name(j) for j in run.select(every, ["hypothesis/pool", "declaration/agreement"])] == [
+        "declaration/agreement",
+        "hypothesis/pool",
+    ]
+    searches = [n for n in names if n.startswith("exhaustive/") and n != run.COVERAGE_JOB]
+    assert searches and [run.job_name(j) for j in run.select(every, [run.COVERAGE_JOB])] == searches + [
+        run.COVERAGE_JOB
+    ]
+    with pytest.raises(UsageError, match="did you mean hypothesis/pool"):
+        run.select(every, ["hypothesis/pol"])
+    with pytest.raises(UsageError, match="the jobs are: declaration/agreement; "):
+        run.select(every, ["nothing like it"])
+    assert main(["verify", "--quick", "--job", "hypothesis/pol"]) == 2
+    assert "--job hypothesis/pol: the quick run has no such job; did you mean" in capsys.readouterr().err
+    jobs = ["declaration/agreement", "mutations/declaration mutants"]
+    assert main(["verify", "--quick", "--job", jobs[0], "--job", jobs[1], "--report", str(tmp_path)]) == 0
+    assert "quick run, shard 1/1, 2 jobs" in capsys.readouterr().out
+    rows = json.loads((tmp_path / "report.json").read_text())["results"]
+    assert sorted(r["stage"] for r in rows) == ["declaration", "mutations"]  # a job's row may name it otherwise
+
+
+def test_each_job_runs_in_its_own_coverage_context(monkeypatch):
+    """Under coverage.py (a stand-in here) a job's lines are labelled "stage/name", and the
+    lines after it "" again, also when it raises; without coverage.py nothing happens."""
+    import sys
+    import types
+
+    from slotwarden.verification.verify import workers
+
+    switched = []
+
+    class Coverage:
+        @staticmethod
+        def current():
+            return Coverage
+
+        @staticmethod
+        def switch_context(name):
+            switched.append(name)
+
+    monkeypatch.setitem(sys.modules, "coverage", types.SimpleNamespace(Coverage=Coverage))
+
+    def job():
+        switched.append("ran")
+        return []
+
+    workers.timed(job, "hypothesis", "pool")
+    workers.timed(lambda: _raise(), "faults", "leak")
+    assert switched == ["hypothesis/pool", "ran", "", "faults/leak", ""]
+    monkeypatch.delitem(sys.modules, "coverage")
+    workers.timed(job, "hypothesis", "pool")
+    assert switched[-1] == "ran"

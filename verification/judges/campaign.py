@@ -63,7 +63,7 @@ def run_campaign(args) -> int:
             if old and old["outcome"] != mt.PENDING:
                 continue
             start = time.perf_counter()
-            done[m.key] = judged(copy, m, reports, levels, timeouts, old["seconds"] if old else None)
+            done[m.key] = judged(copy, m, reports, levels, timeouts, old["seconds"] if old else None, old)
             if old and done[m.key]["outcome"] == mt.PENDING:
                 continue
             r = done[m.key]
@@ -75,9 +75,9 @@ def run_campaign(args) -> int:
     return 0
 
 
-def judged(copy: Path, m: mt.Mutant, reports: dict, levels, timeouts, survived=None) -> dict:
-    """`m` applied in `copy`, judged (`survived`: the levels it already survived), and put
-    back: its record for the results file."""
+def judged(copy: Path, m: mt.Mutant, reports: dict, levels, timeouts, survived=None, old=None) -> dict:
+    """`m` applied in `copy`, judged (`survived`: the levels it already survived, `old` its
+    pending record), and put back: its record for the results file, with the jobs each level ran."""
     target = copy / m.path
     original, stat = target.read_bytes(), target.stat()
     mutated = mt.mutated_source(original.decode(), m)
@@ -89,11 +89,19 @@ def judged(copy: Path, m: mt.Mutant, reports: dict, levels, timeouts, survived=N
     record["diff"] = "\n".join(ln for ln in diff if ln[:1] in "+-" and ln[:3] not in ("+++", "---"))[:600]
     try:
         target.write_text(mutated)
-        v = mt.judge(m, reports, lambda level: mt.verify_run(copy, level, timeouts[level]), levels, survived=survived)
+        run = lambda level, jobs: mt.verify_run(copy, level, timeouts[level], jobs)  # noqa: E731
+        v = mt.judge(m, reports, run, levels, survived=survived)
     finally:
         target.write_bytes(original)
         os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    return dict(record, outcome=v.outcome, level=v.level, seconds=v.seconds, why=v.why)
+    return dict(
+        record,
+        outcome=v.outcome,
+        level=v.level,
+        seconds=v.seconds,
+        why=v.why,
+        jobs={**(old or {}).get("jobs", {}), **v.jobs},
+    )
 
 
 def rejudge(folder: Path, reports: dict | None = None, root: Path = ROOT) -> None:
@@ -114,7 +122,7 @@ def rejudge(folder: Path, reports: dict | None = None, root: Path = ROOT) -> Non
         path.write_text(json.dumps(saved, indent=1) + "\n")
 
 
-def _no_run(level: str):
+def _no_run(level: str, jobs=None):
     raise AssertionError(f"rejudge ran the {level} verify")
 
 

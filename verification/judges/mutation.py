@@ -4,7 +4,9 @@ applies one; a seeded sample picks one mutant at each of `--sample` distinct pla
 I/N takes every N-th of it. Each mutant is applied to a copy of the checkout and judged:
 `verify --quick --fail-fast` first, the default run (`--fail-fast`) on a survivor. A mutant on
 lines a verify run never executes (its committed coverage report) is not run at that level: it
-cannot change what that run does, so it survives it. Exit status 0, then 1 or 124 of a verify
+cannot change what that run does, so it survives it; one that a level reaches runs only the jobs
+whose coverage context executes its statements (`reaching_jobs`; every job when it is reached
+outside any job, at import). Exit status 0, then 1 or 124 of a verify
 run count as killed, and timed out; its outcome per mutant goes to mutation-I-of-N.json, after
 each mutant (a rerun resumes), and `mutation_report` writes mutation.md from every shard."""
 
@@ -36,6 +38,8 @@ KILLED, TIMED_OUT, SURVIVED = "killed", "timed out", "survived"
 UNREACHED = "survived (not reached)"  # no verify level executes its lines (coverage): nothing run
 PENDING = "survived --quick (default run pending)"  # --stage quick stopped before the default run
 
+ALL = "all"  # a level's run of every job (the mutant is reached outside any job, or no job data)
+
 LEVELS = ("quick", "default")
 VERIFY = {"quick": ["verify", "--quick", "--fail-fast"], "default": ["verify", "--fail-fast"]}
 
@@ -53,6 +57,7 @@ class Verdict(NamedTuple):
     level: str  # the verify level that decided ("" when no run did)
     seconds: dict  # level -> wall seconds of its run
     why: str  # the first FAIL line of the run that killed it, or why nothing ran
+    jobs: dict = {}  # level -> the jobs its run ran (`reaching_jobs`), or ALL
 
 
 def sampled_files(root: Path = ROOT) -> list[Path]:
@@ -95,37 +100,58 @@ def shard_of(mutants: list[Mutant], shard: int, shards: int) -> list[Mutant]:
     return mutants[shard::shards]
 
 
-def reached(report: dict | None, m: Mutant, root: Path = ROOT) -> bool:
-    """Whether the run of `report` executes a statement of `m` (a line of a statement's own, or
-    the statement a continuation line belongs to); assumed so without a report, or when the file
-    changed since the report (its lines may have moved)."""
+def statements(f: dict, m: Mutant) -> set[int]:
+    """The statements of `m` in file report `f`: those on its lines, or else the statement its
+    (continuation) line belongs to, the last one that starts before it."""
+    every = numbers(f["executed"]) | numbers(f["missing"])
+    mine = every & set(range(m.lines[0], m.lines[1] + 1))
+    return mine or {max((s for s in every if s < m.lines[0]), default=m.lines[0])}
+
+
+def reaching_jobs(report: dict | None, m: Mutant, root: Path = ROOT) -> frozenset | None:
+    """The jobs ("stage/name") of the run of `report` that execute a statement of `m` (empty: no
+    job does), or None for every job of the level: no report, a file changed since it (its
+    lines may have moved), a report without jobs, or a statement of `m` run outside any job
+    (at import: a constant, a default value, a def line), so that every job sees the mutant."""
     f = None if report is None else report["files"].get(m.path)
     if f is None or f.get("sha1") != digest(root / m.path):
-        return True
-    executed, statements = numbers(f["executed"]), numbers(f["executed"]) | numbers(f["missing"])
-    mine = statements & set(range(m.lines[0], m.lines[1] + 1))
-    if not mine:  # a continuation line: it belongs to the statement that starts before it
-        mine = {max((s for s in statements if s < m.lines[0]), default=m.lines[0])}
-    return bool(executed & mine)
+        return None
+    mine = statements(f, m)
+    if not numbers(f["executed"]) & mine:
+        return frozenset()
+    if "jobs" not in f:
+        return None
+    hit = {job for job, lines in f["jobs"].items() if numbers(lines) & mine}
+    return None if "" in hit or not hit else frozenset(hit)
+
+
+def reached(report: dict | None, m: Mutant, root: Path = ROOT) -> bool:
+    """Whether the run of `report` executes a statement of `m` (`statements`); assumed so
+    without a report, or when the file changed since the report."""
+    return reaching_jobs(report, m, root) != frozenset()
 
 
 def judge(m: Mutant, reports: dict, run: Callable, levels=LEVELS, root: Path = ROOT, survived=None) -> Verdict:
-    """`m`'s verdict: each level in turn that its report says reaches `m` is `run` (level ->
-    outcome, seconds, why) until one kills it; a level not in `levels` ends it at PENDING.
-    `survived`: the seconds of the levels it already survived (a pending mutant judged on)."""
+    """`m`'s verdict: each level in turn that its report says reaches `m` is `run` (level, jobs
+    -> outcome, seconds, why; jobs: the sorted names of the jobs that reach `m`, or None for
+    all) until one kills it; a level not in `levels` ends it at PENDING. `survived`: the
+    seconds of the levels it already survived (a pending mutant judged on)."""
     seconds = dict(survived or {})
+    chosen = {}
     for level in LEVELS:
-        if level in seconds or not reached(reports.get(level), m, root):
+        jobs = reaching_jobs(reports.get(level), m, root)
+        if level in seconds or jobs == frozenset():
             continue
         if level not in levels:
-            return Verdict(PENDING, "", seconds, f"the {level} run was not asked for")
-        outcome, took, why = run(level)
+            return Verdict(PENDING, "", seconds, f"the {level} run was not asked for", chosen)
+        chosen[level] = ALL if jobs is None else sorted(jobs)
+        outcome, took, why = run(level, None if jobs is None else sorted(jobs))
         seconds[level] = took
         if outcome != SURVIVED:
-            return Verdict(outcome, level, seconds, why)
+            return Verdict(outcome, level, seconds, why, chosen)
     if not seconds:
-        return Verdict(UNREACHED, "", seconds, "no verify run executes its lines (coverage reports)")
-    return Verdict(SURVIVED, "default" if "default" in seconds else "quick", seconds, "")
+        return Verdict(UNREACHED, "", seconds, "no verify run executes its lines (coverage reports)", chosen)
+    return Verdict(SURVIVED, "default" if "default" in seconds else "quick", seconds, "", chosen)
 
 
 def coverage_reports(folder: Path = REPORTS) -> dict:
@@ -165,9 +191,11 @@ def mutated_source(source: str, m: Mutant) -> str | None:
     return mutate_code(source, cosmic_ray.plugins.get_operator(m.operator)(), m.occurrence)
 
 
-def verify_run(copy: Path, level: str, timeout: float) -> tuple[str, float, str]:
-    """One verify run of the copy at `level`: (outcome, wall seconds, its first FAIL line)."""
+def verify_run(copy: Path, level: str, timeout: float, jobs=None) -> tuple[str, float, str]:
+    """One verify run of the copy at `level`, of only `jobs` (None: all): (outcome, wall
+    seconds, its first FAIL line)."""
     command = [sys.executable, str(copy / "verification/judges/intree.py"), str(copy)] + VERIFY[level]
+    command += [arg for job in jobs or () for arg in ("--job", job)]
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     start = time.perf_counter()
     proc = subprocess.Popen(

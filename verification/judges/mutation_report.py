@@ -75,7 +75,25 @@ def timing(records: list[dict]) -> list[str]:
                 f"{statistics.mean(runs):.0f} s"
                 + (f"; those that killed: median {statistics.median(killed):.0f} s" if killed else "")
             )
+            split = {True: _selected(records, level, True), False: _selected(records, level, False)}
+            for selected, mine in split.items() if split[True] else ():  # only once some run was selected
+                label = "only the jobs reaching the mutant" if selected else "every job"
+                if mine:
+                    out.append(
+                        f"  - of them with {label}: {len(mine)}, median {statistics.median(mine):.0f} s wall, "
+                        f"mean {statistics.mean(mine):.0f} s"
+                    )
     return out
+
+
+def _selected(records: list[dict], level: str, selected: bool) -> list[float]:
+    """The wall seconds of the `level` runs that ran only the jobs reaching their mutant
+    (`selected`), or every job (a record from before the selection counts as every job)."""
+    return [
+        r["seconds"][level]
+        for r in records
+        if level in r["seconds"] and (r.get("jobs", {}).get(level, mt.ALL) != mt.ALL) == selected
+    ]
 
 
 def write_markdown(folder: Path, root: Path = ROOT) -> Path:

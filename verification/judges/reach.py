@@ -4,7 +4,10 @@ branch coverage of model/, runtime/ and kernels/ (the Python files of the instal
 slotwarden.model, .runtime and .kernels) that the run alone reached. The report
 (`coverage-<level>.json` and `.md`, in --report DIR or else verification/reports/) gives the
 totals per package and, per file, the lines and branches missed; `allowlist` says why each
-missed line may be missed. Line sets are stored as ranges ("3-5,9")."""
+missed line may be missed. Line sets are stored as ranges ("3-5,9"). Each job of the run
+(`workers.timed`) is a coverage context "STAGE/NAME", so each file also says which lines each
+job ran ("jobs"; "" holds those run outside any job: imports, the run's own set-up); the
+mutation campaign runs only the jobs that reach a mutant."""
 
 from __future__ import annotations
 
@@ -51,6 +54,8 @@ def verify_argv(args) -> list[str]:
         argv += ["--proof-timeout", str(args.proof_timeout)]
     for name in args.only or ():
         argv += ["--only", name]
+    for name in getattr(args, "job", None) or ():
+        argv += ["--job", name]
     return argv + (["--fail-fast"] if getattr(args, "fail_fast", False) else [])
 
 
@@ -93,7 +98,20 @@ def measured(rc: Path, json_file: Path) -> dict:
     cov.combine()
     cov.save()
     cov.json_report(outfile=str(json_file))
-    return json.loads(json_file.read_text())
+    raw = json.loads(json_file.read_text())
+    data = cov.get_data()
+    for path, f in raw["files"].items():
+        f["contexts"] = by_context(data.contexts_by_lineno(str(Path(path).resolve())))
+    return raw
+
+
+def by_context(contexts_of_line: dict) -> dict[str, set[int]]:
+    """{line: [context, ...]} (coverage.py's data) turned into {context: lines}."""
+    out: dict[str, set[int]] = {}
+    for line, contexts in contexts_of_line.items():
+        for context in contexts:
+            out.setdefault(context, set()).add(line)
+    return out
 
 
 def summarize(raw: dict, root: Path, command: str, status: int) -> dict:
@@ -111,6 +129,10 @@ def summarize(raw: dict, root: Path, command: str, status: int) -> dict:
             "missing": ranges(data["missing_lines"]),
             "missing_branches": [f"{a}->{b}" for a, b in data.get("missing_branches", [])],
         }
+        if "contexts" in data:  # per job ("stage/name"), the lines it ran; "": outside any job
+            executed = set(data["executed_lines"])
+            jobs = {c: ranges(executed & lines) for c, lines in sorted(data["contexts"].items())}
+            files[rel]["jobs"] = {c: r for c, r in jobs.items() if r}
     totals = {}
     for package in PACKAGES:
         mine = [f for rel, f in files.items() if rel.split("/")[0] == package]

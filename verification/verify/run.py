@@ -1,14 +1,16 @@
 """`slotwarden verify`: run the campaign's jobs (or one shard of them), with progress, a
 summary and a report. The pooled jobs run in two worker processes, longest first, while this
-process runs the other stages; the coverage job runs last, on every bounds' result. User errors
-(a malformed or empty shard, an unknown proof, a report folder that cannot be written) raise
-`UsageError` before any job runs. Exit status 0 only if every proof is CONFIRMED, every check
+process runs the other stages; the coverage job runs last, on every bounds' result. `--job
+STAGE/NAME` keeps only the named jobs (`select`; the coverage job brings its bounds' searches).
+User errors (a malformed or empty shard, an unknown proof or job, a report folder that cannot be
+written) raise `UsageError` before any job runs. Exit status 0 only if every proof is CONFIRMED, every check
 holds, and every runtime fault and every mutant is caught. A job that raises is a FAIL row with
 its traceback (in report.md, and printed below the row), and the run goes on to its verdict.
 """
 
 from __future__ import annotations
 
+import difflib
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -35,7 +37,7 @@ def run_verify(args) -> int:
         raise UsageError(f"--only {unknown[0]}: no such proof; the proofs are {', '.join(model_proofs.PROOFS)}")
     if args.report:
         output_folder(args.report, "--report")
-    every = jobs(level, timeout, args.seed, args.only, getattr(args, "simulate", None))
+    every = select(jobs(level, timeout, args.seed, args.only, getattr(args, "simulate", None)), args.job, level_name)
     todo = [j for i, j in enumerate(every) if i % shards == shard]
     if not todo:
         raise UsageError(
@@ -99,6 +101,33 @@ def run_verify(args) -> int:
         print(f"report: {args.report}/report.md, {args.report}/report.json", flush=True)
     print("verify: " + verdict(ok, level_name), flush=True)
     return 0 if ok else 1
+
+
+COVERAGE_JOB = "exhaustive/coverage"
+"""The rule coverage job: it reads the results of the level's exhaustive searches (`CHECKED`)."""
+
+
+def job_name(job: tuple) -> str:
+    """A job's name for `--job` and for its coverage context: "STAGE/NAME"."""
+    return f"{job[0]}/{job[1]}"
+
+
+def select(every: list, wanted, level_name: str = "default") -> list:
+    """The jobs of `every` that `wanted` names ("STAGE/NAME"; None or empty: all), in their
+    order; naming the coverage job brings every exhaustive search of the level it reads. An
+    unknown name is a `UsageError` that gives the close matches, or else every name."""
+    if not wanted:
+        return every
+    names = [job_name(j) for j in every]
+    for name in wanted:
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+            hint = f"did you mean {' or '.join(close)}?" if close else f"the jobs are: {'; '.join(names)}"
+            raise UsageError(f"--job {name}: the {level_name} run has no such job; {hint}")
+    keep = set(wanted)
+    if COVERAGE_JOB in keep:
+        keep |= {n for n, j in zip(names, every) if j[0] == "exhaustive"}
+    return [j for n, j in zip(names, every) if n in keep]
 
 
 def _parse_shard(text: str | None) -> tuple[int, int]:

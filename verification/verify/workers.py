@@ -6,6 +6,7 @@ A job that raises gives one FAIL row with its traceback (`raised`), never a run 
 from __future__ import annotations
 
 import multiprocessing
+import sys
 import time
 import traceback
 from typing import Callable
@@ -41,14 +42,28 @@ def run_pooled(stage: str, args: tuple, name: str = "") -> tuple[list[Row], obje
 
 def timed(run: Callable[[], list], stage: str = "", name: str = "") -> list[Row]:
     """The rows `run` returns, their CPU seconds (this process's) shared among them; if `run`
-    raises, the one FAIL row of job `stage`/`name` that says so (`raised`)."""
+    raises, the one FAIL row of job `stage`/`name` that says so (`raised`). Under coverage.py
+    the lines it runs are labelled "stage/name" (`in_context`), those after it "" again."""
     start, wall = time.process_time(), time.perf_counter()
+    in_context(f"{stage}/{name}")
     try:
         rows = run()
     except Exception as exc:  # a job's fault is a verdict (FAIL), not the end of the run
         rows = [raised(stage, name, exc, time.perf_counter() - wall)]
+    finally:
+        in_context("")
     cpu = (time.process_time() - start) / max(len(rows), 1)
     return [r._replace(cpu=cpu) for r in rows]
+
+
+def in_context(name: str) -> None:
+    """Label the lines this process runs from now on `name` (coverage.py's dynamic context),
+    when it runs under coverage.py (`verify --coverage`); else nothing."""
+    coverage = sys.modules.get("coverage")  # imported by coverage.py's own start, never here
+    current = getattr(getattr(coverage, "Coverage", None), "current", None)
+    cov = current() if current else None
+    if cov is not None:
+        cov.switch_context(name)
 
 
 def raised(stage: str, name: str, exc: BaseException, seconds: float) -> Row:

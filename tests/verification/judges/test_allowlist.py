@@ -90,3 +90,22 @@ def test_the_markdown_lists_what_no_entry_explains(tmp_path):
     report["totals"] = {"model": {"lines": [1, 2], "branches": [1, 2]}}
     text = markdown(report)
     assert "| pkg/toy.py | 4-5 |" in text and "explains 0 of the 2 lines missed" in text
+
+
+def test_an_entry_whose_line_moved_is_moved_to_the_nearest_missed_line_of_its_text(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "toy.py").write_text(
+        "\n\n" + TOY.replace('    return "other"', '    raise TypeError("x is None")\n    return "other"')
+    )
+    # the raise now at lines 7 (missed) and 8 (reached, nearer to the entry at 9)
+    report = {"files": {"pkg/toy.py": {"missing": "7", "missing_branches": ["6->7"], "executed": "1-6,8-9"}}}
+    text = (
+        '# why\npkg/toy.py:9 | raise TypeError("x is None") | never None\n'
+        'pkg/toy.py:4 | return "positive" | no such missed line\n'
+        "pkg/toy.py:6 | if x is None:  # defensive: never None here | its branch\n"
+    )
+    out, moved = allowlist.reanchor(text, report, tmp_path)
+    assert moved == ['pkg/toy.py:9 -> 7: raise TypeError("x is None")']
+    assert out.splitlines()[0] == "# why" and out.splitlines()[1].startswith("pkg/toy.py:7 | raise")
+    assert out.splitlines()[2:] == text.splitlines()[2:]  # no missed line holds it: left for check to name
+    assert [p.split(": ", 1)[0] for p in allowlist.check(allowlist.parse(out), report, tmp_path)] == ["pkg/toy.py:4"]

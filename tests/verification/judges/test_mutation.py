@@ -38,7 +38,7 @@ def test_a_level_that_never_executes_the_mutant_is_not_run(tmp_path):
     m = mt.Mutant("a.py:op:0", "a.py", "op", 0, (10, 11))
     runs = []
 
-    def run(level):
+    def run(level, jobs):
         runs.append(level)
         return (mt.KILLED if level == "default" else mt.SURVIVED), 1.0, "why"
 
