@@ -50,14 +50,6 @@ class Tables:
         self.request_rows = spec is not None and spec.actor is ActorKind.REQUEST
         pad = write_set.row(RowKind.PAD)
         self.pad_rows = pad is not None and pad.pad_only
-        # per state: a request row may write (and so read) such a slot it owns, or borrows
-        self.owns = (
-            (self.owner_kind == int(ActorKind.REQUEST))
-            & self.write[:, int(Relation.OWNER)]
-            & self.read[:, int(Relation.OWNER)]
-        )
-        self.borrows = self.lent & self.write[:, int(Relation.BORROWER)] & self.read[:, int(Relation.BORROWER)]
-        self.plain = self.request_rows and self.pad_rows
 
 
 TABLES = Tables()
@@ -79,8 +71,6 @@ def check_step(ledger, slot_indices, actors, pad: int = 0, sources=None, fills=N
     src = ids if sources is None else _ints(sources, "sources", ids.size)
     if fills is not None and (not isinstance(fills, np.ndarray) or fills.shape != (ledger.capacity + 1,)):
         raise BadInput(f"one fill code per slot id 0..{ledger.capacity}", argument="fills", value=fills)
-    if sources is None and tables.plain and _plain(ledger, ids, who, pad, fills, tables):
-        return
     bad = _faults(ledger, ids, who, src, pad, fills, tables)
     if bad.any():
         _refuse(ledger, int(np.argmax(bad)), ids, who, src, fills, tables)
@@ -93,27 +83,6 @@ def check_step(ledger, slot_indices, actors, pad: int = 0, sources=None, fills=N
             _refuse_pair(ledger, rows[order[twice]], rows[order[twice + 1]], ids, who, src, fills, tables)
 
 
-def _plain(ledger, ids, who, pad, fills, tables: Tables) -> bool:
-    """Whether every row is plainly allowed: a pad row on the pad slot, a request row on a
-    distinct slot of the pool that its request owns or borrows, filled (the common step). A
-    row this test does not clear goes to the full check; what it clears the full check allows."""
-    real = who != NOBODY
-    if (ids[~real] != pad).any():
-        return False
-    mine = ids[real]
-    if mine.size and (mine.min() < 1 or mine.max() > ledger.capacity):
-        return False
-    c, who = ledger.cols, who[real]
-    state = c.state[mine]
-    ok = (tables.owns[state] & (c.owner[mine] == who)) | (tables.borrows[state] & (c.borrower[mine] == who))
-    if fills is not None:
-        ok &= tables.readable[fills[mine]]
-    if not ok.all():
-        return False
-    order = np.sort(mine)  # a slot written by two rows: neighbours once sorted
-    return bool((order[1:] != order[:-1]).all())
-
-
 def _faults(ledger, ids, who, src, pad, fills, tables: Tables) -> np.ndarray:
     """Per row, whether the declaration refuses it alone (all rows at once, no Python loop but
     over rows reading a cached slot, whose lock holders the ledger keeps per slot)."""
@@ -123,7 +92,7 @@ def _faults(ledger, ids, who, src, pad, fills, tables: Tables) -> np.ndarray:
     real = ~padded
     if not tables.request_rows:
         return bad | real
-    for slot_ids, writes in ((ids, True), (src, False)):
+    for slot_ids, writes in ((ids, True),) if src is ids else ((ids, True), (src, False)):  # a row's own slot: once
         inside = (slot_ids >= 1) & (slot_ids <= cap)
         bad |= real & ~inside
         at = np.where(inside, slot_ids, 0)
@@ -136,7 +105,7 @@ def _faults(ledger, ids, who, src, pad, fills, tables: Tables) -> np.ndarray:
         ok = tables.read[state, rel]
         if writes:
             ok &= tables.write[state, rel]
-        locked = real & inside & np.isin(rel, _READ_LOCKED) & ok
+        locked = real & inside & ((rel == _READ_LOCKED[0]) | (rel == _READ_LOCKED[1])) & ok
         for i in np.flatnonzero(locked).tolist():  # only rows reading a cached slot: the lock record is per slot
             ok[i] = int(who[i]) in ledger.locks.get(int(at[i]), ())
         if fills is not None:
