@@ -117,8 +117,8 @@ def main(argv=None) -> int:
     coverage-default.json (after `make coverage`), then print every entry still dishonest."""
     import json
 
-    ROOT = Path(__file__).resolve().parents[2]  # as reach.ROOT (reach imports this module)
-    REPORTS = ROOT / "verification" / "reports"
+    from slotwarden.verification.judges.paths import REPORTS, ROOT
+
     path = REPORTS / "coverage-allowlist.txt"
     report = json.loads((REPORTS / "coverage-default.json").read_text())
     text, moved = reanchor(path.read_text(), report, ROOT)

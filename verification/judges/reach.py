@@ -19,11 +19,7 @@ import tempfile
 from pathlib import Path
 
 from slotwarden.verification.judges.lines import numbers, ranges  # noqa: F401 - also read from here
-
-ROOT = Path(__file__).resolve().parents[2]
-"""The checkout: model/, runtime/, kernels/ and verification/ lie in it (pyproject's package-dir)."""
-
-REPORTS = ROOT / "verification" / "reports"
+from slotwarden.verification.judges.paths import REPORTS, ROOT  # noqa: F401 - also read from here
 
 PACKAGES = ("model", "runtime", "kernels")
 """The folders judged; the installed slotwarden.<name> maps to each (pyproject.toml)."""
