@@ -98,7 +98,8 @@ def actor_ids(value, n: int, event=None) -> np.ndarray:
         or value.size != n
         or (value.size and value.dtype.kind not in "iu")
     ):
-        raise BadActor(f"one int64 actor id for each of the {n} slots", argument="actor_ids", value=value, event=event)
+        need = f"one int64 actor id for each of the {n} slots" if n >= 0 else "a 1-D batch of int64 actor ids"
+        raise BadActor(need, argument="actor_ids", value=value, event=event)
     if value.dtype.kind == "u" and value.size and value.max() > ID_MAX:
         raise BadActor("an actor id is an int64", argument="actor_ids", value=value, event=event)
     value = np.array(value, dtype=np.int64)

@@ -4,8 +4,9 @@
 per batch item, (request, its generation, the row of its token or None). It sets `written` as
 soon as the layer may have written a slot's state: a fault after that point leaves the batch's
 slots untrustworthy (the scheduler then ends those requests). `InFlight` is a launched step whose
-results the host has not yet all processed. With captured sizes (`captured_sizes`), a decode
-batch is padded up to the next one, as a CUDA graph captured at that size needs: the pad rows
+results the host has not yet all processed. Each batch is planned once (`plan`, a `rows.Step`):
+decode steps run over a persistent batch, padded to a captured size as a CUDA graph captured at
+that size needs; the launch check and the kernel read the plan's one row -> slot index. Pad rows
 feed token 0 to the pad slot and their tokens are dropped.
 """
 
@@ -18,9 +19,9 @@ from typing import Callable
 import torch
 
 from slotwarden.kernels.sample import sample
-from slotwarden.model.vocabulary import NOBODY, PAD_SLOT
 from slotwarden.runtime.pool import to_device
 from slotwarden.runtime.scheduler.admission import Batch
+from slotwarden.runtime.scheduler.rows import PersistentBatch, Step, captured_sizes, prefill_step
 
 
 @dataclass(eq=False)
@@ -35,56 +36,47 @@ class InFlight:
     host: list | None = field(default=None)  # the tokens on the host, once read
 
 
-def _by_source(items: list) -> list:
-    """Decode items ordered by the step whose tensor holds their last token (usually one), so
-    their inputs gather with one index per source tensor (a stable, reproducible order)."""
-    return sorted(items, key=lambda item: item[0].tail[2])
-
-
-def captured_sizes(max_running: int) -> tuple:
-    """The batch sizes a decode step is padded to: 1, 2, 4, ... below `max_running`, then it."""
-    sizes = [1]
-    while sizes[-1] * 2 < max_running:
-        sizes.append(sizes[-1] * 2)
-    return tuple(sizes) + ((max_running,) if sizes[-1] < max_running else ())
-
-
 class Forward:
     """The layer `model` over `pool`'s state; `sample` draws the tokens of sampled rows; decode
-    batches are padded to the next of `captured_sizes(pad_to)` (None: not padded)."""
+    steps run over a persistent batch (`rows.py`), padded to the next of `captured_sizes(pad_to)`
+    (None: not padded)."""
 
     def __init__(self, pool, model, sample: Callable, pad_to: int | None = None):
         self.pool, self.model, self.sample = pool, model, sample
-        self.sizes = None if pad_to is None else captured_sizes(pad_to)
+        self.batch = PersistentBatch(None if pad_to is None else captured_sizes(pad_to))
         self.written = False
+        self._planned: tuple = (None, None)  # (batch, its Step): each batch is planned once
 
-    def pads(self, batch: Batch) -> int:
-        """How many pad rows follow the batch's rows."""
-        if self.sizes is None or batch.kind == "prefill":
-            return 0
-        n = len(batch.items)
-        return next((m for m in self.sizes if m >= n), n) - n
+    @property
+    def sizes(self) -> tuple | None:
+        return self.batch.sizes
 
-    @staticmethod
-    def rows(batch: Batch) -> list:
-        """The batch's items in the order of its rows: row i reads and writes the slot of the
-        i-th item's request (the write set the launch checks is built from the same list)."""
-        return batch.items if batch.kind == "prefill" else _by_source(batch.items)
+    @property
+    def planned(self) -> Step | None:
+        """The step planned last."""
+        return self._planned[1]
+
+    def plan(self, batch: Batch) -> Step:
+        """The step's rows (`rows.Step`), built once per batch: the launch check and the kernel
+        read the same row -> slot index."""
+        if self._planned[0] is not batch:
+            step = prefill_step(batch.items) if batch.kind == "prefill" else self.batch.decode(batch.items)
+            self._planned = (batch, step)
+        return self._planned[1]
 
     def write_set(self, batch: Batch) -> dict:
-        """What the step's rows address, for `StatePool.launch`: row i writes (and reads) the
-        slot of the i-th request of `rows(batch)`, for that request; then the pad rows, on the
-        pad slot. The kernel indexes by the same list."""
-        items, pads = self.rows(batch), self.pads(batch)
-        slots = [req.slot for req, _ in items] + [PAD_SLOT] * pads
-        return dict(slots=slots, actors=[req.rid for req, _ in items] + [NOBODY] * pads)
+        """What the step's rows address, for `StatePool.launch`: row i writes (and reads) slot
+        `slots[i]` for request `actors[i]` (NOBODY: a pad row, on the pad slot)."""
+        step = self.plan(batch)
+        return dict(slots=step.slots, actors=step.actors)
 
     def run(self, batch: Batch) -> tuple:
-        """Run the layer on the batch (reading and writing the pool by slot index). Returns the
-        tokens tensor (a device future) and, per item, (request, generation, row of its token
-        in that tensor or None). No host sync here."""
-        items, pads = self.rows(batch), self.pads(batch)
-        slots = self.pool.on_device(self.write_set(batch)["slots"])
+        """Run the layer on the batch (reading and writing the pool by the plan's slot index).
+        Returns the tokens tensor (a device future, one token per request in row order) and, per
+        request, (request, generation, its token's row in that tensor or None). No host sync."""
+        step = self.plan(batch)
+        items = step.items
+        slots = self.pool.on_device(step.slots)
         conv, ssm = self.pool.conv[0], self.pool.ssm
         sampled = any(req.temperature > 0 for req, _ in items)  # host floats: greedy batches run as before
         if batch.kind == "prefill":
@@ -94,22 +86,14 @@ class Forward:
                 nxt = self.sample(self.model.prefill_logits(chunks, slots, conv, ssm), items)
             else:
                 nxt = self.model.prefill(chunks, slots, conv, ssm)
-        else:  # each request's last token, gathered from the step that produced it
-            groups: dict = {}
-            for req, _ in items:
-                groups.setdefault(req.tail[2], (req.tail[0], []))[1].append(req.tail[1])
-            # the rows go to the device through pinned memory, asynchronously: no sync here
-            last = torch.cat(
-                [t[to_device(torch.tensor(rows, dtype=torch.int64), t.device)] for t, rows in groups.values()]
-            )
-            if pads:
-                last = torch.cat([last, torch.zeros(pads, dtype=last.dtype, device=last.device)])
+        else:  # each request's last token, gathered from the step that produced it, into its row
+            last = _gather_last(step)
             self.written = True
+            real = _real_rows(step, slots.device)
             if sampled:
-                logits = self.model.decode_logits(last.to(slots.device), slots, conv, ssm)  # pad rows: slot 0
-                nxt = self.sample(logits[: len(items)], items)
+                nxt = self.sample(_take(self.model.decode_logits(last.to(slots.device), slots, conv, ssm), real), items)
             else:
-                nxt = self.model.decode(last.to(slots.device), slots, conv, ssm)[: len(items)]
+                nxt = _take(self.model.decode(last.to(slots.device), slots, conv, ssm), real)
         rows = []
         for i, (req, n) in enumerate(items):
             if batch.kind == "prefill":
@@ -120,6 +104,45 @@ class Forward:
                 req.pending_outputs += 1
             rows.append((req, req.generation, i if makes_token else None))
         return nxt, rows
+
+
+def _gather_last(step: Step) -> torch.Tensor:
+    """Each row's input token: a request's last token, one index per tensor it comes from (the
+    rows go to the device through pinned memory, asynchronously: no sync); a pad row's, 0."""
+    tails = [req.tail for req, _ in step.items]
+    size, first = len(step.slots), tails[0][0]
+    if len({t[2] for t in tails}) == 1 and _is_prefix(step):
+        last = first[to_device(torch.tensor([t[1] for t in tails], dtype=torch.int64), first.device)]
+        if size > len(tails):
+            last = torch.cat([last, torch.zeros(size - len(tails), dtype=last.dtype, device=last.device)])
+        return last
+    groups: dict = {}
+    for (tensor, at, source), row in zip(tails, step.rows.tolist()):
+        group = groups.setdefault(source, (tensor, [], []))
+        group[1].append(at)
+        group[2].append(row)
+    last = torch.zeros(size, dtype=first.dtype, device=first.device)
+    for tensor, at, rows in groups.values():
+        taken = tensor[to_device(torch.tensor(at, dtype=torch.int64), tensor.device)]
+        last[to_device(torch.tensor(rows, dtype=torch.int64), last.device)] = taken.to(last.device)
+    return last
+
+
+def _is_prefix(step: Step) -> bool:
+    """Whether the requests' rows are rows 0, 1, ... (then pads only follow them)."""
+    n = len(step.items)
+    return bool(n == 0 or (step.rows[0] == 0 and step.rows[-1] == n - 1))
+
+
+def _real_rows(step: Step, device) -> slice | torch.Tensor:
+    """The rows of the step's requests in the kernel's output: a slice when they lead."""
+    if _is_prefix(step):
+        return slice(0, len(step.items))
+    return to_device(torch.from_numpy(step.rows), device)
+
+
+def _take(out: torch.Tensor, real) -> torch.Tensor:
+    return out[real]
 
 
 def sample_rows(logits: torch.Tensor, items: list) -> torch.Tensor:

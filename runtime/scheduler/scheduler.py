@@ -10,9 +10,8 @@ Every slot move is a pool event fired by one of the policy hooks (the seam, `mov
 3. fence every step the device has finished: released slots it may have used become free;
 4. when idle, audit the pool: every slot accounted for, no leak, owners named.
 
-A request that ends leaves the tables at once; its `Result` waits in the outbox for `step()`,
-`run()` or `collect()`. The prefix cache (`runtime/radix/cache.py`) is a collaborator.
-"""
+An ended request leaves the tables at once; its `Result` waits in the outbox for `step()`,
+`run()` or `collect()`. The prefix cache (`runtime/radix/cache.py`) is a collaborator."""
 
 from __future__ import annotations
 
@@ -54,7 +53,6 @@ from slotwarden.runtime.scheduler.sessions import (
 from slotwarden.runtime.scheduler.errors import AuditFailed, NotIdle, SchedulerBroken, SessionClosed, StepFailed
 from slotwarden.runtime.scheduler.shapes import check_fits
 from slotwarden.runtime.scheduler.signals import Deferred
-
 
 _COUNTED_AS = {"length": "finished", "abort": "aborts", "session closed": "dropped"}  # else "step N failed: ..."
 
@@ -339,8 +337,10 @@ class Scheduler(Moves):
     def _launch(self, batch: Batch) -> InFlight:
         """Launch `batch`. A fault before the model is called leaves its requests admitted and
         unfed (the next step feeds them); once it was called, they end (see the contract). Its
-        write set is checked at launch (`Forward.write_set`): a refused step is not launched."""
-        step = self.pool.launch(self.device.marker(self.pool.ledger.launched + 1), **self.forward.write_set(batch))
+        rows are planned once (`Forward.plan`): the launch checks the row -> slot index the
+        kernel reads, and a refused step is not launched."""
+        rows = self.forward.plan(batch)
+        step = self.pool.launch(self.device.marker(self.pool.ledger.launched + 1), slots=rows.slots, actors=rows.actors)
         self._tally["steps"] += 1
         self.forward.written = False
         try:

@@ -8,10 +8,10 @@ workload with the real layer, the prefix cache off and on (`prefix.py`).
 
 Each runs with the pool's checks on and off: two schedulers fed the same seeded workload, in
 alternating turns of a few steps, the median of the repeats. A second, instrumented pass times
-every outermost ledger call and, apart, the zeroing of allocated slots: the ledger share, the
-zeroing share, and the checking share inside the ledger. A ledger with checks off keeps to its
-numpy path, so a negative checking share means the checked compiled move beats the unchecked
-numpy path (benchmarks/README.md).
+every outermost ledger call and, apart, the zeroing of allocated slots and the launch check
+(`check_step` on the step's row -> slot index): the ledger, zeroing and launch check shares, and
+the checking share inside the ledger. A ledger with checks off keeps to its numpy path, so a
+negative checking share means the checked compiled move beats it (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ TARGET_N = 256
 TARGET_SHARE = 5.0  # % of the step spent checking, at TARGET_N
 TARGET_US = 1000.0  # µs of host overhead per step, at TARGET_N
 TARGET_LEDGER = 15.0  # % of the step spent in the ledger (checks on), at TARGET_N
+TARGET_LAUNCH = 3.0  # % of the step spent in the launch check (check_step), at TARGET_N
 
 
 class StubModel:
@@ -90,6 +91,28 @@ class Workload:
             for _ in report.finished:
                 self._submit()
         return total
+
+
+class LaunchTimer:
+    """Times the launch check (`check_step`, called by `StatePool.launch`) per ledger it judges,
+    while installed: `seconds[id(ledger)]`."""
+
+    def __init__(self, clock=time.perf_counter):
+        from slotwarden.runtime import pool as pool_module
+
+        self.module, self.clock, self.seconds = pool_module, clock, {}
+        self.check = pool_module.check_step
+        pool_module.check_step = self._timed
+
+    def _timed(self, ledger, *args, **kwargs):
+        t0 = self.clock()
+        try:
+            return self.check(ledger, *args, **kwargs)
+        finally:
+            self.seconds[id(ledger)] = self.seconds.get(id(ledger), 0.0) + self.clock() - t0
+
+    def remove(self) -> None:
+        self.module.check_step = self.check
 
 
 class LedgerTimer:
@@ -158,6 +181,7 @@ def _interleaved(
         if instrument
         else {}
     )
+    launches = LaunchTimer(clock) if instrument else None
     gc_was = gc.isenabled()
     gc.disable()
     try:
@@ -173,6 +197,8 @@ def _interleaved(
     finally:
         for t in timers.values():
             t.remove()
+        if launches is not None:
+            launches.remove()
         if gc_was:
             gc.enable()
     out = {}
@@ -182,6 +208,7 @@ def _interleaved(
             out[c]["ledger_s"] = timers[c].seconds / steps[c]
             out[c]["ledger_calls"] = timers[c].calls / steps[c]
             out[c]["zeroing_s"] = timers[c].zeroing / steps[c]
+            out[c]["launch_check_s"] = launches.seconds.get(id(runs[c].sched.pool.ledger), 0.0) / steps[c]
     return out
 
 
@@ -220,6 +247,7 @@ def measure(
             ledger_off = med(r["off"]["ledger_s"] for r in inst)
             ledger_share = med(100.0 * r["strict"]["ledger_s"] / r["strict"]["step_s"] for r in inst)
             zeroing_share = med(100.0 * r["strict"]["zeroing_s"] / r["strict"]["step_s"] for r in inst)
+            launch_share = med(100.0 * r["strict"]["launch_check_s"] / r["strict"]["step_s"] for r in inst)
             in_ledger = med(
                 100.0 * (r["strict"]["ledger_s"] - r["off"]["ledger_s"]) / r["strict"]["step_s"] for r in inst
             )
@@ -235,6 +263,8 @@ def measure(
                     "ledger_off_us": ledger_off * 1e6,
                     "ledger_share": ledger_share,
                     "zeroing_share": zeroing_share,
+                    "launch_check_us": med(r["strict"]["launch_check_s"] for r in inst) * 1e6,
+                    "launch_check_share": launch_share,
                     "checking_share_in_ledger": in_ledger,
                     "ledger_calls_per_step": med(r["strict"]["ledger_calls"] for r in inst),
                     "steps_timed": sum(r["strict"]["steps"] for r in plain),
@@ -285,6 +315,14 @@ def targets(rows: list) -> list:
         )
         out.append(
             {
+                "what": f"launch check share at N={TARGET_N} ({row['workload']}, check_step / step)",
+                "limit": f"<= {TARGET_LAUNCH:g}%",
+                "value": f"{row['launch_check_share']:.1f}% ({row['launch_check_us']:.0f} µs a step)",
+                "met": row["launch_check_share"] <= TARGET_LAUNCH,
+            }
+        )
+        out.append(
+            {
                 "what": f"host overhead per step at N={TARGET_N} ({row['workload']}, checks on)",
                 "limit": f"<= {TARGET_US / 1000:g} ms",
                 "value": f"{row['on_us'] / 1000:.2f} ms",
@@ -303,6 +341,7 @@ def format_table(result: dict) -> str:
         "checking share",
         "ledger share",
         "zeroing share",
+        "launch check share",
         "checking in ledger",
         "ledger calls/step",
     )
@@ -315,6 +354,7 @@ def format_table(result: dict) -> str:
             f"{r['checking_share']:.1f}%",
             f"{r['ledger_share']:.1f}%",
             f"{r['zeroing_share']:.1f}%",
+            f"{r['launch_check_share']:.1f}%",
             f"{r['checking_share_in_ledger']:.1f}%",
             f"{r['ledger_calls_per_step']:.1f}",
         )
@@ -343,6 +383,7 @@ def format_report(result: dict) -> str:
         ),
         "checking share = (on - off) / on;  ledger share = time inside the ledger, the zeroing left out / step "
         "(checks on);  zeroing share = the pool's zeroing of allocated slots (run inside alloc) / step;  "
+        "launch check share = the launch check (check_step of the step's row -> slot index) / step (checks on);  "
         "checking in ledger = (ledger on - ledger off) / step (checks on)",
         "",
         format_table(result),

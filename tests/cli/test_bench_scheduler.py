@@ -27,6 +27,7 @@ def test_one_row_per_workload_and_size(result):
             assert isinstance(r[key], float)
         assert set(r["repeats_us"]) == set(bs.CHECKS) and len(r["repeats_us"]["strict"]) == TINY["repeats"]
         assert r["running_at_end"] <= r["n"]
+        assert 0 < r["launch_check_share"] < 100 and r["launch_check_us"] > 0  # every step is checked at launch
     decode = [r for r in result["rows"] if r["workload"] == "decode"]
     churn = [r for r in result["rows"] if r["workload"] == "churn"]
     assert all(r["running_at_end"] == r["n"] and r["requests_submitted"] == r["n"] for r in decode)
@@ -37,12 +38,18 @@ def test_one_row_per_workload_and_size(result):
 def test_targets_are_reported_at_256_only(result):
     assert result["targets"] == []  # no N=256 row in this run
     row = dict(
-        result["rows"][0], n=256, on_us=900.0, checking_share=9.0, checking_share_in_ledger=1.0, ledger_share=10.0
+        result["rows"][0],
+        n=256,
+        on_us=900.0,
+        checking_share=9.0,
+        checking_share_in_ledger=1.0,
+        ledger_share=10.0,
+        launch_check_share=2.0,
     )
     t = bs.targets([row])
-    assert [x["met"] for x in t] == [True, True, True]
-    t = bs.targets([dict(row, on_us=1500.0, checking_share_in_ledger=6.0, ledger_share=20.0)])
-    assert [x["met"] for x in t] == [False, False, False]
+    assert [x["met"] for x in t] == [True, True, True, True]
+    t = bs.targets([dict(row, on_us=1500.0, checking_share_in_ledger=6.0, ledger_share=20.0, launch_check_share=4.0)])
+    assert [x["met"] for x in t] == [False, False, False, False]
 
 
 def test_report_and_json(tmp_path, capsys):
@@ -51,6 +58,7 @@ def test_report_and_json(tmp_path, capsys):
     assert bs.run(args, **dict(TINY, ns=(3,), workloads=("churn",), prefix=bp.QUICK)) == 0
     text = capsys.readouterr().out
     assert "checks on µs/step" in text and "checks off µs/step" in text and "checking share" in text
+    assert "launch check share" in text
     assert "shared-prefix workload" in text and "hit rate" in text
     data = json.loads(out.read_text())
     assert data["meta"]["device"] == "cpu" and len(data["rows"]) == 1
@@ -124,3 +132,16 @@ def test_ledger_timer_leaves_the_pools_zeroing_out():
     assert inside.zeroing == 0  # without the pool, the zeroing counts as ledger time
     apart.remove()
     assert "_zero_batch" not in vars(pools[0]) and "alloc" not in vars(pools[0].ledger)
+
+
+def test_launch_timer_times_each_pools_check_and_unwraps():
+    from slotwarden.runtime import pool as pool_module
+
+    check = pool_module.check_step
+    works = [bs.Workload("decode", 2, "strict", "cpu") for _ in range(2)]
+    timer = bs.LaunchTimer()
+    works[0].steps(3)
+    assert timer.seconds.get(id(works[0].sched.pool.ledger), 0) > 0
+    assert id(works[1].sched.pool.ledger) not in timer.seconds  # it did not step
+    timer.remove()
+    assert pool_module.check_step is check

@@ -14,6 +14,20 @@ def test_the_model_follows_the_runtime():
     assert report.ok, report.divergence
     assert report.workloads == 40 and report.moves > 200  # the workloads do move slots
     assert not report.unexercised and report.events["LEND"] and report.events["RETRACT"]
+    assert report.events["pad rows"] and report.events["condensed rows"] and report.events["in-flight row"]
+
+
+def test_a_run_that_never_pads_is_not_a_pass(monkeypatch):
+    """The rows' shapes count too: with padding and overlap never drawn, no step has a pad row
+    (nor a row kept for a token in flight); the rows still condense."""
+    from slotwarden.verification import differential
+    from slotwarden.verification.differential import workloads
+
+    drawn = workloads.config
+    monkeypatch.setattr(differential, "config", lambda rng: dict(drawn(rng), pad_to_captured=False, overlap=False))
+    report = check_differential(workloads=40, length=30, seed=3)
+    assert report.divergence is None and report.unexercised == ("pad rows", "in-flight row") and not report.ok
+    assert report.events["condensed rows"]
 
 
 def test_a_run_that_never_makes_a_move_is_not_a_pass():

@@ -43,6 +43,10 @@ CACHE_ONLY = tuple(
 """The prefix cache's own events: made only by a run with the cache on."""
 FOLLOWED = tuple(e for e in Event if e is not Event.FENCE and e not in CACHE_ONLY)  # each at least once
 FOLLOWED_WITH_CACHE = tuple(e for e in Event if e is not Event.FENCE)
+ROWS = ("pad rows", "condensed rows", "in-flight row")
+"""What the launched steps' rows must show at least once (`Pair._rows`): pad rows beside request
+rows, the persistent batch's rows condensed, a row kept for a request whose token is in flight
+(padding to a captured size is counted too, as "padded launch": rarer on these small pools)."""
 
 
 def runtime_has_cache() -> bool:
@@ -62,9 +66,10 @@ class Report(NamedTuple):
 
     @property
     def unexercised(self) -> tuple:
-        """The runtime's events (all but the fence; without the cache, all but its own) that no
-        workload made: a run that never made one says nothing about it."""
-        return tuple(e.name for e in (FOLLOWED_WITH_CACHE if self.cache else FOLLOWED) if e.name not in self.events)
+        """The runtime's events (all but the fence; without the cache, all but its own and the
+        rows' shapes, `ROWS`) that no workload made: a run that never made one says nothing about it."""
+        names = [e.name for e in FOLLOWED_WITH_CACHE] if self.cache else [e.name for e in FOLLOWED] + list(ROWS)
+        return tuple(name for name in names if name not in self.events)
 
     @property
     def ok(self) -> bool:

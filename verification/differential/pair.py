@@ -29,7 +29,7 @@ from slotwarden.verification.abstract.world import (
 )
 from slotwarden.verification.differential.workloads import new_requests
 
-SETTINGS = ("overlap", "token_budget", "chunk_size", "max_running", "retract_after", "prefix_cache")
+SETTINGS = ("overlap", "token_budget", "chunk_size", "max_running", "retract_after", "prefix_cache", "pad_to_captured")
 
 
 class Divergence(SlotwardenError, AssertionError):
@@ -53,6 +53,7 @@ class Pair:
         self.followed = self.launched = self.completed = 0
         self.fenced: tuple = ()  # the model's moves at fences not yet matched with the runtime's (its unlocks)
         self.events: dict = {}
+        self._condensed = 0  # the persistent batch's rows moved by condensing, at the last launch
         self._watch(self.sched.pool)
 
     def _watch(self, pool) -> None:
@@ -86,6 +87,7 @@ class Pair:
 
         def watched_launch(done=None, **write_set):
             self.moves.append("launch")
+            self._rows(write_set)
             return launch(done, **write_set)
 
         pool.fire, pool.fire_each, pool.alloc, pool.launch = (
@@ -95,6 +97,24 @@ class Pair:
             watched_launch,
         )
         pool.alloc_each = watched_alloc_each
+
+    def _rows(self, write_set: dict) -> None:
+        """Count what the launched step's rows show: pad rows (and padding to a captured size),
+        rows condensed since the step before, rows kept for a request whose token is in flight."""
+        batch, step = self.sched.forward.batch, self.sched.forward.planned
+        condensed = batch.condensed
+        if step is not None and step.kind == "decode" and step.pads:
+            self._count("pad rows")  # beside the request rows: padding, or rows kept for a token in flight
+            if len(step.slots) > len(batch.entries):
+                self._count("padded launch")  # pad rows past the persistent batch's rows
+        if condensed > self._condensed:
+            self._count("condensed rows")
+        self._condensed = condensed
+        if any(batch.entries[row][0].pending_outputs for row in batch.dark):
+            self._count("in-flight row")
+
+    def _count(self, name: str) -> None:
+        self.events[name] = self.events.get(name, 0) + 1
 
     # -- the model follows ---------------------------------------------------------------------
     def catch_up(self) -> tuple:

@@ -61,4 +61,5 @@ def config(rng: random.Random) -> dict:
         chunk_size=rng.choice([1, 2, 4, 16]),
         max_running=rng.randint(1, 4),
         retract_after=rng.choice([1, 2, None]),
+        pad_to_captured=rng.random() < 0.5,
     )

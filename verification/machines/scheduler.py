@@ -1,8 +1,9 @@
 """The scheduler machines.
 
 - `SchedulerMachine`: requests, sessions, turns (one at a time or a burst from every session),
-  aborts, closes and steps with random budgets and pool sizes (so candidates get rolled back
-  and requests retracted), with and without overlap, each example making a random subset of
+  aborts, closes and steps with random budgets and pool sizes (so candidates get rolled back,
+  requests retracted and decode rows condensed), with and without overlap and padding to
+  captured sizes, each example making a random subset of
   the kinds of move (swarm testing); invariants after every step, the idle audit at teardown.
 - `CachedSchedulerMachine`: the same with the prefix cache on, follow-ups that share donated
   prefixes and, as a swarm feature, parallel-sampling groups and their aborts.
@@ -75,6 +76,9 @@ class SchedulerMachine(RuleBasedStateMachine):
         settings = dict(
             overlap=overlap, token_budget=budget, chunk_size=chunk, max_running=max_running, retract_after=retract_after
         )
+        # padding moves no slot: tied to the budget's draw (even: padded), the examples' moves stay
+        # those of an unpadded machine, and the launches gain pad rows beside the persistent rows
+        settings["pad_to_captured"] = budget % 2 == 0
         settings.update(self.settings_override)
         self.sched = build(MODEL, slots=slots, cls=self.scheduler_cls, **settings)
         self.sched._next_sid = SESSION_IDS.start  # request ids count from 0: keep the two kinds apart

@@ -268,7 +268,7 @@ MUTANTS = (
         _PADDED_OVERLAP,
         "TensorRT-LLM #13151",
         "a pad row addresses only the pad slot",
-        {"pad_to_captured": True},
+        {"pad_to_captured": True, "overlap": True},
         checker_catch=("pads_to_pad",),
         runtime_catch=("IllegalStep",),
     ),

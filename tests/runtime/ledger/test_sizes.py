@@ -153,3 +153,14 @@ def test_actor_ids_on_the_meta_device_are_refused():
     pool = _pool()
     with pytest.raises(BadActor, match="meta"):
         pool.ledger.apply_each(Event.EVICT, [1], torch.empty(1, dtype=torch.int64, device="meta"))
+
+
+@pytest.mark.parametrize("value", [5, 2.5, None])
+def test_alloc_each_of_no_batch_says_a_batch_is_wanted(value):
+    """Old code: a bare int named a batch of -1 slots ("for each of the -1 slots")."""
+    pool = _pool()
+    before = _frozen(pool.ledger)
+    with pytest.raises(BadActor, match="a 1-D batch of int64 actor ids") as err:
+        pool.alloc_each(value)
+    assert "-1" not in str(err.value).split("value")[0]
+    assert _frozen(pool.ledger) == before

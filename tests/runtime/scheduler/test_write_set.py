@@ -75,22 +75,18 @@ def test_padded_decode_is_bit_exact_and_its_pad_rows_address_only_the_pad_slot(o
 def test_a_pad_row_aliasing_a_parked_slot_is_refused(monkeypatch):
     """A broken variant (TensorRT-LLM #13151): pad rows scatter into a stale tail of real slots,
     here a slot a session parked between turns. Refused before launch."""
-    from slotwarden.runtime.scheduler import forward
+    from slotwarden.runtime.scheduler.rows import PersistentBatch
 
     sched = make_scheduler(slots=4, pad_to_captured=True)
     sid = sched.open_session()
     sched.submit([1, 2, 3], 2, session=sid)
     sched.run(50)
     parked = sched.sessions[sid].slot
-    real = forward.Forward.write_set
 
-    def stale_tail(self, batch):
-        rows = real(self, batch)
-        return dict(
-            slots=[parked if a == NOBODY else s for s, a in zip(rows["slots"], rows["actors"])], actors=rows["actors"]
-        )
+    def stale_tail(self, rows):
+        self.index[rows] = parked
 
-    monkeypatch.setattr(forward.Forward, "write_set", stale_tail)
+    monkeypatch.setattr(PersistentBatch, "_pad", stale_tail)
     for prompt in ([4, 5], [6, 7], [8, 9]):
         sched.submit(prompt, 4)
     with pytest.raises(IllegalStep, match="pad row") as refused:
