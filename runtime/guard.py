@@ -26,6 +26,7 @@ from slotwarden.model.step import legal_rule
 from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, Actor, Event, State
 
 from slotwarden.runtime import inputs
+from slotwarden.runtime import launch as _launch
 from slotwarden.runtime.ledger.ledger import Audit, SlotLedger
 from slotwarden.runtime.trace import attach as attach_trace
 
@@ -164,6 +165,14 @@ class LedgerGuard:
             before_write=lambda batch: back.append(self._give_back(batch.ids[batch.after == _FREE])),
         )
         return back[0]
+
+    def check_step(self, slot_indices, actors, pad: int = 0, sources=None) -> None:
+        """Refuse (`IllegalStep`, naming row, slot, holder and actor) a step whose rows may not
+        write `slot_indices` (row -> slot id; SGLang: each request's `req.kv.mamba_pool_idx`,
+        gathered for the batch) for `actors` (one request id per row, NOBODY for a pad row on
+        the pad slot 0): `runtime.launch.check_step` on this guard's ledger. Changes nothing;
+        call it just before launching the step."""
+        _launch.check_step(self.ledger, slot_indices, actors, pad, sources)
 
     def launch(self, done=None) -> int:
         return self.ledger.launch(done)

@@ -84,9 +84,8 @@ class HeldSlots(LifecycleError):
 
 
 class GuardedAllocator:
-    """Wraps `allocator` (SGLang's `MambaSlotAllocator` shape; slots 1..capacity, 0 the pad
-    slot) with the ownership ledger. `capacity` defaults to what the allocator has free now.
-    `trace` writes every slot event to a trace (see docs/traces.md)."""
+    """Wraps `allocator` (SGLang's `MambaSlotAllocator` shape; slots 1..capacity, 0 the pad slot)
+    with the ledger; `capacity`: what it has free now; `trace` writes a trace (docs/traces.md)."""
 
     acting = staticmethod(acting)
     LANE = True
@@ -350,6 +349,10 @@ class GuardedAllocator:
         self.guard.fence()
         return torch.from_numpy(ids)
 
+    def check_step(self, slot_indices, actors, pad: int = 0, sources=None) -> None:
+        """`LedgerGuard.check_step` on this ledger; `actors` per row (a step's rows are many requests')."""
+        self.guard.check_step(slot_indices, actors, pad, sources)
+
     def launch(self, done=None) -> int:
         """A step goes to the device (see `SlotLedger.launch`); releases wait for its fence."""
         return self.guard.launch(done)
@@ -455,8 +458,7 @@ _FREE_ONE_MOVE = GuardedAllocator._free_one_move
 
 
 class _NotOneMove(SlotwardenError):
-    """Raised in the ledger's `before_write` by `_free_one_move`: the batch is not one move
-    (caught there, never seen outside; a `SlotwardenError` like every error the library raises)."""
+    """Raised by `_free_one_move` in `before_write` when a batch is not one move (caught there)."""
 
 
 def _freed(batch) -> np.ndarray:
