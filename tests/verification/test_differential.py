@@ -59,6 +59,17 @@ def test_a_runtime_move_the_model_never_makes_diverges():
     assert pair.followed > 0 and pair.events["RETRACT"] and pair.sched.counters.retractions
 
 
+def test_an_action_s_moves_may_be_split_by_another_s():
+    """One FINISH of several requests, then the CLOSE of a closed session's turn among them: the
+    model's finish of that turn (its FINISH and CLOSE) is followed across the other's FINISH.
+    Taking the runtime's next moves in a row instead diverges here."""
+    ops = (("open",), ("submit", 2, 3), ("step", 1), ("step", 1), ("open",), ("submit", 5, 3), ("open",))
+    ops += (("turn", 2, 2, 1), ("turn", 2, 4, 3), ("step", 3), ("close", 2), ("step", 3))
+    cfg = dict(slots=3, overlap=False, token_budget=4, chunk_size=2, max_running=3, retract_after=None)
+    pair = run_workload(ops, dict(cfg, pad_to_captured=True))
+    assert pair.events["FINISH"] >= 2 and pair.events["CLOSE"] == 1
+
+
 # -- the prefix cache ----------------------------------------------------------------------------
 from slotwarden.verification.differential import runtime_has_cache  # noqa: E402
 

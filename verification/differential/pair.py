@@ -173,9 +173,24 @@ class Pair:
                 self.act("submit", who)
             on = self.slots.get(slot) if kind in ("match", "evict") else None
             made = self.act(kind, who, on)
-            runtime = [head] + [m for m in todo[: len(made) - 1]]
-            del todo[: len(made) - 1]
-            self._same_moves(kind, who, runtime, made)
+            self._same_moves(kind, who, [head] + self._take(todo, made[1:]), made)
+
+    def _take(self, todo: list, made: tuple) -> list:
+        """The runtime's moves that make the rest of an action's `made`, each the first of
+        `todo` that is that move: another action's may come between (one FINISH of several
+        requests, then the CLOSE of a closed session's turn among them); where none is, the next."""
+        out = []
+        for m in made:
+            want = (m.event, m.slot_id, m.actor)
+            k = next((k for k, t in enumerate(todo) if t != "launch" and self._seen(*t[:3]) == want), 0)
+            if todo:
+                out.append(todo.pop(k))
+        return out
+
+    def _seen(self, event: Event, slot: int, actor: Actor) -> tuple:
+        """A runtime move in the model's terms: (event, model slot, model actor)."""
+        mapped = Actor.cache(node_of(self.slots.get(slot, 0))) if actor.kind is ActorKind.CACHE else self.actor(actor)
+        return event, self.slots.get(slot), mapped
 
     def _unlocked_at_fence(self, slot: int, actor: Actor) -> bool:
         """Whether the runtime's UNLOCK of `slot` by `actor` is one the model made when it
@@ -196,10 +211,7 @@ class Pair:
         for (event, slot, actor, _), m in zip(runtime, made):
             if event is Event.ALLOC:
                 self.slots[slot] = m.slot_id
-            mapped = (
-                Actor.cache(node_of(self.slots.get(slot, 0))) if actor.kind is ActorKind.CACHE else self.actor(actor)
-            )
-            if (event, self.slots.get(slot), mapped) != (m.event, m.slot_id, m.actor):
+            if self._seen(event, slot, actor) != (m.event, m.slot_id, m.actor):
                 raise Divergence(f"{kind}({who}): the runtime moved {_show(runtime)}, the model {_show_model(made)}")
             self.followed += 1
             self.events[event.name] = self.events.get(event.name, 0) + 1
