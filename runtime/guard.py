@@ -29,6 +29,7 @@ from slotwarden.runtime import inputs
 from slotwarden.runtime import launch as _launch
 from slotwarden.runtime.ledger.ledger import Audit, SlotLedger
 from slotwarden.runtime.trace import attach as attach_trace
+from slotwarden.runtime.trace import launched
 
 
 _FREE = int(State.FREE)
@@ -171,8 +172,10 @@ class LedgerGuard:
         write `slot_indices` (row -> slot id; SGLang: each request's `req.kv.mamba_pool_idx`,
         gathered for the batch) for `actors` (one request id per row, NOBODY for a pad row on
         the pad slot 0): `runtime.launch.check_step` on this guard's ledger. Changes nothing;
-        call it just before launching the step."""
+        call it just before launching the step. With a trace, the accepted write set is
+        written to it as the next step's (`launched + 1`)."""
         _launch.check_step(self.ledger, slot_indices, actors, pad, sources)
+        launched(self.ledger, self.ledger.launched + 1, slot_indices, actors, sources)
 
     def launch(self, done=None) -> int:
         return self.ledger.launch(done)

@@ -29,6 +29,7 @@ from slotwarden.runtime.launch import check_step
 from slotwarden.runtime.config import PoolConfig
 from slotwarden.runtime.ledger.ledger import SlotLedger
 from slotwarden.runtime.trace import attach as attach_trace
+from slotwarden.runtime.trace import launched
 
 _READS = (Event.LOCK, Event.UNLOCK)  # moves the pool's lock record must see
 
@@ -250,6 +251,7 @@ class StatePool:
         check_step(self.ledger, ids, actors, PAD_SLOT, sources, self.fills)
         step = self.ledger.launch(done)
         self.fills[ids[ids != PAD_SLOT]] = int(Fill.WRITTEN)
+        launched(self.ledger, step, ids, actors, sources)  # its trace line, when a trace is written
         return step
 
     def fence(self, step: int | None = None) -> torch.Tensor:

@@ -26,6 +26,9 @@ FORMAT = 1
 FREE = "free"
 """The event name of an engine's raw free, which the checker maps to a lifecycle event."""
 
+LAUNCH = "launch"
+"""The event name of a launched step's write set (`LaunchLine`)."""
+
 _EVENTS = {e.name.lower(): e for e in Event}
 _KINDS = {k.name.lower(): k for k in ActorKind}
 _EVENTS_AND_FREE = {**_EVENTS, FREE: FREE}
@@ -58,6 +61,25 @@ class TraceLine(NamedTuple):
         )
 
 
+class LaunchLine(NamedTuple):
+    """A launched step's write set (`"event": "launch"`): row i writes slot `slots[i]` for
+    request `actors[i]` (NOBODY: a pad row) and reads `sources[i]` besides (its own slot when
+    the line gives none). It moves no slot; the checker judges its rows against the slots."""
+
+    step: int
+    slots: tuple
+    actors: tuple
+    sources: tuple
+    event: str = LAUNCH
+
+    def to_json(self) -> str:
+        actors = [None if a == NOBODY else a for a in self.actors]
+        out = {"step": self.step, "event": LAUNCH, "rows": list(self.slots), "actors": actors}
+        if self.sources != self.slots:
+            out["sources"] = list(self.sources)
+        return json.dumps(out, separators=(", ", ": "))
+
+
 class Header(NamedTuple):
     """The optional first line: the format version and the pool's capacity."""
 
@@ -86,7 +108,7 @@ quantifiers (`*+`, `++`) accept the same lines as plain ones (what follows each 
 it gave back), without the backtracking."""
 
 
-def parse(text: str, lineno: int) -> TraceLine | Header | None:
+def parse(text: str, lineno: int) -> TraceLine | LaunchLine | Header | None:
     """One line of a trace (None for a blank line); raises `TraceFormatError`."""
     m = _CANONICAL.fullmatch(text)
     if m is not None:
@@ -99,7 +121,7 @@ def parse(text: str, lineno: int) -> TraceLine | Header | None:
     return parse_json(text, lineno)
 
 
-def parse_json(text: str, lineno: int) -> TraceLine | Header | None:
+def parse_json(text: str, lineno: int) -> TraceLine | LaunchLine | Header | None:
     """`parse` for any line, through the JSON parser: every error it can give is named here."""
     if not text.strip():
         return None
@@ -119,6 +141,8 @@ def parse_json(text: str, lineno: int) -> TraceLine | Header | None:
         if obj["slotwarden_trace"] != FORMAT:
             raise TraceFormatError(lineno, f"format {shown(obj['slotwarden_trace'])}, this checker reads {FORMAT}")
         return Header(_int(obj, "capacity", lineno, low=1))
+    if obj.get("event") == LAUNCH:
+        return _launch(obj, lineno)
     missing = [k for k in ("step", "event", "ids", "actor", "actor_id") if k not in obj]
     if missing:
         raise TraceFormatError(lineno, f"missing {', '.join(missing)}")
@@ -143,6 +167,28 @@ def parse_json(text: str, lineno: int) -> TraceLine | Header | None:
     )
 
 
+def _launch(obj: dict, lineno: int) -> LaunchLine:
+    missing = [k for k in ("step", "rows", "actors") if k not in obj]
+    if missing:
+        raise TraceFormatError(lineno, f"a launch line lacks {', '.join(missing)}")
+    slots = _ints(obj, "rows", lineno)
+    actors = _ints(obj, "actors", lineno, len(slots), none=NOBODY)
+    sources = _ints(obj, "sources", lineno, len(slots)) if obj.get("sources") is not None else slots
+    return LaunchLine(_int(obj, "step", lineno, low=0), slots, actors, sources)
+
+
+def _ints(obj: dict, key: str, lineno: int, n: int | None = None, none: int | None = None) -> tuple:
+    """`obj[key]`: a list of integers (`null` read as `none`, when given), of `n` when given."""
+    v = obj[key]
+    ok = isinstance(v, list) and all(
+        (isinstance(i, int) and not isinstance(i, bool)) or (i is None and none is not None) for i in v
+    )
+    if not ok or (n is not None and len(v) != n):
+        need = "a list of integers" + ("" if n is None else f", one per row ({n})")
+        raise TraceFormatError(lineno, f"{key} must be {need}, not {shown(v)}")
+    return tuple(none if i is None else i for i in v)
+
+
 def _int(obj: dict, key: str, lineno: int, low: int | None = None) -> int:
     v = obj.get(key)
     if isinstance(v, bool) or not isinstance(v, int) or (low is not None and v < low):
@@ -165,6 +211,12 @@ class TraceWriter:
         ids = tuple(np.asarray(ids, dtype=np.int64).reshape(-1).tolist())  # one batch, one line
         self.file.write(TraceLine(int(step), event, ids, actor, int(target)).to_json() + "\n")
 
+    def launch(self, step: int, slots, actors, sources=None) -> None:
+        """A launched step's write set, one line (`LaunchLine`)."""
+        rows, who = _host(slots), _host(actors)
+        src = rows if sources is None else _host(sources)
+        self.file.write(LaunchLine(int(step), rows, who, src).to_json() + "\n")
+
     def flush(self) -> None:
         self.file.flush()
 
@@ -172,6 +224,12 @@ class TraceWriter:
         self.file.flush()
         if self._owned:
             self.file.close()
+
+
+def _host(ids) -> tuple:
+    """A batch of ids (a tensor on any device, an array, a list) as a tuple of ints."""
+    ids = ids.cpu() if hasattr(ids, "cpu") else ids  # a device tensor: copied to the host (a sync)
+    return tuple(np.asarray(ids, dtype=np.int64).reshape(-1).tolist())
 
 
 class TracingRecorder(FlightRecorder):
@@ -200,3 +258,10 @@ def attach(ledger, trace) -> TraceWriter | None:
     writer = trace if isinstance(trace, TraceWriter) else TraceWriter(trace, ledger.capacity)
     ledger.recorder = TracingRecorder(ledger.recorder.depth, writer)
     return writer
+
+
+def launched(ledger, step: int, slots, actors, sources=None) -> None:
+    """Write step `step`'s write set to `ledger`'s trace, if it writes one (`attach`)."""
+    writer = getattr(ledger.recorder, "writer", None)
+    if writer is not None:
+        writer.launch(step, slots, actors, sources)

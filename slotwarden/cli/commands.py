@@ -318,7 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
         "check-trace",
         help="replay a slot-event trace (JSON lines) against the lifecycle",
         description="Replay a slot-event trace (one JSON object a line; see docs/traces.md) against the model: "
-        "report the first illegal move with its slot's history, the slots not FREE at the end (leaks), and a "
+        "report the first illegal move with its slot's history (a launch line's rows are judged as a step's write "
+        "set), the slots not FREE at the end (leaks), and a "
         "summary. Exits 0 when clean, 1 on any illegal move or leak, 2 when the file is not a trace.",
     )
     p.add_argument("file", metavar="FILE", help="the trace (.jsonl)")

@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 from slotwarden.cli.trace.replay import HISTORY, MAX_CAPACITY, Replay
 from slotwarden.cli.trace.report import Finding, Leak, Move, Report, show
 from slotwarden.model.errors import cut
-from slotwarden.runtime.trace import Header, TraceFormatError, TraceLine, parse
+from slotwarden.runtime.trace import Header, LaunchLine, TraceFormatError, TraceLine, parse
 
 
 def numbered(f) -> Iterator[tuple[int, Header | TraceLine]]:
@@ -38,8 +38,9 @@ def numbered(f) -> Iterator[tuple[int, Header | TraceLine]]:
             _fits(item.capacity, lineno, "capacity")
         else:
             events = True
-            if not header and item.ids:
-                _fits(max(item.ids), lineno, "slot id", " (and no header gives a smaller one)")
+            ids = item.slots + item.sources if type(item) is LaunchLine else item.ids
+            if not header and ids:
+                _fits(max(ids), lineno, "slot id", " (and no header gives a smaller one)")
         yield lineno, item
     if not events:
         raise TraceFormatError(max(lineno, 1), "no events (a trace has at least one event line)")

@@ -18,11 +18,13 @@ from slotwarden.cli.trace.moves import compiled, free_events, key, move
 from slotwarden.cli.trace.report import Finding, Leak, Move, Report
 from slotwarden.model.errors import BadSlotId, LifecycleError
 from slotwarden.model.free import free_rule
+from slotwarden.model.launch import check_step
 from slotwarden.model.pool import check_ids
 from slotwarden.model.step import step
-from slotwarden.model.vocabulary import FREE_SLOT, Event, State
+from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, Event, State
+from slotwarden.model.write_set import Fill, Row, RowKind
 from slotwarden.runtime.inputs import actor as checked_actor
-from slotwarden.runtime.trace import FREE, TraceLine
+from slotwarden.runtime.trace import FREE, LAUNCH, LaunchLine, TraceLine
 
 MAX_CAPACITY = 2**24
 """The largest pool the checker replays: a larger header capacity, or without a header a
@@ -45,6 +47,28 @@ _NAMES = {**{e: e.name.lower() for e in Event}, FREE: FREE}
 _MOVES, _FREES = compiled(), free_events()  # the declaration, compiled once
 
 
+class _Slots:
+    """The replay's records as the model's step check reads them (`slots[i]`: slot i + 1)."""
+
+    def __init__(self, records: dict, capacity: int):
+        self.records, self.capacity = records, capacity
+
+    def __len__(self) -> int:
+        return self.capacity
+
+    def __getitem__(self, i: int):
+        return self.records.get(i + 1, FREE_SLOT)
+
+
+class _Filled:
+    def __getitem__(self, i: int) -> Fill:
+        return Fill.WRITTEN
+
+
+_FILLED = _Filled()
+_LOCKING = (Event.LOCK, Event.UNLOCK, Event.EVICT)
+
+
 class Replay:
     """Feed it numbered trace lines in order (`feed`), then take its `report`."""
 
@@ -61,11 +85,15 @@ class Replay:
         self.recent: deque = deque()  # the plot's window, oldest first
         self.before: dict = {}  # slot id -> its last move before the window
         self.hi = None  # the window's last line, set at the first finding
+        self.locks: dict = {}  # slot id -> the requests holding a lock on it, for launch lines
 
     def feed(self, lineno: int, line: TraceLine) -> None:
         """Replay one line: its moves, or a finding that changes nothing."""
         self.lines += 1
         self.last = lineno
+        if type(line) is LaunchLine:
+            self._launch(lineno, line)
+            return
         event, ids = line.event, line.ids
         name = _NAMES.get(event) or (event if type(event) is str else event.name.lower())
         self.events[name] += 1
@@ -92,6 +120,8 @@ class Replay:
             if kept is None:
                 kept = history[i] = deque(maxlen=HISTORY)
             kept.append(made)
+        if event in _LOCKING:
+            self._lock(event, ids, line.actor.id)
         if self.hi is None:  # the window follows the trace: moves older than SPAN lines leave it
             recent = self.recent
             recent.extend(moves)
@@ -99,6 +129,35 @@ class Replay:
                 self._trim(lineno - SPAN)
         elif lineno <= self.hi:
             self.recent.extend(moves)
+
+    def _lock(self, event: Event, ids: tuple, who: int) -> None:
+        """The lock record after a LOCK, UNLOCK or EVICT line (whose locks each slot holds)."""
+        for i in ids:
+            if event is Event.LOCK:
+                self.locks.setdefault(i, []).append(who)
+            elif event is Event.UNLOCK and who in self.locks.get(i, ()):
+                self.locks[i].remove(who)
+            elif event is Event.EVICT:
+                self.locks.pop(i, None)
+
+    def _launch(self, lineno: int, line: LaunchLine) -> None:
+        """Judge a launched step's rows against the slots as the trace left them (the model's
+        `check_step`); a refused row is a finding. A trace says nothing of zeroing or copies, so
+        every slot counts as filled: the first-read rule is the runtime's, not the replay's."""
+        self.events[LAUNCH] += 1
+        top = max(line.slots + line.sources, default=0)
+        if top > self.largest:
+            self.largest = top
+        rows = tuple(
+            Row(RowKind.PAD if a == NOBODY else RowKind.REQUEST, a, w, r)
+            for w, a, r in zip(line.slots, line.actors, line.sources)
+        )
+        try:
+            check_step(rows, _Slots(self.slots, self.bound), _FILLED, self.locks)
+        except (LifecycleError, ValueError) as exc:
+            slot = getattr(exc, "slot_id", None)
+            bounded = slot if type(slot) is int and 1 <= slot <= self.bound else None
+            self._found(lineno, line, bounded, str(exc).split("\n")[0])
 
     def _moves(self, line: TraceLine, capacity: int, lineno: int = 0) -> list:
         """The moves of the line, one (lineno, line, record before, record after, slot id) for
