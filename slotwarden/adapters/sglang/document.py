@@ -34,7 +34,12 @@ attributed to SGLang's own object and checked against the declared lifecycle (do
 - the radix tree owns the states inserted into its nodes, locks them for copy-on-write readers,
   and evicts them (never while a lock holds them);
 - the scheduler's step fences releases: a slot freed while a step may still use it becomes free
-  when that step's results are processed.
+  when that step's results are processed;
+- each step's write set, before `Scheduler.run_batch` runs the batch: every row's state slot
+  (`req.kv.mamba_pool_idx`, which the forward gathers by `get_mamba_indices`) must be held by its
+  `Req`, as owner or borrower, and written by one row only (`GuardedAllocator.check_step`). A
+  stale or foreign index raises `IllegalStep` and the step does not run. The CUDA-graph pad rows
+  are added later, inside the model runner, and are not in this check.
 
 ## A violation
 

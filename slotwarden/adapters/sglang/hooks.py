@@ -308,6 +308,7 @@ def scheduler_run_batch(orig):
     def run_batch(self, batch, *args, **kwargs):
         slots = slots_of(getattr(self, "req_to_token_pool", None))
         if slots is not None:
+            slots.check_batch(getattr(batch, "reqs", None) or ())  # its write set first: a refused step does not run
             batch._slotwarden_step = slots.launch()
         return orig(self, batch, *args, **kwargs)
 

@@ -129,6 +129,18 @@ class GuardedSlots:
     def state(self, slot: int) -> State:
         return State(int(self.ledger.cols.state[slot]))
 
+    def check_batch(self, reqs) -> None:
+        """Refuse (`IllegalStep`, naming the row, its slot, the slot's holder and the `Req`'s
+        actor) a batch whose rows may not write the state slots they index: row i is `reqs[i]`,
+        writing `req.kv.mamba_pool_idx` (what the forward gathers by `get_mamba_indices`).
+        Requests without a state slot (no `kv` record yet) are not rows. Changes nothing."""
+        rows = [
+            (int(r.kv.mamba_pool_idx), W.ident(r)) for r in reqs if getattr(r.kv, "mamba_pool_idx", None) is not None
+        ]
+        if rows:
+            ids, actors = zip(*rows)
+            self.guarded.check_step(np.array(ids, dtype=np.int64), np.array(actors, dtype=np.int64))
+
     def launch(self) -> int:
         """A step goes to the device: releases from now wait for its results to be processed."""
         box: list[int] = []
