@@ -284,7 +284,7 @@ _ALL = (
         Kind.STEP,
         writes_held,
         ("writes_held",),
-        (LAUNCH,),
+        (LAUNCH, CHECKER),
     ),
     Property(
         "writes_disjoint",
@@ -293,7 +293,7 @@ _ALL = (
         Kind.STEP,
         writes_disjoint,
         ("writes_disjoint",),
-        (LAUNCH,),
+        (LAUNCH, CHECKER),
     ),
     Property(
         "pads_to_pad",
@@ -302,7 +302,7 @@ _ALL = (
         Kind.STEP,
         pads_to_pad,
         ("pads_to_pad",),
-        (LAUNCH,),
+        (LAUNCH, CHECKER),
     ),
     Property(
         "ids_in_pool",
@@ -311,7 +311,7 @@ _ALL = (
         Kind.STEP,
         ids_in_pool,
         ("ids_in_pool",),
-        (LAUNCH,),
+        (LAUNCH, CHECKER),
     ),
     Property(
         "reads_held",
@@ -320,7 +320,7 @@ _ALL = (
         Kind.STEP,
         reads_held,
         ("reads_held",),
-        (LAUNCH,),
+        (LAUNCH, CHECKER),
     ),
     Property(
         "reads_filled",
@@ -330,7 +330,7 @@ _ALL = (
         Kind.STEP,
         reads_filled,
         ("reads_filled",),
-        (LAUNCH,),
+        (LAUNCH, CHECKER),
     ),
     Property(
         "legal",

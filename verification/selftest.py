@@ -1,7 +1,8 @@
 """verify tests its own checks: each must flag a case built to break it.
 
-- Every property the checker judges flags a minimal bad world, move or policy built for it,
-  and is the first property that case breaks (`judge_world`, `judge_move`, `check`).
+- Every property the checker judges flags a minimal bad world, move, policy or launched step
+  built for it, and is the first one that case breaks (`judge_world`, `judge_move`, `check`,
+  `judge_launch`).
 - Every MOVE property of the registry is among the faults `move_faults` finds in a bad move
   built for it (the declaration mutants' fast checks judge moves with it).
 - Every property the registry says a stage establishes is evaluated by that stage: the checker
@@ -21,10 +22,11 @@ from slotwarden.model import proofs as model_proofs
 from slotwarden.model import registry
 from slotwarden.model.pool import Pool
 from slotwarden.model.vocabulary import NOBODY, Actor, Event, Slot, State
+from slotwarden.model.write_set import Fill, Row, RowKind
 from slotwarden.verification import abstract as A
 from slotwarden.verification.abstract import Bounds, Fire, Policy
 from slotwarden.verification.abstract.actions import Move
-from slotwarden.verification.abstract.judged import PROPERTIES, judge_move, judge_world
+from slotwarden.verification.abstract.judged import PROPERTIES, STEP_PROPERTIES, judge_launch, judge_move, judge_world
 from slotwarden.verification.abstract.world import NODE_BASE
 from slotwarden.verification.checker import pins
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS  # noqa: F401  (the pins it compares)
@@ -87,6 +89,49 @@ _MOVES = {  # property -> (before, event, actor, target, epoch, after): a move t
 CHECKER_MOVES = ("session_kept", "freed_once", "fence_respected", "cache_read_only", "lock_counted", "reads_published")
 
 
+def _row(rid: int, write: int, source: int | None = None) -> Row:
+    return Row(RowKind.REQUEST, rid, write, write if source is None else source)
+
+
+STEP_WORLD = A.World(  # two running requests, each on its own slot, each already run in a completed step
+    Pool((_slot(State.RUNNING, 0), _slot(State.RUNNING, 1)), (), None),
+    (A.Request(0, None, A.RUNNING, 1, ran=True), A.Request(1, None, A.RUNNING, 2, ran=True)),
+    (),
+    0,
+    0,
+    (),
+)
+BAD_ROWS = {  # property -> rows over STEP_WORLD that break it first
+    "pads_to_pad": (_row(0, 1), _row(1, 2), Row(RowKind.PAD, NOBODY, 2, 2)),  # a pad row on a live slot
+    "ids_in_pool": (_row(0, 1), _row(1, 3)),  # past the pool
+    "writes_held": (_row(0, 2), _row(1, 1)),  # each writes the other's slot
+    "writes_disjoint": (_row(0, 1), _row(0, 1)),  # one slot written by two rows
+    "reads_held": (_row(0, 1, source=2), _row(1, 2)),  # r0 reads r1's slot
+}
+
+
+class Rows(Policy):
+    """The twin launching `rows` instead of its own."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def step_rows(self, world, running):
+        return self.rows
+
+
+class Stale(Policy):
+    """Every slot still holds its previous tenant's state (no zeroing, no copy)."""
+
+    def fills(self, world):
+        return (Fill.STALE,) * len(world.pool.slots)
+
+
+def bad_step(name: str) -> Policy:
+    """The policy whose launch in `STEP_WORLD` breaks step property `name` first."""
+    return Stale() if name == "reads_filled" else Rows(BAD_ROWS[name])
+
+
 class _IllegalAdmit(Policy):
     """Admits a candidate by finishing it: a move the declaration refuses (`legal`)."""
 
@@ -126,6 +171,9 @@ def checker_properties() -> list[Finding]:
         elif name in CHECKER_MOVES:
             b, e, a, _, _, x = _MOVES[name]
             got = _first(judge_move(Move(1, b, e, a, x)))
+        elif name in STEP_PROPERTIES:
+            found = judge_launch(STEP_WORLD, bad_step(name))
+            got = found[0] if found else "nothing"
         elif name in BAD_POLICIES:
             policy, bounds = BAD_POLICIES[name]
             v = check(bounds, policy()).violation

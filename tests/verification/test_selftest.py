@@ -40,6 +40,16 @@ def test_a_move_property_no_longer_evaluated_fails(monkeypatch):
     assert _failed(selftest.checker_properties()) == ["checker property lock_counted"]
 
 
+def test_a_step_property_no_longer_evaluated_fails(monkeypatch):
+    """The launch judge with its writes_held blind: the step built to break it is no longer flagged by it."""
+    monkeypatch.setattr(judged, "writes_held", lambda *a, **k: True)
+    judged._STEP_VERDICTS.clear()
+    try:
+        assert _failed(selftest.checker_properties()) == ["checker property writes_held"]
+    finally:
+        judged._STEP_VERDICTS.clear()
+
+
 def test_a_pin_compared_with_itself_fails():
     def self_compared(r):  # the row's counts replaced by the pin's own: every pin "matches"
         states, transitions = pins.pin_of(r.bounds)

@@ -56,10 +56,10 @@ MOVE_PROPERTIES = texts(
     ("legal", "session_kept", "freed_once", "fence_respected", "cache_read_only", "lock_counted", "reads_published")
 )
 RUN_PROPERTIES = {"deadlock": text("deadlock")}  # judged over the search (rule coverage and goals: checker.coverage)
-PROPERTIES = {**STATE_PROPERTIES, **MOVE_PROPERTIES, **RUN_PROPERTIES}
-"""The properties the checker judges, in the registry's words (`slotwarden.model.registry`)."""
 STEP_PROPERTIES = texts(("pads_to_pad", "ids_in_pool", "writes_held", "writes_disjoint", "reads_held", "reads_filled"))
 """The write-set properties judged on the rows of every launch (`judge_launch`), in the order named."""
+PROPERTIES = {**STATE_PROPERTIES, **MOVE_PROPERTIES, **RUN_PROPERTIES, **STEP_PROPERTIES}
+"""The properties the checker judges, in the registry's words (`slotwarden.model.registry`)."""
 
 
 def _handles(world: World) -> dict:

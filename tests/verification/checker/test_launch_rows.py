@@ -4,8 +4,7 @@ write-set mutants caught by the search (a replayable trace) and by random walks.
 
 import pytest
 
-from slotwarden.model.pool import Pool
-from slotwarden.model.vocabulary import NOBODY, PAD_SLOT, Slot, State
+from slotwarden.model.vocabulary import PAD_SLOT
 from slotwarden.model.write_set import Fill, Row, RowKind
 from slotwarden.runtime.scheduler.forward import captured_sizes as runtime_sizes
 from slotwarden.verification import abstract as A
@@ -15,47 +14,10 @@ from slotwarden.verification.abstract.rows import PAD_ROW, captured_sizes, fills
 from slotwarden.verification.checker.search import check
 from slotwarden.verification.checker.simulate import simulate
 from slotwarden.verification.mutants.history import MUTANTS
+from slotwarden.verification.selftest import STEP_WORLD, bad_step
 
 
-def _running(rid: int) -> Slot:
-    return Slot(State.RUNNING, rid, NOBODY, 0, 0)
-
-
-# two running requests, each on its own slot, each already run in a completed step
-WORLD = A.World(
-    Pool((_running(0), _running(1)), (), None),
-    (A.Request(0, None, A.RUNNING, 1, ran=True), A.Request(1, None, A.RUNNING, 2, ran=True)),
-    (),
-    0,
-    0,
-    (),
-)
-
-
-def _req(rid: int, write: int, source: int | None = None) -> Row:
-    return Row(RowKind.REQUEST, rid, write, write if source is None else source)
-
-
-BAD_ROWS = {  # property -> rows over WORLD that break it first
-    "pads_to_pad": (_req(0, 1), _req(1, 2), Row(RowKind.PAD, NOBODY, 2, 2)),  # a pad row on a live slot
-    "ids_in_pool": (_req(0, 1), _req(1, 3)),  # past the pool
-    "writes_held": (_req(0, 2), _req(1, 1)),  # each writes the other's slot
-    "writes_disjoint": (_req(0, 1), _req(0, 1)),  # one slot written by two rows
-    "reads_held": (_req(0, 1, source=2), _req(1, 2)),  # r0 reads r1's slot
-}
-
-
-class _Rows(Policy):
-    def __init__(self, rows):
-        self.rows = rows
-
-    def step_rows(self, world, running):
-        return self.rows
-
-
-class _Stale(Policy):
-    def fills(self, world):
-        return (Fill.STALE,) * len(world.pool.slots)
+WORLD = STEP_WORLD  # two running requests, each on its own slot, each already run in a completed step
 
 
 def test_the_twin_pads_to_the_runtimes_captured_sizes():
@@ -81,8 +43,7 @@ def test_a_taken_slot_is_zeroed_until_a_launched_step_writes_it():
 @pytest.mark.parametrize("prop", sorted(STEP_PROPERTIES), ids=str)
 def test_every_step_property_flags_a_step_built_to_break_it(prop):
     assert judge_launch(WORLD, Policy()) is None  # the twin's own rows over the same world pass
-    policy = _Stale() if prop == "reads_filled" else _Rows(BAD_ROWS[prop])
-    found = judge_launch(WORLD, policy)
+    found = judge_launch(WORLD, bad_step(prop))
     assert found is not None and found[0] == prop, found
     assert "the launch check refuses rows" in found[1]
 
