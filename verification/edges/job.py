@@ -14,6 +14,7 @@ from slotwarden.verification.edges import (
     conversions,
     documents,
     free_lanes,
+    guard_step,
     one_slot,
     scheduler_runs,
     trace_format,
@@ -68,12 +69,17 @@ EDGE_CHECKS = {  # name -> (module, what its row says)
         write_set,
         "check_step refuses what the model refuses, at its row and slot, on {n} steps; accepted ones keep the six",
     ),
+    "guard step": (
+        guard_step,
+        "GuardedAllocator.check_step refuses what the model refuses, at its row and slot, on {n} steps",
+    ),
 }
 SIZES = {
     "trace format": lambda: len(trace_format.BAD_LINES) + len(trace_format.BAD_HEADERS),
     "conversions": lambda: len(conversions.CASES),
     "tree integrity": lambda: len(tree_integrity.BREAKS),
     "write set": lambda: write_set.STEPS,
+    "guard step": lambda: guard_step.STEPS,
 }
 
 
