@@ -14,6 +14,7 @@ from slotwarden.verification.edges import (
     conversions,
     documents,
     free_lanes,
+    ledger_paths,
     one_slot,
     scheduler_runs,
     trace_format,
@@ -63,6 +64,10 @@ EDGE_CHECKS = {  # name -> (module, what its row says)
     "tree integrity": (
         tree_integrity,
         "check() passes on built trees and flags {n} broken ones; refusals typed and named",
+    ),
+    "ledger paths": (
+        ledger_paths,
+        "compiled move in use where built; allocs of n; no free list kept; bad ids first; lock record; words; configs",
     ),
     "write set": (
         write_set,
