@@ -9,7 +9,7 @@ from source_edits import broken
 
 from slotwarden.model.machine import SlotMachine
 from slotwarden.runtime.config import PoolConfig
-from slotwarden.runtime.ledger import checks, compiled, ledger, locks, recorder, slots
+from slotwarden.runtime.ledger import checks, compiled, ledger, locks, recorder, slots, transition
 from slotwarden.verification.edges import ledger_paths
 from slotwarden.verification.edges.job import problems_of
 
@@ -41,6 +41,13 @@ VARIANTS = {  # mutant -> (owner, function, old, new, words of a problem)
         "\n    return False",
         "\n    return True",
         "holding no lock",
+    ),
+    "transition.py Eq_GtE:31 (an unlock counted as a lock)": (
+        transition,
+        "write_slots",
+        "if src == _INC:  # the lock count, below MAX_READERS: the FULL bit refuses the rest",
+        "if src >= _INC:  # the lock count, below MAX_READERS: the FULL bit refuses the rest",
+        "one each given back",
     ),
     "checks.py AddNot:3 (the other refused slots miscounted)": (
         checks.Checks,

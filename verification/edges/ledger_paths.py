@@ -3,7 +3,8 @@
 - `alloc(n)` hands out n distinct slots on every n (the one-slot inline path takes n = 1 only);
 - a ledger without a free list (a guard's) keeps none when a batch frees slots;
 - bad ids are refused as bad ids first, before an alloc by id or a fence too early;
-- the lock record refuses an unlock by a request holding no lock on a slot others lock;
+- the lock record refuses an unlock by a request holding no lock on a slot others lock, and
+  a batch of unlocks a slot at a time takes one lock each;
 - a refused batch counts its other refused slots in words; a slot's history is its own;
 - `PoolConfig` refuses an empty or non-tuple `conv_dims`;
 - the model's named triggers, without `target`/`epoch`, move as `fire` and `step` do.
@@ -34,6 +35,7 @@ def problems() -> list[str]:
         + _no_free_list()
         + _bad_ids_first()
         + _lock_record()
+        + _unlocks()
         + _words()
         + _configs()
         + _triggers()
@@ -106,8 +108,24 @@ def _lock_record() -> list[str]:
     return []
 
 
-def _lock(ledger: SlotLedger, event: Event, ids, request) -> None:
-    batch = ledger.lock_batch(event, ids, request, False)
+def _unlocks() -> list[str]:
+    ledger = SlotLedger(4)
+    for r, node in ((1, 9), (2, 10)):
+        ids = ledger.alloc(1, Actor.request(r))
+        ledger.apply(Event.ADMIT, ids, Actor.request(r))
+        ledger.apply(Event.INSERT, ids, Actor.request(r), node)
+    ledger.fence()
+    _lock(ledger, Event.LOCK, [1, 2], [3, 4], each=True)
+    _lock(ledger, Event.LOCK, [1], [5], each=True)
+    _lock(ledger, Event.UNLOCK, [1, 2], [3, 4], each=True)  # a slot at a time, two keys
+    counts = [ledger.record(s).readers for s in (1, 2)]
+    if counts != [1, 0] or ledger.lock_problems():
+        return [f"locks 2 and 1, one each given back: counts {counts}, {ledger.lock_problems()}"]
+    return []
+
+
+def _lock(ledger: SlotLedger, event: Event, ids, request, each: bool = False) -> None:
+    batch = ledger.lock_batch(event, ids, request, each)
     ledger.check_locks(batch.ids, batch.actors, batch.event)
     ledger.fire_locks(batch, ledger.apply, ledger.apply_each)
 
