@@ -4,13 +4,19 @@ it holds), each shown failing on broken variants in tests/verification/test_edge
 - `conversions`: ids, actors, targets, counts and steps at their bounds (int64 and beyond,
   numpy and torch types): converted, or refused in words with nothing changed;
 - `one_slot`, `batch_lanes`, `free_lanes`: one-slot moves, many-slot batches and the drop-in
-  allocator agree on every lane of the ledger; frees follow the declaration's free rule;
-- `words`: refusals name the slot, its state and owner, the event and the actor; errors pickle;
+  allocator agree on every lane; frees follow the free rule;
+- `words`: refusals name slot, state, owner, event and actor; errors pickle;
 - `scheduler_runs`: `run`, counters against the steps made, parallel sampling's ids, seeds
   and prefills, failed forward passes, the session reaper and `session_state`; the admission
   plan (`admission_plan`) decides as the loop alone would;
 - `audits`: each fault built for them flagged; `documents`: docs/ is what the rules generate;
+<<<<<<< HEAD
 - `tree_integrity`, `write_set`, `guard_step`: the prefix tree's `check()` passes on built trees and flags
   broken ones; a launched step's batched check, in the pool and in the drop-in allocator,
   refuses what the model's refuses.
 """
+=======
+  `ledger_paths` (tests/verification/test_edges_ledger.py): the ledger's side paths, configs;
+- `tree_integrity`, `write_set`: the prefix tree's `check()` passes on built trees and flags
+  broken ones; a launched step's batched check refuses what the model's refuses."""
+>>>>>>> wt-a

@@ -15,6 +15,7 @@ from slotwarden.verification.edges import (
     documents,
     free_lanes,
     guard_step,
+    ledger_paths,
     one_slot,
     scheduler_runs,
     trace_format,
@@ -64,6 +65,10 @@ EDGE_CHECKS = {  # name -> (module, what its row says)
     "tree integrity": (
         tree_integrity,
         "check() passes on built trees and flags {n} broken ones; refusals typed and named",
+    ),
+    "ledger paths": (
+        ledger_paths,
+        "compiled move in use where built; allocs of n; no free list kept; bad ids first; lock record; words; configs",
     ),
     "write set": (
         write_set,
