@@ -10,13 +10,6 @@ it holds), each shown failing on broken variants in tests/verification/test_edge
   and prefills, failed forward passes, the session reaper and `session_state`; the admission
   plan (`admission_plan`) decides as the loop alone would;
 - `audits`: each fault built for them flagged; `documents`: docs/ is what the rules generate;
-<<<<<<< HEAD
-- `tree_integrity`, `write_set`, `guard_step`: the prefix tree's `check()` passes on built trees and flags
-  broken ones; a launched step's batched check, in the pool and in the drop-in allocator,
-  refuses what the model's refuses.
-"""
-=======
   `ledger_paths` (tests/verification/test_edges_ledger.py): the ledger's side paths, configs;
-- `tree_integrity`, `write_set`: the prefix tree's `check()` passes on built trees and flags
-  broken ones; a launched step's batched check refuses what the model's refuses."""
->>>>>>> wt-a
+- `tree_integrity`: the prefix tree's `check()` passes on built trees, flags broken ones;
+  `write_set`, `guard_step`: the pool's and the drop-in's step checks = the model's."""
