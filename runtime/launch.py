@@ -73,8 +73,7 @@ def check_step(ledger, slot_indices, actors, pad: int = 0, sources=None, fills=N
     if fills is not None and (not isinstance(fills, np.ndarray) or fills.shape != (ledger.capacity + 1,)):
         raise BadInput(f"one fill code per slot id 0..{ledger.capacity}", argument="fills", value=fills)
     if compiled.AVAILABLE and (fills is None or fills.dtype == np.uint8):
-        row, pair = compiled.first_bad(ledger, np.ascontiguousarray(ids), np.ascontiguousarray(who),
-                                       src if src is ids else np.ascontiguousarray(src), pad, fills, tables)  # fmt: skip
+        row, pair = compiled.first_bad(ledger, ids, who, src, pad, fills, tables)
         if row >= 0:
             _refuse(ledger, row, ids, who, src, fills, tables)
         if pair is not None:

@@ -56,6 +56,9 @@ _scratch: dict[tuple[int, int], _Scratch] = {}
 def first_bad(ledger, ids, who, src, pad, fills, tables) -> tuple[int, tuple[int, int] | None]:
     """(the first refused row or -1, (row, later row) writing one slot, or None)."""
     c, cap = ledger.cols, ledger.capacity
+    same = src is ids
+    ids, who = np.ascontiguousarray(ids), np.ascontiguousarray(who)
+    src = ids if same else np.ascontiguousarray(src)
     scratch = _scratch.get((cap, ids.size))
     if scratch is None:
         scratch = _scratch[(cap, ids.size)] = _Scratch(cap, ids.size)
@@ -69,7 +72,7 @@ def first_bad(ledger, ids, who, src, pad, fills, tables) -> tuple[int, tuple[int
     *arrays, codes = compiled
     have = fills is not None
     bad, nlock, first, second = _first_bad(
-        ids, who, src, pad, src is ids, tables.request_rows, tables.pad_rows, have, scratch.stride,
+        ids, who, src, pad, same, tables.request_rows, tables.pad_rows, have, scratch.stride,
         scratch.bytes, c.owner, c.borrower, c.readers, fills if have else scratch.bytes,
         *arrays, scratch.locks, scratch.seen, codes,
     )  # fmt: skip

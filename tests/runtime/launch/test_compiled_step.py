@@ -10,7 +10,7 @@ import pytest
 from slotwarden.model.errors import IllegalStep
 from slotwarden.model.vocabulary import NOBODY, Actor
 from slotwarden.model.write_set import Fill
-from slotwarden.runtime import launch, launch_compiled
+from slotwarden.runtime import launch_compiled
 from slotwarden.runtime.config import PoolConfig
 from slotwarden.runtime.launch import check_step
 from slotwarden.runtime.pool import StatePool
@@ -48,7 +48,7 @@ def random_pool(rng: random.Random) -> StatePool:
     pool.admit(ids, q)
     pool.launch(lambda: False)
     pool.finish(ids, q)
-    pool.fills[1:] = np.array([rng.choice((Fill.WRITTEN, Fill.WRITTEN, Fill.STALE)) for _ in range(pool.capacity)])
+    pool.fills[1:] = np.array([rng.choice((Fill.WRITTEN,) * 5 + (Fill.STALE,)) for _ in range(pool.capacity)])
     return pool
 
 
@@ -60,16 +60,30 @@ def verdict(pool, ids, who, src, fills):
     return None
 
 
+def own(rng, pool, actor: int) -> int:
+    """A slot `actor` owns or borrows (or the pad slot for a pad row, or for one holding none)."""
+    c = pool.ledger.cols
+    held = np.flatnonzero((c.owner == actor) | (c.borrower == actor)).tolist() if actor != NOBODY else []
+    return rng.choice(held) if held else 0
+
+
+def read(rng, pool, actor: int) -> int:
+    """A cached slot some request has locked, `actor` or another."""
+    locked = sorted(pool.ledger.locks)
+    return rng.choice(locked) if locked else own(rng, pool, actor)
+
+
 def disagreements(monkeypatch, steps: int = 60, pools: int = 25, seed: int = 11) -> list:
     rng, found = random.Random(seed), []
     for _ in range(pools):
         pool = random_pool(rng)
+        anywhere = (0, -1, pool.capacity + 1, *range(1, pool.capacity + 1))
         for _ in range(steps):
-            n = rng.randrange(1, 7)
+            n = rng.randrange(1, 6)
             who = [rng.choice((*REQUESTS, 5, NOBODY)) for _ in range(n)]
-            ids = [rng.choice((0, 0, -1, pool.capacity + 1, *range(1, pool.capacity + 1))) for _ in range(n)]
-            ids = [0 if a == NOBODY and rng.random() < 0.7 else i for a, i in zip(who, ids)]
-            src = None if rng.random() < 0.5 else [rng.choice((i, i, rng.randrange(0, pool.capacity + 1))) for i in ids]
+            ids = [own(rng, pool, a) if rng.random() < 0.9 else rng.choice(anywhere) for a in who]
+            src = None if rng.random() < 0.5 else [rng.choice((i, i, i, read(rng, pool, a), rng.choice(anywhere)))
+                                                   for a, i in zip(who, ids)]  # fmt: skip
             fills = None if rng.random() < 0.3 else pool.fills
             with monkeypatch.context() as m:
                 m.setattr(launch_compiled, "AVAILABLE", False)
