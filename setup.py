@@ -17,6 +17,7 @@ setup(
             depends=["runtime/ledger/_move.h"],
             extra_compile_args=FLAGS,
             optional=True,
-        )
+        ),
+        Extension("slotwarden.runtime._step", ["runtime/_step.c"], extra_compile_args=FLAGS, optional=True),
     ]
 )

@@ -21,6 +21,7 @@ from slotwarden.model.errors import BadInput, IllegalStep
 from slotwarden.model.lifecycle import LIFECYCLE, WRITE_SET
 from slotwarden.model.vocabulary import MAX_READERS, NOBODY, ActorKind, Relation
 from slotwarden.model.write_set import Fill, Row, RowKind, WriteSet
+from slotwarden.runtime import launch_compiled as compiled
 
 _READ_LOCKED = (int(Relation.READER), int(Relation.FULL))
 
@@ -71,6 +72,13 @@ def check_step(ledger, slot_indices, actors, pad: int = 0, sources=None, fills=N
     src = ids if sources is None else _ints(sources, "sources", ids.size)
     if fills is not None and (not isinstance(fills, np.ndarray) or fills.shape != (ledger.capacity + 1,)):
         raise BadInput(f"one fill code per slot id 0..{ledger.capacity}", argument="fills", value=fills)
+    if compiled.AVAILABLE and (fills is None or fills.dtype == np.uint8):
+        row, pair = compiled.first_bad(ledger, ids, who, src, pad, fills, tables)
+        if row >= 0:
+            _refuse(ledger, row, ids, who, src, fills, tables)
+        if pair is not None:
+            _refuse_pair(ledger, np.array([pair[0]]), np.array([pair[1]]), ids, who, src, fills, tables)
+        return
     bad = _faults(ledger, ids, who, src, pad, fills, tables)
     if bad.any():
         _refuse(ledger, int(np.argmax(bad)), ids, who, src, fills, tables)

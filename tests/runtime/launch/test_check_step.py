@@ -100,6 +100,7 @@ def test_the_batched_check_refuses_exactly_what_the_model_refuses():
 def test_the_comparison_catches_a_batched_check_that_misses_a_fault(monkeypatch):
     """A batched check blind to stale reads, or to a pad row off the pad slot, disagrees."""
     real = launch._faults
+    monkeypatch.setattr(launch.compiled, "AVAILABLE", False)  # the numpy path, whose _faults is patched
 
     def blind_to_stale(ledger, ids, who, src, pad, fills, tables):
         return real(ledger, ids, who, src, pad, None, tables)
