@@ -1,4 +1,4 @@
-"""The build of the ledger's compiled move (everything else is declared in pyproject.toml).
+"""The build of the compiled move (runtime/ledger/_move.c) and launch check (runtime/_step.c); the rest is in pyproject.toml.
 Optional: without a C compiler the install still succeeds and the ledger keeps to numpy."""
 
 import platform
