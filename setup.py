@@ -1,5 +1,6 @@
-"""The build of the compiled move (runtime/ledger/_move.c) and launch check (runtime/_step.c); the rest is in pyproject.toml.
-Optional: without a C compiler the install still succeeds and the ledger keeps to numpy."""
+"""The build of the compiled move (runtime/ledger/_move.c) and launch check (runtime/_step.c);
+the rest is in pyproject.toml. Optional: without a C compiler the install still succeeds and
+the ledger and the launch check keep to numpy."""
 
 import platform
 
