@@ -1,11 +1,11 @@
 """A launched step's write set: the runtime's batched check refuses exactly what the model's does.
 
-Random steps (pad rows, -1 and ids past the pool, parked, lent, cached, released and never-zeroed
-slots, reads of another's slot; half with no sources, each row reading what it writes) over a pool
-holding every kind of slot: `runtime.launch.check_step` and `model.launch.check_step` must agree
-on whether each is refused, and on the row and slot they name; and every step the model accepts
-keeps the six properties of a step (`model/properties.py`: writes held, disjoint, pads on the pad
-slot, ids in the pool, reads held, reads filled).
+On the compiled check (where built) and the numpy one, random steps (pad rows, -1 and ids
+past the pool, parked, lent, cached, released and never-zeroed slots, reads of another's slot;
+half with no sources) over a pool holding every kind of slot: `runtime.launch.check_step` and
+`model.launch.check_step` must agree on whether each is refused, and on the row and slot they
+name; and every step the model accepts keeps the six properties of a step (`model/properties.py`:
+writes held, disjoint, pads on the pad slot, ids in the pool, reads held, reads filled).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from slotwarden.model.properties import ids_in_pool, pads_to_pad, reads_filled, 
 from slotwarden.model.vocabulary import NOBODY, Actor
 from slotwarden.model.write_set import Fill, Row, RowKind
 from slotwarden.runtime.config import PoolConfig
+from slotwarden.runtime import launch_compiled as compiled
 from slotwarden.runtime.launch import check_step
 from slotwarden.runtime.pool import StatePool
 
@@ -96,9 +97,16 @@ def _keeps_every_property(rows, slots, fills, locks, capacity: int) -> bool:
 
 
 def problems() -> list[str]:
-    found = disagreements()
-    return (
-        [f"{len(found)} of {STEPS} steps: first {found[0][0]}: model {found[0][1]}, runtime {found[0][2]}"]
-        if found
-        else []
-    )
+    """On the compiled check (where built) and on the numpy one, each against the model."""
+    out = []
+    for lane in ("compiled", "numpy") if compiled.AVAILABLE else ("numpy",):
+        was = compiled.AVAILABLE
+        compiled.AVAILABLE = lane == "compiled"
+        try:
+            found = disagreements()
+        finally:
+            compiled.AVAILABLE = was
+        if found:
+            first = f"first {found[0][0]}: model {found[0][1]}, runtime {found[0][2]}"
+            out.append(f"{lane}: {len(found)} of {STEPS} steps: {first}")
+    return out
