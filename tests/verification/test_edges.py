@@ -4,10 +4,9 @@ mutation campaign's survivors that the check was written to kill."""
 
 from __future__ import annotations
 
-import inspect
-import textwrap
 
 import pytest
+from source_edits import broken
 
 from slotwarden.kernels import sample
 from slotwarden.model import diagram, document, errors, free, palette
@@ -31,22 +30,6 @@ from slotwarden.verification.edges import (
 )
 from slotwarden.verification.edges.job import EDGE_CHECKS, edge_row, problems_of
 from slotwarden.verification.verify.jobs import Row
-
-
-def broken(monkeypatch, owner, name: str, old: str, new: str) -> None:
-    """Edit function `name` of `owner` (a module or a class) in place: its source with `old`
-    (found once) replaced by `new`, compiled in its module's globals. Every reference to the
-    function, imported elsewhere by name or not, runs the edited code."""
-    func = vars(owner)[name]
-    while hasattr(func, "__wrapped__"):
-        func = func.__wrapped__
-    source = textwrap.dedent(inspect.getsource(func))
-    assert source.count(old) == 1, f"{old!r} is not once in {name}"
-    source = "\n".join(line for line in source.replace(old, new).splitlines() if not line.startswith("@"))
-    module = inspect.getmodule(func)
-    space = dict(vars(module))
-    exec(compile(source, module.__file__, "exec"), space)
-    monkeypatch.setattr(func, "__code__", space[name].__code__)
 
 
 @pytest.mark.parametrize("name", list(EDGE_CHECKS))
