@@ -119,3 +119,12 @@ def declare_write_set(
     if not isinstance(pad_slot, int) or isinstance(pad_slot, bool):
         raise DeclarationError(f"the pad slot {shown(pad_slot)} is not a slot id")
     return WriteSet(rows, pad_slot, readable, by_kind)
+
+
+class _AllWritten:
+    def __getitem__(self, i: int) -> Fill:
+        return Fill.WRITTEN
+
+
+ALL_WRITTEN = _AllWritten()
+"""Fills for a check that tracks none (a trace's replay, an engine's guard): every slot is WRITTEN."""

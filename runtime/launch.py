@@ -20,7 +20,7 @@ from slotwarden.model import launch as model
 from slotwarden.model.errors import BadInput, IllegalStep
 from slotwarden.model.lifecycle import LIFECYCLE, WRITE_SET
 from slotwarden.model.vocabulary import MAX_READERS, NOBODY, ActorKind, Relation
-from slotwarden.model.write_set import Fill, Row, RowKind, WriteSet
+from slotwarden.model.write_set import ALL_WRITTEN, Fill, Row, RowKind, WriteSet
 from slotwarden.runtime import launch_compiled as compiled
 
 _READ_LOCKED = (int(Relation.READER), int(Relation.FULL))
@@ -141,7 +141,12 @@ class _Fills:
         self.fills = fills
 
     def __getitem__(self, i: int) -> Fill:
-        return Fill.WRITTEN if self.fills is None else Fill(int(self.fills[i + 1]))
+        return Fill(int(self.fills[i + 1]))
+
+
+def _filled(fills):
+    """The fills as the model's check reads them (`fills[i]`: slot i + 1's); none: all written."""
+    return ALL_WRITTEN if fills is None else _Fills(fills)
 
 
 def _row(i: int, ids, who, src) -> Row:
@@ -153,7 +158,7 @@ def _refuse(ledger, i: int, ids, who, src, fills, tables: Tables):
     """Raise the model's refusal of row `i`, in its words."""
     locks = ledger.locks
     model.check_row(
-        i, _row(i, ids, who, src), _Records(ledger), _Fills(fills), locks, tables.write_set, tables.lifecycle
+        i, _row(i, ids, who, src), _Records(ledger), _filled(fills), locks, tables.write_set, tables.lifecycle
     )
     raise IllegalStep("refused by the batched check", row=i, slot_id=int(ids[i]), slot=None, holder=None, actor=None)
 
@@ -164,7 +169,7 @@ def _refuse_pair(ledger, first, second, ids, who, src, fills, tables: Tables):
     i, k = int(first[j]), int(second[j])
     rows = (_row(i, ids, who, src), _row(k, ids, who, src))
     try:
-        model.check_step(rows, _Records(ledger), _Fills(fills), ledger.locks, tables.write_set, tables.lifecycle)
+        model.check_step(rows, _Records(ledger), _filled(fills), ledger.locks, tables.write_set, tables.lifecycle)
     except IllegalStep as e:
         e.row = k  # the model saw the two rows as rows 0 and 1
         e._reason = f"row {i} writes it too"

@@ -33,13 +33,19 @@ _CODES = (
 
 
 class _Scratch:
-    """Per ledger and batch size: the lock-check buffer and the last-row-per-slot column (-1)."""
+    """Per pool size: the lock-check buffer (grown to the largest batch, `room`) and the
+    last-row-per-slot column (all -1 between calls: the kernel clears what it set)."""
 
-    def __init__(self, cap: int, n: int):
-        self.locks = np.empty(max(4 * n, 4), dtype=np.int64)
+    def __init__(self, cap: int):
+        self.locks = np.empty(4, dtype=np.int64)
         self.seen = np.full(cap + 1, -1, dtype=np.int64)
         self.state = self.bytes = None
         self.stride = 1
+
+    def room(self, n: int) -> None:
+        """Room for two (row, slot) pairs a row in the lock-check buffer."""
+        if self.locks.size < 4 * n:
+            self.locks = np.empty(4 * n, dtype=np.int64)
 
     def bind(self, state: np.ndarray):
         """The state column as contiguous bytes and a stride (it may be every other byte of a wider code)."""
@@ -50,7 +56,7 @@ class _Scratch:
             self.bytes = np.lib.stride_tricks.as_strided(state, shape=span, strides=(1,), writeable=False)
 
 
-_scratch: dict[tuple[int, int], _Scratch] = {}
+_scratch: dict[int, _Scratch] = {}
 
 
 def first_bad(ledger, ids, who, src, pad, fills, tables) -> tuple[int, tuple[int, int] | None]:
@@ -59,9 +65,10 @@ def first_bad(ledger, ids, who, src, pad, fills, tables) -> tuple[int, tuple[int
     same = src is ids
     ids, who = np.ascontiguousarray(ids), np.ascontiguousarray(who)
     src = ids if same else np.ascontiguousarray(src)
-    scratch = _scratch.get((cap, ids.size))
+    scratch = _scratch.get(cap)
     if scratch is None:
-        scratch = _scratch[(cap, ids.size)] = _Scratch(cap, ids.size)
+        scratch = _scratch[cap] = _Scratch(cap)
+    scratch.room(ids.size)
     if scratch.state is not c.state:
         scratch.bind(c.state)
     compiled = getattr(tables, "_compiled", None)

@@ -2,8 +2,8 @@
 
 The format (docs/traces.md) is engine-agnostic: any engine can write it, and
 `slotwarden check-trace` replays it against the model. `StatePool` and `LedgerGuard` write one
-when given `trace=` (a path, a text file, or a `TraceWriter`); off by default, and then nothing
-is added to their path at all.
+when given `trace=` (a path, a text file, or a `TraceWriter`); off by default, and then their
+moves run as without one (a launch only looks whether a trace is attached).
 """
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ class TraceWriter:
             self.file.write(Header(capacity).to_json() + "\n")
 
     def write(self, step: int, event, ids, actor: Actor, target: int = NOBODY) -> None:
-        ids = tuple(np.asarray(ids, dtype=np.int64).reshape(-1).tolist())  # one batch, one line
+        ids = _host(ids)  # one batch, one line
         self.file.write(TraceLine(int(step), event, ids, actor, int(target)).to_json() + "\n")
 
     def launch(self, step: int, slots, actors, sources=None) -> None:

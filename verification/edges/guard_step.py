@@ -18,7 +18,7 @@ import torch
 from slotwarden.model import launch as model
 from slotwarden.model.errors import IllegalStep
 from slotwarden.model.vocabulary import NOBODY, Actor
-from slotwarden.model.write_set import Fill, Row, RowKind
+from slotwarden.model.write_set import ALL_WRITTEN, Row, RowKind
 from slotwarden.runtime.free_list import FreeList
 from slotwarden.runtime.guarded_allocator import GuardedAllocator
 
@@ -49,11 +49,6 @@ def holding() -> GuardedAllocator:
     return a
 
 
-class _Filled:
-    def __getitem__(self, i: int) -> Fill:
-        return Fill.WRITTEN
-
-
 def disagreements(check=None, steps: int = STEPS, seed: int = 5) -> list:
     """Random steps where `check(a, ids, actors, sources)` (default: the guard's) and the
     model's differ: (rows, the model's verdict, the guard's)."""
@@ -72,7 +67,7 @@ def disagreements(check=None, steps: int = STEPS, seed: int = 5) -> list:
             for w, i, s in zip(who, ids, src or ids)
         )
         try:
-            model.check_step(rows, slots, _Filled(), a.ledger.locks)
+            model.check_step(rows, slots, ALL_WRITTEN, a.ledger.locks)
             want = None
         except IllegalStep as e:
             want = (e.row, e.slot_id)

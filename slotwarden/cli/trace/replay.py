@@ -22,7 +22,7 @@ from slotwarden.model.launch import check_step
 from slotwarden.model.pool import check_ids
 from slotwarden.model.step import step
 from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, Event, State
-from slotwarden.model.write_set import Fill, Row, RowKind
+from slotwarden.model.write_set import ALL_WRITTEN, Row, RowKind
 from slotwarden.runtime.inputs import actor as checked_actor
 from slotwarden.runtime.trace import FREE, LAUNCH, LaunchLine, TraceLine
 
@@ -60,12 +60,6 @@ class _Slots:
         return self.records.get(i + 1, FREE_SLOT)
 
 
-class _Filled:
-    def __getitem__(self, i: int) -> Fill:
-        return Fill.WRITTEN
-
-
-_FILLED = _Filled()
 _LOCKING = (Event.LOCK, Event.UNLOCK, Event.EVICT)
 
 
@@ -153,7 +147,7 @@ class Replay:
             for w, a, r in zip(line.slots, line.actors, line.sources)
         )
         try:
-            check_step(rows, _Slots(self.slots, self.bound), _FILLED, self.locks)
+            check_step(rows, _Slots(self.slots, self.bound), ALL_WRITTEN, self.locks)
         except (LifecycleError, ValueError) as exc:
             slot = getattr(exc, "slot_id", None)
             bounded = slot if type(slot) is int and 1 <= slot <= self.bound else None
