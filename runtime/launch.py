@@ -65,6 +65,16 @@ def check_step(ledger, slot_indices, actors, pad: int = 0, sources=None, fills=N
     `ledger` is a `SlotLedger` or anything holding one as `.ledger` (a pool, a guard)."""
     ledger = getattr(ledger, "ledger", ledger)
     ledger.check_thread()
+    if compiled.AVAILABLE:  # the common call: arrays as the bound check takes them, nothing converted
+        check = getattr(ledger, compiled.ATTRIBUTE, None)
+        verdict = (
+            False if check is None else check.check(ledger.cols, tables, slot_indices, actors, pad, sources, fills)
+        )
+        if verdict is None:
+            return
+        if verdict is not False:
+            src = slot_indices if sources is None else sources
+            return _judged(ledger, verdict, slot_indices, actors, src, fills, tables)
     if not isinstance(pad, int) or isinstance(pad, bool) or pad != tables.write_set.pad_slot:
         raise BadInput(f"this pool's pad slot is {tables.write_set.pad_slot}", argument="pad", value=pad)
     ids = _ints(slot_indices, "slot_indices")
@@ -89,6 +99,15 @@ def check_step(ledger, slot_indices, actors, pad: int = 0, sources=None, fills=N
         if twice.size:
             rows = np.flatnonzero(ids != pad)
             _refuse_pair(ledger, rows[order[twice]], rows[order[twice + 1]], ids, who, src, fills, tables)
+
+
+def _judged(ledger, verdict, ids, who, src, fills, tables: Tables) -> None:
+    """Refuse as a compiled verdict says (the lock record judging the rows reading a cached slot)."""
+    row = compiled.locked_out(ledger, verdict, who)
+    if row >= 0:
+        _refuse(ledger, row, ids, who, src, fills, tables)
+    if verdict[3] >= 0:
+        _refuse_pair(ledger, np.array([verdict[2]]), np.array([verdict[3]]), ids, who, src, fills, tables)
 
 
 def _faults(ledger, ids, who, src, pad, fills, tables: Tables) -> np.ndarray:
