@@ -1,6 +1,7 @@
 """The compiled launch check and the numpy one give the same verdict on random steps over random
 ledgers (built through the pool's own calls): accepted, or refused naming the same row and slot
-in the same words. A compiled check that misjudges one relation disagrees."""
+in the same words, whether the rows come as lists (converted first) or as int64 arrays (judged
+as handed in). A compiled check that misjudges one relation disagrees."""
 
 import random
 
@@ -88,9 +89,11 @@ def disagreements(monkeypatch, steps: int = 60, pools: int = 25, seed: int = 11)
             with monkeypatch.context() as m:
                 m.setattr(launch_compiled, "AVAILABLE", False)
                 want = verdict(pool, ids, who, src, fills)
-            got = verdict(pool, ids, who, src, fills)
-            if got != want:
-                found.append((ids, who, src, want, got))
+            got = verdict(pool, ids, who, src, fills)  # lists: converted, then judged
+            arrays = [None if x is None else np.array(x, dtype=np.int64) for x in (ids, who, src)]
+            taken = verdict(pool, *arrays, fills)  # int64 arrays: judged as handed in
+            if got != want or taken != want:
+                found.append((ids, who, src, want, got, taken))
     return found
 
 
