@@ -11,8 +11,7 @@ All or nothing, the engine included: slots are handed to the engine's `free` aft
 and before the ledger writes, so an engine whose `free` raises still owns none of them and the
 ledger still says where they are (never FREE in the ledger while missing from the engine).
 Bad input is refused (`runtime.inputs`) before the engine is asked anything. Single-threaded,
-like its ledger (`WrongThread`). With `fills`, it also keeps what each slot holds (`Fill`: stale
-from alloc until the engine says it zeroed or copied into it) for the step check's first-read rule.
+like its ledger (`WrongThread`). With `fills` it keeps each slot's `Fill` for the first-read rule.
 """
 
 from __future__ import annotations
