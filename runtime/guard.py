@@ -11,7 +11,7 @@ All or nothing, the engine included: slots are handed to the engine's `free` aft
 and before the ledger writes, so an engine whose `free` raises still owns none of them and the
 ledger still says where they are (never FREE in the ledger while missing from the engine).
 Bad input is refused (`runtime.inputs`) before the engine is asked anything. Single-threaded,
-like its ledger (`WrongThread`).
+like its ledger (`WrongThread`). With `fills` it keeps each slot's `Fill` for the first-read rule.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import torch
 from slotwarden.model.errors import BadInput, BadSlotId, shown
 from slotwarden.model.step import legal_rule
 from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, Actor, Event, State
+from slotwarden.model.write_set import Fill
 
 from slotwarden.runtime import inputs
 from slotwarden.runtime import launch as _launch
@@ -62,9 +63,11 @@ class SlotAllocator(Protocol):
 
 
 class LedgerGuard:
-    """Wraps `allocator` (slots 1..capacity) with the lifecycle's ownership ledger."""
+    """Wraps `allocator` (slots 1..capacity) with the lifecycle's ownership ledger; `fills`: keep
+    each slot's `Fill` (`self.fills`, uint8 per slot id, all ZEROED at first, as an engine's
+    state starts) and judge the first-read rule at `check_step`."""
 
-    def __init__(self, allocator: SlotAllocator, capacity: int, *, check: str = "strict", trace=None):
+    def __init__(self, allocator: SlotAllocator, capacity: int, *, check: str = "strict", trace=None, fills=False):
         if not (callable(getattr(allocator, "alloc", None)) and callable(getattr(allocator, "free", None))):
             raise BadInput("an allocator with alloc(n) and free(ids)", argument="allocator", value=allocator)
         capacity = inputs.capacity(capacity)
@@ -81,6 +84,7 @@ class LedgerGuard:
         attach_trace(self.ledger, trace)  # a slot-event trace (runtime/trace.py); None: off, nothing added
         self.device = _CPU  # where the engine's index tensors live (from alloc)
         self._alloc_kind = self.ledger.lifecycle.event(Event.ALLOC).actor
+        self.fills = np.full(capacity + 1, int(Fill.ZEROED), dtype=np.uint8) if fills else None
 
     def alloc(self, n: int, owner: Actor) -> torch.Tensor | None:
         """The engine allocates; the guard records `owner` for every slot, or hands the slots
@@ -116,18 +120,27 @@ class LedgerGuard:
                 raw = host_raw(ids, n, ledger.mover)
                 if raw is not None and ledger.apply_raw(_ALLOC, raw, owner) >= 0:
                     self.device = _CPU
+                    self._taken(ids.numpy())
                     return ids
             # a device sync for CUDA ids (`.item()`, `host_ids`): the ledger records them on the host
             if n == 1 and ids.dtype is torch.int64 and (ids.is_cpu or ids.is_cuda):
-                self.ledger.apply_one(Event.ALLOC, ids.item(), owner)
+                one = ids.item()
+                self.ledger.apply_one(Event.ALLOC, one, owner)
+                self._taken(one)
             else:
                 host = inputs.host_ids(ids)
-                self.ledger.apply(Event.ALLOC, ids if host is None else host, owner)
+                taken = self.ledger.apply(Event.ALLOC, ids if host is None else host, owner)
+                self._taken(taken)
         except Exception:
             self.allocator.free(ids)
             raise
         self.device = _CPU if ids.is_cpu else ids.device
         return ids
+
+    def _taken(self, ids) -> None:
+        """Slots just allocated hold their previous tenant's state (with `fills`)."""
+        if self.fills is not None:
+            self.fills[ids] = int(Fill.STALE)
 
     def _refuse_shape(self, ids, n: int, owner: Actor) -> None:
         """The engine's alloc gave something that is not a 1-D tensor (a list, a 2-D tensor):
@@ -172,10 +185,37 @@ class LedgerGuard:
         write `slot_indices` (row -> slot id; SGLang: each request's `req.kv.mamba_pool_idx`,
         gathered for the batch) for `actors` (one request id per row, NOBODY for a pad row on
         the pad slot 0): `runtime.launch.check_step` on this guard's ledger. Changes nothing;
-        call it just before launching the step. With a trace, the accepted write set is
-        written to it as the next step's (`launched + 1`)."""
-        _launch.check_step(self.ledger, slot_indices, actors, pad, sources)
+        call it just before launching the step. With `fills`, every slot read must be filled
+        (zeroed, copied into or written since its alloc), and the slots of an accepted step are
+        WRITTEN from then on. With a trace, the accepted write set is written to it as the next
+        step's (`launched + 1`)."""
+        _launch.check_step(self.ledger, slot_indices, actors, pad, sources, self.fills)
+        if self.fills is not None:
+            ids = _rows(slot_indices)
+            self.fills[ids[ids != pad]] = int(Fill.WRITTEN)
         launched(self.ledger, self.ledger.launched + 1, slot_indices, actors, sources)
+
+    def zeroed(self, ids) -> None:
+        """The engine zeroed slots `ids` (SGLang: a batch's `mamba_clear_indices`, cleared before
+        its kernels run): they are ZEROED (with `fills`; without, nothing is kept). Ids outside
+        1..capacity or named twice are refused (`BadSlotId`) and nothing changes."""
+        if self.fills is not None:
+            self.fills[self.ledger.checked_ids(ids, "zeroed", None)] = int(Fill.ZEROED)
+
+    def copied(self, dst, src=None) -> None:
+        """The engine copied slots `src` into slots `dst` (SGLang: a batch's copy-on-write, from
+        a cached slot): each `dst` is COPIED if its source was filled, else STALE (a copy of
+        stale bytes); without `src` (a source outside this pool) COPIED. Checked as `zeroed`."""
+        if self.fills is None:
+            return
+        to = self.ledger.checked_ids(dst, "copied", None)
+        if src is None:
+            self.fills[to] = int(Fill.COPIED)
+            return
+        fro = self.ledger.checked_ids(src, "copied", None)
+        if fro.size != to.size:
+            raise BadSlotId(f"a copy of {fro.size} slots into {to.size}", slot_id=None, event="copied", actor=None)
+        self.fills[to] = np.where(_launch.TABLES.readable[self.fills[fro]], int(Fill.COPIED), int(Fill.STALE))
 
     def launch(self, done=None) -> int:
         return self.ledger.launch(done)
@@ -225,6 +265,11 @@ class LedgerGuard:
             )
         free_ok = audit.free_list_ok and len(problems) == len(audit.problems)
         return audit._replace(free_list_ok=free_ok, problems=tuple(problems))
+
+
+def _rows(slot_indices) -> np.ndarray:
+    """A checked step's row -> slot ids on the host (a device tensor is copied: a sync, as in the check)."""
+    return slot_indices.cpu().numpy() if isinstance(slot_indices, torch.Tensor) else np.asarray(slot_indices)
 
 
 def _show(ids: np.ndarray, times: np.ndarray) -> str:

@@ -1,12 +1,13 @@
-"""What a `GuardedAllocator` reads of its free table (`guarded_allocator._free_table`, compiled
-from `model/free.py`: per actor kind, state and relation to the slot, the event a free makes):
-per actor kind, event and state, whether a batch of slots all in that state that the ledger
+"""A `GuardedAllocator`'s free table (`_free_table`, compiled from `model/free.py`: per actor
+kind, state and relation to the slot, the event a free makes), and what it reads of it: per
+actor kind, event and state, whether a batch of slots all in that state that the ledger
 lets such an actor move by that event is, slot for slot, the free table's move (`_one_move`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from slotwarden.model.free import free_rule_for
 from slotwarden.model.table import ILLEGAL
 from slotwarden.model.vocabulary import ActorKind, Event, Relation, State
 
@@ -41,3 +42,17 @@ def _one_move(ledger, free_event: np.ndarray) -> list:
             per_event.append(row)
         out.append(per_event)
     return out
+
+
+def _free_table(lifecycle) -> tuple[np.ndarray, np.ndarray]:
+    """[actor kind, state, relation] -> the event of a free, or -1; and the state it ends in
+    (or -1): compiled from the model."""
+    table = np.full((len(ActorKind), len(State), len(Relation)), _ILLEGAL, dtype=np.int64)
+    dest = table.copy()
+    for kind in ActorKind:
+        for state in State:
+            for relation in Relation:
+                rule = free_rule_for(lifecycle, state, kind, relation)
+                if rule is not None:
+                    table[kind, state, relation], dest[kind, state, relation] = int(rule.event), int(rule.dest)
+    return table, dest

@@ -23,14 +23,14 @@ import numpy as np
 import torch
 
 from slotwarden.model.errors import BadInput, LifecycleError, SlotwardenError
-from slotwarden.model.free import free_rule, free_rule_for
+from slotwarden.model.free import free_rule
 from slotwarden.model.table import NO_KIND
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Relation, State
 
 from slotwarden.runtime import inputs
 from slotwarden.runtime.guard import _CPU, _INT64, LedgerGuard, host_raw
 from slotwarden.runtime.ledger.lane import lane
-from slotwarden.runtime.guard_tables import _BORROWER, _ILLEGAL, _NONE, _OWNER, _one_move
+from slotwarden.runtime.guard_tables import _BORROWER, _ILLEGAL, _NONE, _OWNER, _free_table, _one_move
 from slotwarden.runtime.ledger.codes import SMALL
 
 ACTING: ContextVar[Actor | None] = ContextVar("slotwarden_acting", default=None)
@@ -85,19 +85,20 @@ class HeldSlots(LifecycleError):
 
 class GuardedAllocator:
     """Wraps `allocator` (SGLang's `MambaSlotAllocator` shape; slots 1..capacity, 0 the pad slot)
-    with the ledger; `capacity`: what it has free now; `trace` writes a trace (docs/traces.md)."""
+    with the ledger; `capacity`: what it has free now; `trace` writes a trace (docs/traces.md);
+    `fills`: keep each slot's fill for the step check's first-read rule (`LedgerGuard`)."""
 
     acting = staticmethod(acting)
     LANE = True
     """Whether the usual calls take the compiled lane (`ledger.lane`; the tests turn it off)."""
 
-    def __init__(self, allocator, capacity: int | None = None, *, unattributed: str = "refuse", trace=None):
+    def __init__(self, allocator, capacity=None, *, unattributed: str = "refuse", trace=None, fills: bool = False):
         if not (isinstance(unattributed, str) and unattributed in UNATTRIBUTED):
             raise BadInput(f"unattributed must be one of {UNATTRIBUTED}", argument="unattributed", value=unattributed)
         if capacity is None:
             capacity = int(allocator.available_size())
         self.unattributed = unattributed
-        self.guard = LedgerGuard(allocator, capacity, trace=trace)
+        self.guard = LedgerGuard(allocator, capacity, trace=trace, fills=fills)
         self.ledger = self.guard.ledger
         self._free_event, self._free_dest = _free_table(self.ledger.lifecycle)
         # the same tables as lists, for the per-slot path of small frees
@@ -353,6 +354,12 @@ class GuardedAllocator:
         """`LedgerGuard.check_step` on this ledger; `actors` per row (a step's rows are many requests')."""
         self.guard.check_step(slot_indices, actors, pad, sources)
 
+    def zeroed(self, ids) -> None:
+        self.guard.zeroed(ids)  # `LedgerGuard.zeroed`: the engine zeroed `ids`
+
+    def copied(self, dst, src=None) -> None:
+        self.guard.copied(dst, src)  # `LedgerGuard.copied`: the engine copied `src` into `dst`
+
     def launch(self, done=None) -> int:
         """A step goes to the device (see `SlotLedger.launch`); releases wait for its fence."""
         return self.guard.launch(done)
@@ -483,17 +490,3 @@ def _first(ids: np.ndarray, due: np.ndarray) -> np.ndarray:
     if mine.all() and ids.size == due.size:
         return ids
     return np.concatenate((ids[mine], due[~np.isin(due, ids)]))
-
-
-def _free_table(lifecycle) -> tuple[np.ndarray, np.ndarray]:
-    """[actor kind, state, relation] -> the event of a free, or -1; and the state it ends in
-    (or -1): compiled from the model."""
-    table = np.full((len(ActorKind), len(State), len(Relation)), _ILLEGAL, dtype=np.int64)
-    dest = table.copy()
-    for kind in ActorKind:
-        for state in State:
-            for relation in Relation:
-                rule = free_rule_for(lifecycle, state, kind, relation)
-                if rule is not None:
-                    table[kind, state, relation], dest[kind, state, relation] = int(rule.event), int(rule.dest)
-    return table, dest

@@ -19,6 +19,8 @@
  *   per_state  uint8 [3, states]: owner kind (255: none), lent, waits for a fence
  *   per_event  uint8 [2, events]: the event's actor kind, whether it names a target
  *   codes      (ALLOC, FENCE, FREE, NONE, OWNER, BORROWER, REQUEST kind)
+ *   fills      optional: None, or (the guard's uint8 fill per slot id, the STALE code) written for
+ *              each slot an alloc takes
  */
 #include "_move.h"
 #include <pythread.h>
@@ -35,6 +37,9 @@ typedef struct {
     long alloc_event, fence_event, free_state, rel_none, rel_owner, rel_borrower, request_kind;
     PyObject *nobody; /* -1 */
     int64_t *scratch; /* capacity ids: a free's, read once, while the engine is handed its tensor */
+    Py_buffer fills;  /* the guard's fill per slot id, where it keeps them (has_fills) */
+    int has_fills;
+    long stale;
 } Lane;
 
 
@@ -67,6 +72,8 @@ static void lane_release(Lane *l) {
     Py_buffer *all[4] = {&l->free_event, &l->one_move, &l->per_state, &l->per_event};
     for (int i = 0; i < l->held; i++) PyBuffer_Release(all[i]);
     l->held = 0;
+    if (l->has_fills) PyBuffer_Release(&l->fills);
+    l->has_fills = 0;
     l->nstates = 0; /* unbound: every call takes the guard's Python */
 }
 
@@ -101,12 +108,13 @@ static int hold(Lane *l, Py_buffer *view, PyObject *obj, Py_ssize_t itemsize, in
 static int lane_init(Lane *l, PyObject *args, PyObject *Py_UNUSED(kw)) {
     PyObject *guarded, *guard, *ledger, *mover, *acting, *free_event, *one_move, *per_state, *per_event;
     PyObject *tensor_type, *int64, *cpu, *actor_type, *kinds, *events, *record_func, *cls_alloc, *cls_free;
+    PyObject *fills = Py_None;
     lane_clear(l);
-    if (!PyArg_ParseTuple(args, "OOOO!O(OOOOO!O!O)(OO)OOOO(lllllll)", &guarded, &guard, &ledger, &MoverType, &mover,
+    if (!PyArg_ParseTuple(args, "OOOO!O(OOOOO!O!O)(OO)OOOO(lllllll)|O", &guarded, &guard, &ledger, &MoverType, &mover,
                           &acting, &tensor_type, &int64, &cpu, &actor_type, &PyTuple_Type, &kinds, &PyTuple_Type,
                           &events, &record_func, &cls_alloc, &cls_free, &free_event, &one_move, &per_state,
                           &per_event, &l->alloc_event, &l->fence_event, &l->free_state, &l->rel_none, &l->rel_owner,
-                          &l->rel_borrower, &l->request_kind))
+                          &l->rel_borrower, &l->request_kind, &fills))
         return -1;
     if (!PyContextVar_CheckExact(acting)) {
         PyErr_SetString(PyExc_TypeError, "acting: a ContextVar");
@@ -144,6 +152,16 @@ static int lane_init(Lane *l, PyObject *args, PyObject *Py_UNUSED(kw)) {
     l->nkinds = kn;
     l->nevents = en;
     l->nrel = l->free_event.shape[2];
+    if (fills != Py_None) {
+        PyObject *buffer;
+        if (!PyArg_ParseTuple(fills, "Ol", &buffer, &l->stale)) return -1;
+        if (PyObject_GetBuffer(buffer, &l->fills, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) return -1;
+        l->has_fills = 1;
+        if (l->fills.len != l->mover->capacity + 1 || l->stale < 0 || l->stale > 255) {
+            PyErr_SetString(PyExc_ValueError, "fills: (a writable uint8 array, one per slot id 0..capacity, a code)");
+            return -1;
+        }
+    }
     if ((l->scratch = PyMem_Malloc((l->mover->capacity + 1) * 8)) == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -382,6 +400,8 @@ static PyObject *lane_alloc(Lane *l, PyObject *arg) {
         interrupted(l, l->alloc_event);
         goto done;
     }
+    if (l->has_fills) /* the slots taken hold their previous tenant's state: ids checked in 1..capacity */
+        for (Py_ssize_t i = 0; i < n; i++) ((uint8_t *)l->fills.buf)[at[i]] = (uint8_t)l->stale;
     if (attr_is(l->guard, s_device, l->cpu) == 0 && PyObject_SetAttr(l->guard, s_device, l->cpu) < 0) goto done;
     if (PyErr_Occurred()) goto done;
     out = Py_NewRef(ids);

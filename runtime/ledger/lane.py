@@ -5,8 +5,9 @@ The lane is the C form of the guard's Python for the usual call (an acting actor
 the move, a 1-D int64 CPU tensor, a free whose slots all make one move): the same check and
 write (the ledger's compiled move), the engine's `free` between them, the same record. The event
 of a free is read from the guard's own free table (`_free_event`, shared memory) and the tables
-below, all compiled from the model. Every other call goes to the guard's Python, which does it or
-raises. None where the compiled move is not built (the guard then keeps to its Python).
+below, all compiled from the model; an alloc marks its slots STALE in the guard's fills where it
+keeps them. Every other call goes to the guard's Python, which does it or raises. None where the
+compiled move is not built (the guard then keeps to its Python).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 
 from slotwarden.model.vocabulary import Actor, ActorKind, Event, Relation, State
+from slotwarden.model.write_set import Fill
 
 from slotwarden.runtime.ledger.compiled import Mover
 from slotwarden.runtime.ledger.recorder import FlightRecorder
@@ -71,4 +73,5 @@ def lane(guarded, cls, acting):
         per_state,
         per_event,
         codes,
+        None if guarded.guard.fills is None else (guarded.guard.fills, int(Fill.STALE)),
     )

@@ -25,3 +25,22 @@ def test_a_guard_check_that_lets_a_pad_row_anywhere_is_found():
             a.check_step(torch.tensor(pick(ids)), pick(who), 0, None if src is None else pick(src))
 
     assert guard_step.disagreements(pads_anywhere, steps=400)
+
+
+def test_a_guard_check_blind_to_fills_is_found(monkeypatch):
+    from slotwarden.runtime import guard as guard_module
+
+    real = guard_module._launch.check_step
+    blind = lambda ledger, ids, who, pad, src, fills=None: real(ledger, ids, who, pad, src, None)  # noqa: E731
+    monkeypatch.setattr(guard_module._launch, "check_step", blind)
+    found = guard_step.disagreements(steps=400)
+    assert found and any(got is None for _, _, got in found)  # a stale read let through
+
+
+def test_a_guard_that_leaves_written_slots_unmarked_is_found(monkeypatch):
+    import numpy as np
+
+    from slotwarden.runtime import guard as guard_module
+
+    monkeypatch.setattr(guard_module, "_rows", lambda ids: np.array([0]))  # only the pad slot: nothing marked
+    assert guard_step.disagreements(steps=400)

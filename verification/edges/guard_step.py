@@ -3,10 +3,12 @@
 A `GuardedAllocator` over a free list of 6 slots: request 1 holds slots 1-2 running, session 5
 has parked slot 3 and lent it to request 2, whose turn runs on it, slot 4 is taken by request 1
 and not admitted, slot 5 finished by request 1 and released while a step is in flight, slot 6
-free. Random steps over these (pad rows, -1, ids past the pool, another's slot, a borrower's
-slot, reads of another's) go through `GuardedAllocator.check_step`, with and without sources:
-it must refuse what `model.launch.check_step` refuses over the guard's records, at the same row
-and slot, accept the rest, and change no record either way.
+free; it keeps fills (slot 4 stale, the rest zeroed). Random steps over these (pad rows, -1,
+ids past the pool, another's slot, a borrower's slot, reads of another's), with zeroings and
+copies reported between them, go through `GuardedAllocator.check_step`, with and without
+sources: it must refuse what `model.launch.check_step` refuses over the guard's records and
+fills, at the same row and slot, accept the rest, change no record either way, and leave the
+slots of an accepted step WRITTEN (a copy from a stale slot, STALE).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import torch
 from slotwarden.model import launch as model
 from slotwarden.model.errors import IllegalStep
 from slotwarden.model.vocabulary import NOBODY, Actor
-from slotwarden.model.write_set import ALL_WRITTEN, Row, RowKind
+from slotwarden.model.lifecycle import WRITE_SET
+from slotwarden.model.write_set import Fill, Row, RowKind
 from slotwarden.runtime.free_list import FreeList
 from slotwarden.runtime.guarded_allocator import GuardedAllocator
 
@@ -28,7 +31,7 @@ R1, R2, S5 = Actor.request(1), Actor.request(2), Actor.session(5)
 
 def holding() -> GuardedAllocator:
     """The allocator with its slots held as the module docstring says."""
-    a = GuardedAllocator(FreeList(6))
+    a = GuardedAllocator(FreeList(6), fills=True)
     with a.acting(R1):
         two = a.alloc(2)
         a.admit(two)
@@ -46,7 +49,18 @@ def holding() -> GuardedAllocator:
     a.launch(done=lambda: False)
     with a.acting(R1):
         a.free(five)  # finished, released until the step's fence
+    a.zeroed([1, 2, 3, 5])
     return a
+
+
+HELD = ((1, 1), (1, 2), (2, 3), (NOBODY, 0))  # (actor, slot) rows the records allow
+
+
+FILLED = (1, 2, 3, 5, 6)  # the slots a zeroing or a copy may fill
+
+
+def _any(rng: random.Random) -> tuple:
+    return rng.choice((1, 2, 3, NOBODY)), rng.choice((0, -1, 1, 2, 3, 4, 5, 6, 7))
 
 
 def disagreements(check=None, steps: int = STEPS, seed: int = 5) -> list:
@@ -57,9 +71,11 @@ def disagreements(check=None, steps: int = STEPS, seed: int = 5) -> list:
     slots = tuple(a.ledger.record(i) for i in range(1, 7))
     found = []
     for _ in range(steps):
+        want_fills = _report(a, rng)
+        fills = tuple(Fill(int(f)) for f in want_fills[1:])
         n = rng.randrange(1, 5)
-        who = [rng.choice((1, 2, 3, NOBODY)) for _ in range(n)]
-        ids = [rng.choice((0, -1, 1, 2, 3, 4, 5, 6, 7)) for _ in range(n)]
+        pairs = [rng.choice(HELD) if rng.random() < 0.5 else _any(rng) for _ in range(n)]
+        who, ids = [w for w, _ in pairs], [i for _, i in pairs]
         plain = rng.random() < 0.5
         src = None if plain else [rng.choice((i, i, 1, 3)) for i in ids]
         rows = tuple(
@@ -67,8 +83,9 @@ def disagreements(check=None, steps: int = STEPS, seed: int = 5) -> list:
             for w, i, s in zip(who, ids, src or ids)
         )
         try:
-            model.check_step(rows, slots, ALL_WRITTEN, a.ledger.locks)
+            model.check_step(rows, slots, fills, a.ledger.locks)
             want = None
+            want_fills[[i for i in ids if i != 0]] = int(Fill.WRITTEN)
         except IllegalStep as e:
             want = (e.row, e.slot_id)
         try:
@@ -76,9 +93,29 @@ def disagreements(check=None, steps: int = STEPS, seed: int = 5) -> list:
             got = None
         except IllegalStep as e:
             got = (e.row, e.slot_id)
-        if got != want or tuple(a.ledger.record(i) for i in range(1, 7)) != slots:
+        moved = tuple(a.ledger.record(i) for i in range(1, 7)) != slots
+        if got != want or moved or (a.guard.fills != want_fills).any():
             found.append((rows, want, got))
+        a.guard.fills[:] = want_fills  # the next step starts from the model's fills
     return found
+
+
+def _report(a: GuardedAllocator, rng: random.Random):
+    """Now and then a zeroing or a copy reported to the guard (never into slot 4, which stays
+    stale: a copy from it spreads that); the fills it must then hold."""
+    want = a.guard.fills.copy()
+    pick = rng.random()
+    if pick < 0.15:
+        k = rng.choice(FILLED)
+        a.zeroed([k])
+        want[k] = int(Fill.ZEROED)
+    elif pick < 0.35:
+        d, s = rng.choice(FILLED), rng.randrange(1, 7)
+        if d == s:
+            return want
+        a.copied([d], [s])
+        want[d] = int(Fill.COPIED if Fill(int(want[s])) in WRITE_SET.readable else Fill.STALE)
+    return want
 
 
 def problems() -> list[str]:

@@ -303,12 +303,44 @@ def _lazy_swap(site: str):
     return make
 
 
+def component_prepare_for_caching_req(orig):
+    """Attributed to the `Req` (its slots admitted); a checkpoint of a running request without
+    extra buffers or int8 checkpoints copies its state into the new slot the tree gets."""
+    site = _ACT + "prepare_for_caching_req"
+    attributed = _acting(site, _cache_pool, _req_actor(), admit=True)(orig)
+    req_of, params_of, finished_of = _arg("req", 0), _arg("insert_params", 1), _arg("is_finished", 3)
+
+    def prepare(self, *args, **kwargs):
+        out = attributed(self, *args, **kwargs)
+        slots = slots_of(_cache_pool(self))
+        value = getattr(params_of(self, *args, **kwargs), "mamba_value", None)
+        plain = not self.cache.enable_mamba_extra_buffer and getattr(self, "int8_ckpt_pool", None) is None
+        if slots is not None and value is not None and plain and not finished_of(self, *args, **kwargs):
+            slots.copied(value.view(-1), req_of(self, *args, **kwargs).kv.mamba_pool_idx.view(-1))
+        return out
+
+    return prepare
+
+
+def component_adopt_loaded_state(orig):
+    def adopt(self, req, *args, **kwargs):
+        out = orig(self, req, *args, **kwargs)
+        slots = slots_of(_cache_pool(self))
+        if slots is not None and req.kv.mamba_pool_idx is not None:
+            slots.copied(req.kv.mamba_pool_idx.view(-1))  # from the host pool
+        return out
+
+    return adopt
+
+
 # -- Scheduler --------------------------------------------------------------------------------
 def scheduler_run_batch(orig):
     def run_batch(self, batch, *args, **kwargs):
         slots = slots_of(getattr(self, "req_to_token_pool", None))
         if slots is not None:
+            slots.filled(batch, getattr(self.req_to_token_pool, "mamba_ckpt_pool", None) is not None)
             slots.check_batch(getattr(batch, "reqs", None) or ())  # its write set first: a refused step does not run
+            slots.tracked(batch)
             batch._slotwarden_step = slots.launch()
         return orig(self, batch, *args, **kwargs)
 
@@ -343,10 +375,11 @@ HOOKS = {
     _ACT + "finalize_match_result_in_cache": _acting(
         _ACT + "finalize_match_result_in_cache", _cache_pool, _match_actor
     ),
-    _ACT + "prepare_for_caching_req": _acting(_ACT + "prepare_for_caching_req", _cache_pool, _req_actor(), admit=True),
+    _ACT + "prepare_for_caching_req": component_prepare_for_caching_req,
     _ACT + "cleanup_after_caching_req": _acting(_ACT + "cleanup_after_caching_req", _cache_pool, _req_actor()),
     _ACT + "apply_component_action": _mode(_ACT + "apply_component_action", _cache_pool, W.Mode.TREE),
     _ACT + "_alloc_request_state_slot": _mode(_ACT + "_alloc_request_state_slot", _cache_pool, W.Mode.PASS),
+    _ACT + "_adopt_loaded_state": component_adopt_loaded_state,
     _ACT + "finalize_load_back": _mode(_ACT + "finalize_load_back", _cache_pool, W.Mode.PASS),
     _ACT + "update_external_linker_load": _mode(_ACT + "update_external_linker_load", _cache_pool, W.Mode.PASS),
     _ACT + "build_external_linker_transfer": _mode(_ACT + "build_external_linker_transfer", _cache_pool, W.Mode.PASS),

@@ -138,6 +138,13 @@ SITES = (
     ),
     Site(
         _MC,
+        "MambaComponent._adopt_loaded_state",
+        "hook",
+        "a load-back's state copied into the Req's slot: filled, for the step check's first read",
+        "MambaComponent._adopt_loaded_state",
+    ),
+    Site(
+        _MC,
         "MambaComponent.finalize_load_back",
         "unguarded",
         "HiCache load-back (CPU offload)",

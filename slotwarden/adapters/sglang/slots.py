@@ -41,7 +41,7 @@ class GuardedSlots:
 
     def __init__(self, raw, *, trace=None):
         self.raw = raw
-        self.guarded = GuardedAllocator(raw, unattributed="trust", trace=trace)
+        self.guarded = GuardedAllocator(raw, unattributed="trust", trace=trace, fills=True)
         self.guard, self.ledger = self.guarded.guard, self.guarded.ledger
         lc = self.ledger.lifecycle
         self._uses = np.array([lc.spec(s).group is Group.BATCH_OWNED for s in State]) | self.ledger.lent
@@ -140,6 +140,43 @@ class GuardedSlots:
         if rows:
             ids, actors = zip(*rows)
             self.guarded.check_step(np.array(ids, dtype=np.int64), np.array(actors, dtype=np.int64))
+
+    def filled(self, batch, outside: bool = False) -> None:
+        """What SGLang fills before a batch's kernels run (`ModelRunner`, for an extend): the
+        slots of `mamba_clear_indices` zeroed, those of `mamba_cow_dst_indices` copied from
+        `mamba_cow_src_indices` (`outside`: from int8 checkpoints, another index space). The
+        step check then refuses a row whose slot holds only a previous tenant's state."""
+        clear = getattr(batch, "mamba_clear_indices", None)
+        if clear is not None and len(clear):
+            self.guarded.zeroed(clear)  # a device sync where the indices are on the device
+        dst = getattr(batch, "mamba_cow_dst_indices", None)
+        if dst is not None and len(dst):
+            self.guarded.copied(dst, None if outside else getattr(batch, "mamba_cow_src_indices", None))
+
+    def tracked(self, batch) -> None:
+        """A checked batch's step copies each tracking row's state into its track slot
+        (`mamba_track_indices`, where `mamba_track_mask` says, -1 for none): they are filled
+        as copies of the rows' slots. The track slots are no rows of the write set yet: their
+        holders are not checked."""
+        tracks = getattr(batch, "mamba_track_indices", None)
+        if tracks is None or not len(tracks):
+            return
+        mask = getattr(batch, "mamba_track_mask", None)
+        at = tracks.tolist()  # a device sync where the indices are on the device
+        on = [True] * len(at) if mask is None else mask.tolist()
+        pairs = [
+            (int(t), int(r.kv.mamba_pool_idx))
+            for t, m, r in zip(at, on, batch.reqs)
+            if m and 0 < t <= self.ledger.capacity and r.kv.mamba_pool_idx is not None
+        ]
+        if pairs:
+            dst, src = zip(*pairs)
+            self.guarded.copied(np.array(dst, dtype=np.int64), np.array(src, dtype=np.int64))
+
+    def copied(self, dst, src=None) -> None:
+        """SGLang copied slots `src` into `dst` (None: from outside this pool, a load-back's
+        host state): filled as copies (`LedgerGuard.copied`)."""
+        self.guarded.copied(dst, src)
 
     def launch(self) -> int:
         """A step goes to the device: releases from now wait for its results to be processed."""

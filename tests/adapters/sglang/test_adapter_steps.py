@@ -90,6 +90,8 @@ def test_the_scheduler_step_launches_and_fences():
     guarded.launch = lambda: slots.launched.append(7) or 7
     guarded.fence = lambda step: slots.fenced.append(step)
     guarded.check_batch = lambda reqs: None
+    guarded.filled = lambda batch, outside: None
+    guarded.tracked = lambda batch: None
     sched = SimpleNamespace(req_to_token_pool=SimpleNamespace(mamba_allocator=guarded))
     batch = SimpleNamespace()
     real = hooks.slots_of
@@ -104,13 +106,6 @@ def test_the_scheduler_step_launches_and_fences():
     assert slots.launched == [7] and batch._slotwarden_step == 7 and slots.fenced == [7, None]
 
 
-def _run_batch(fx, reqs):
-    """SGLang's `Scheduler.run_batch` as the adapter wraps it, on the fixture's real pool."""
-    sched, ran = SimpleNamespace(req_to_token_pool=fx.pool), []
-    hooks.scheduler_run_batch(lambda self, b: ran.append(b))(sched, SimpleNamespace(reqs=reqs))
-    return ran
-
-
 def test_a_batchs_write_set_is_checked_before_its_step_runs(guarded):
     """Each row writes its `Req`'s own state slot: a batch whose index maps a row to another
     request's slot (a stale or wrong-seeded mapping) is refused, nothing runs, no step is launched."""
@@ -121,10 +116,10 @@ def test_a_batchs_write_set_is_checked_before_its_step_runs(guarded):
     a, b = objects.make_req([1, 2, 3]), objects.make_req([4, 5, 6, 7])
     flow.start(fx, a)
     flow.start(fx, b)
-    assert len(_run_batch(fx, [a, b])) == 1 and slots.ledger.launched == 1
+    assert len(flow.step(fx, [a, b])) == 1 and slots.ledger.launched == 1
     a.kv.mamba_pool_idx = b.kv.mamba_pool_idx.clone()  # row 0 now indexes b's slot
     with pytest.raises(IllegalStep, match=f"slot {int(b.kv.mamba_pool_idx)}") as e:
-        _run_batch(fx, [a, b])
+        flow.step(fx, [a, b])
     assert e.value.row == 0 and slots.ledger.launched == 1
 
 

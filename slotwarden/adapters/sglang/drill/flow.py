@@ -6,17 +6,28 @@ allocate: `alloc_for_extend`'s work for one request: `alloc_req_slots` (which ma
 tokens by `alloc_token_slots`, the row written by `write_cache_indices`' rule, the lengths, then
 `tree_cache.maybe_hand_to_session`.
 run: stands in for the forward and the result processor (output tokens, the track seqlen the
-extra-buffer forward records, the finish reason). finish: `release_kv_cache(checkpoint=True)`
-as `process_batch_result_*` calls it; release: `release_kv_cache(checkpoint=False)`, the
-abort/retract path.
+extra-buffer forward records, the finish reason). step: one step of a batch through the wrapped
+`Scheduler.run_batch` (its deferred zeroing and copies collected by `ScheduleBatch`'s own code)
+and `process_batch_result`. finish:
+`release_kv_cache(checkpoint=True)` as `process_batch_result_*` calls it; release:
+`release_kv_cache(checkpoint=False)`, the abort/retract path.
 """
 
 from __future__ import annotations
 
 import torch
-from sglang.srt.managers.schedule_batch import FINISH_ABORT, FINISH_LENGTH
+from types import SimpleNamespace
+
+from sglang.srt.managers.schedule_batch import (
+    FINISH_ABORT,
+    FINISH_LENGTH,
+    ScheduleBatch,
+    set_mamba_track_indices_from_reqs,
+)
 from sglang.srt.mem_cache.allocation import alloc_req_slots, alloc_token_slots
 from sglang.srt.mem_cache.common import release_kv_cache
+
+from slotwarden.adapters.sglang import hooks
 
 
 def match(fx, req) -> None:
@@ -62,6 +73,24 @@ def run(fx, req, finish: bool = True) -> None:
         req.kv.mamba_last_track_seqlen = req.kv.kv_committed_len
     if finish:
         req.finished_reason = FINISH_LENGTH(length=len(req.output_ids))
+
+
+def step(fx, reqs) -> list:
+    """A step of the batch of `reqs` through the wrapped `run_batch` (its write set checked,
+    the step launched; the forward itself does not run) and `process_batch_result` (its
+    fence): the batches that ran, [] where none did."""
+    sched, ran, batch = SimpleNamespace(req_to_token_pool=fx.pool), [], SimpleNamespace(reqs=reqs)
+    ScheduleBatch._collect_deferred_mamba_cow_and_clear(batch, reqs)
+    if fx.extra_buffer:  # the track slot each request's step writes: where `prepare_for_extend` leaves
+        # `mamba_last_track_idx` (the tree caches that slot at finish)
+        batch.req_to_token_pool = fx.pool
+        batch.req_pool_indices = torch.tensor([r.kv.req_pool_idx for r in reqs], dtype=torch.int64)
+        kv = [r.kv for r in reqs]
+        at = [k.mamba_last_track_idx if k.mamba_last_track_idx is not None else k.mamba_next_track_idx or 0 for k in kv]
+        set_mamba_track_indices_from_reqs(batch, at)
+    hooks.scheduler_run_batch(lambda self, b: ran.append(b))(sched, batch)
+    hooks.scheduler_process_batch_result(lambda self, b, result: None)(sched, batch, None)
+    return ran
 
 
 def finish(fx, req) -> None:

@@ -2,7 +2,8 @@
 
 Each scenario takes a Fixture, drives SGLang's methods in the order its scheduler calls them
 (flow.py's steps) and returns what SGLang itself showed on the way (counts, indices), for the
-tests to check. They know nothing of slotwarden: the adapter's tests run them with it installed.
+tests to check. They know nothing of slotwarden (flow.step's wrappers do nothing more than the
+step unless the adapter is installed): the adapter's tests run them with it installed.
 (a) plain: one request, allocated and released (abort path). (b) radix: insert at finish,
 copy-on-write match, explicit lock/unlock, evict and evict_for_alloc. (c) session: a first turn
 taken by the session, a later turn borrowing it, an aborted turn, a new first turn, release.
@@ -48,6 +49,7 @@ def plain(fx) -> dict:
     req = make_req(PROMPT)
     flow.start(fx, req)
     seen = {"held": fx.mamba_free(), "slot": int(req.kv.mamba_pool_idx)}
+    seen["steps"] = len(flow.step(fx, [req]))
     flow.run(fx, req, finish=False)
     flow.abort(fx, req)
     seen["after"] = fx.mamba_free()
@@ -60,6 +62,7 @@ def radix(fx) -> dict:
     seen = {}
     first = make_req(PROMPT)
     flow.start(fx, first)
+    flow.step(fx, [first])
     flow.run(fx, first)
     flow.finish(fx, first)  # release_kv_cache(checkpoint=True): the state goes into the tree
     seen["cached_after_insert"] = fx.cache.mamba_evictable_size()
@@ -72,6 +75,7 @@ def radix(fx) -> dict:
     flow.admit(fx, second)  # cache.lock(last_node)
     seen["protected_while_locked"] = fx.cache.mamba_protected_size()
     flow.allocate(fx, second)
+    seen["cow_steps"] = len(flow.step(fx, [second]))  # its slot filled by the copy, then written
     flow.run(fx, second)
     flow.finish(fx, second)  # inserts its own state on a new leaf, unlocks
     seen["cached_after_second"] = fx.cache.mamba_evictable_size()
@@ -97,6 +101,7 @@ def session(fx) -> dict:
     flow.start(fx, first)  # ends in maybe_hand_to_session -> StreamingSession.take
     slot = fx.session.slots["s"]
     seen["first_borrows"] = fx.session.borrowed_slot(first) is slot
+    flow.step(fx, [first])
     flow.run(fx, first, finish=False)
     checkpoint_kv_cache(first, fx.cache)  # the prefill publishes the prompt (try_checkpoint)
     flow.run(fx, first)
@@ -109,6 +114,7 @@ def session(fx) -> dict:
     flow.start(fx, later)  # match_prefix -> try_match_prefix: req.kv = slot.kv, no allocation
     seen["later_borrows"] = later.kv is slot.kv
     seen["later_allocated"] = free_before - fx.mamba_free()
+    seen["later_steps"] = len(flow.step(fx, [later]))  # on the slot the first turn wrote
     flow.run(fx, later)
     flow.finish(fx, later)
 
@@ -119,6 +125,7 @@ def session(fx) -> dict:
 
     again = make_req(PROMPT + [20], session=sess)
     flow.start(fx, again)  # a new first turn: the session takes a new record
+    flow.step(fx, [again])
     flow.run(fx, again)
     flow.finish(fx, again)
     seen["session_held"] = "s" in fx.session.slots
@@ -137,6 +144,7 @@ def alloc_group(fx) -> dict:
     seen = {}
     seed = make_req(PROMPT)
     flow.start(fx, seed)
+    flow.step(fx, [seed])
     flow.run(fx, seed)
     flow.finish(fx, seed)
     waiting = [make_req(PROMPT + [30, 31]), make_req(PROMPT + [40, 41]), make_req([90, 91, 92, 93])]
@@ -184,6 +192,7 @@ def rollback(fx) -> dict:
     """A prefill round whose last candidate does not fit: its copy-on-write slot is rolled back."""
     seed = make_req(PROMPT)
     flow.start(fx, seed)
+    flow.step(fx, [seed])
     flow.run(fx, seed)
     flow.finish(fx, seed)
     fits = make_req(PROMPT + [50, 51])
@@ -234,6 +243,7 @@ def lazy(fx) -> dict:
     seen["free_after_prealloc"] = fx.mamba_free()
     _cross(fx, reqs, 3 * TRACK_INTERVAL, speculative=True)
     seen["tracks_after_spec"] = [list(r.kv.mamba_ping_pong_empty) for r in reqs]
+    seen["steps"] = len(flow.step(fx, reqs))
     for req in reqs:
         flow.run(fx, req)
         flow.finish(fx, req)
