@@ -205,16 +205,20 @@ class LedgerGuard:
     def copied(self, dst, src=None) -> None:
         """The engine copied slots `src` into slots `dst` (SGLang: a batch's copy-on-write, from
         a cached slot): each `dst` is COPIED if its source was filled, else STALE (a copy of
-        stale bytes); without `src` (a source outside this pool) COPIED. Checked as `zeroed`."""
+        stale bytes); without `src` (a source outside this pool) COPIED. Checked as `zeroed`, but
+        a source may be named twice (two requests copying one cached prefix)."""
         if self.fills is None:
             return
         to = self.ledger.checked_ids(dst, "copied", None)
         if src is None:
             self.fills[to] = int(Fill.COPIED)
             return
-        fro = self.ledger.checked_ids(src, "copied", None)
-        if fro.size != to.size:
-            raise BadSlotId(f"a copy of {fro.size} slots into {to.size}", slot_id=None, event="copied", actor=None)
+        fro = inputs.ids(src, "copied", None)
+        outside = (fro < 1) | (fro > self.ledger.capacity)
+        if fro.size != to.size or outside.any():
+            bad = int(fro[np.argmax(outside)]) if outside.any() else None
+            why = f"a copy of {fro.size} slots into {to.size}" if bad is None else "a source is not a slot of the pool"
+            raise BadSlotId(why, slot_id=bad, event="copied", actor=None)
         self.fills[to] = np.where(_launch.TABLES.readable[self.fills[fro]], int(Fill.COPIED), int(Fill.STALE))
 
     def launch(self, done=None) -> int:

@@ -86,3 +86,19 @@ def test_without_the_batchs_fills_a_new_slot_would_be_refused(guarded, monkeypat
     monkeypatch.setattr(fx.pool.mamba_allocator, "filled", lambda batch, outside=False: None)
     with pytest.raises(IllegalStep, match="stale"):
         flow.step(fx, [a])
+
+
+def test_two_requests_of_one_batch_may_copy_one_cached_prefix(guarded):
+    fx = objects.build()
+    slots = fx.pool.mamba_allocator
+    a = objects.make_req([1, 2, 3, 4, 5, 6, 7, 8])
+    flow.start(fx, a)
+    flow.step(fx, [a])
+    flow.run(fx, a)
+    flow.finish(fx, a)
+    slots.fence(None)
+    b, c = objects.make_req([1, 2, 3, 4, 5, 6, 7, 8, 9]), objects.make_req([1, 2, 3, 4, 5, 6, 7, 8, 10])
+    flow.start(fx, b)
+    flow.start(fx, c)
+    assert int(b.kv.mamba_cow_src_index) == int(c.kv.mamba_cow_src_index)
+    assert len(flow.step(fx, [b, c])) == 1 and _fill(fx, b) is _fill(fx, c) is Fill.WRITTEN

@@ -83,6 +83,8 @@ def test_a_copy_takes_its_sources_fill():
     assert a.guard.fills[int(dst)] == COPIED and a.guard.fills[int(other)] == STALE
     a.copied(other)  # from outside this pool: the engine vouches for it
     assert a.guard.fills[int(other)] == COPIED
+    a.copied(torch.cat([dst, other]), torch.cat([src, src]))  # two copies of one cached prefix
+    assert a.guard.fills[int(dst)] == a.guard.fills[int(other)] == COPIED
     a.check_step(torch.cat([dst, other]), [1, 1])
 
 
@@ -94,8 +96,18 @@ def test_a_copy_takes_its_sources_fill():
         lambda a, ids: a.zeroed([5]),
         lambda a, ids: a.copied([int(ids[0]), int(ids[1])], [int(ids[0])]),
         lambda a, ids: a.copied([int(ids[0])], [9]),
+        lambda a, ids: a.copied([int(ids[0])], [0]),
+        lambda a, ids: a.copied([int(ids[0]), int(ids[0])], [int(ids[1]), int(ids[1])]),
     ],
-    ids=["-1", "the pad slot", "past the pool", "sizes differ", "a source past the pool"],
+    ids=[
+        "-1",
+        "the pad slot",
+        "past the pool",
+        "sizes differ",
+        "a source past the pool",
+        "the pad as source",
+        "a dst twice",
+    ],
 )
 def test_a_bad_fill_report_is_refused_and_changes_nothing(call):
     a = allocator(True)
