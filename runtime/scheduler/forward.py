@@ -48,10 +48,6 @@ class Forward:
         self._planned: tuple = (None, None)  # (batch, its Step): each batch is planned once
 
     @property
-    def sizes(self) -> tuple | None:
-        return self.batch.sizes
-
-    @property
     def planned(self) -> Step | None:
         """The step planned last."""
         return self._planned[1]
@@ -63,12 +59,6 @@ class Forward:
             step = prefill_step(batch.items) if batch.kind == "prefill" else self.batch.decode(batch.items)
             self._planned = (batch, step)
         return self._planned[1]
-
-    def write_set(self, batch: Batch) -> dict:
-        """What the step's rows address, for `StatePool.launch`: row i writes (and reads) slot
-        `slots[i]` for request `actors[i]` (NOBODY: a pad row, on the pad slot)."""
-        step = self.plan(batch)
-        return dict(slots=step.slots, actors=step.actors)
 
     def run(self, batch: Batch) -> tuple:
         """Run the layer on the batch (reading and writing the pool by the plan's slot index).

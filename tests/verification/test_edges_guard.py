@@ -1,5 +1,6 @@
 """verify's 'guard step' row: the drop-in allocator's step check against the model's."""
 
+import numpy as np
 import torch
 
 from slotwarden.verification.edges import guard_step
@@ -44,3 +45,27 @@ def test_a_guard_that_leaves_written_slots_unmarked_is_found(monkeypatch):
 
     monkeypatch.setattr(guard_module, "_rows", lambda ids: np.array([0]))  # only the pad slot: nothing marked
     assert guard_step.disagreements(steps=400)
+
+
+def test_the_fill_reports_keep_their_contract():
+    assert guard_step.reports() == []
+
+
+def test_a_copy_report_that_checks_nothing_is_found(monkeypatch):
+    from slotwarden.runtime.guard import LedgerGuard
+
+    def unchecked(self, dst, src=None):  # fills whatever it is told, refuses nothing
+        if self.fills is not None:
+            self.fills[np.asarray(dst)] = 2
+
+    monkeypatch.setattr(LedgerGuard, "copied", unchecked)
+    found = guard_step.reports()
+    assert any("accepted" in p for p in found) and any("changed" not in p for p in found)
+
+
+def test_a_guard_without_fills_that_judges_first_reads_is_found(monkeypatch):
+    import slotwarden.verification.edges.guard_step as g
+
+    real = g.GuardedAllocator
+    monkeypatch.setattr(g, "GuardedAllocator", lambda engine, *a, **k: real(engine, *a, **{**k, "fills": True}))
+    assert any("first read" in p for p in g.reports())

@@ -8,7 +8,9 @@ ids past the pool, another's slot, a borrower's slot, reads of another's), with 
 copies reported between them, go through `GuardedAllocator.check_step`, with and without
 sources: it must refuse what `model.launch.check_step` refuses over the guard's records and
 fills, at the same row and slot, accept the rest, change no record either way, and leave the
-slots of an accepted step WRITTEN (a copy from a stale slot, STALE).
+slots of an accepted step WRITTEN (a copy from a stale slot, STALE). `reports` holds the fill
+reports to their contract: a copy from outside the pool fills, a bad report is refused and
+changes nothing, and a guard without fills keeps none and judges no first read.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import random
 import torch
 
 from slotwarden.model import launch as model
-from slotwarden.model.errors import IllegalStep
+from slotwarden.model.errors import BadSlotId, IllegalStep
 from slotwarden.model.vocabulary import NOBODY, Actor
 from slotwarden.model.lifecycle import WRITE_SET
 from slotwarden.model.write_set import Fill, Row, RowKind
@@ -118,8 +120,45 @@ def _report(a: GuardedAllocator, rng: random.Random):
     return want
 
 
+def reports() -> list[str]:
+    """What the fill reports break of their contract (empty: nothing)."""
+    out, a = [], holding()
+    a.copied([4])  # from outside the pool
+    if a.guard.fills[4] != int(Fill.COPIED):
+        out.append(f"a copy from outside the pool left slot 4 {Fill(int(a.guard.fills[4])).name}")
+    for name, bad in (
+        ("the pad slot zeroed", lambda: a.zeroed([0])),
+        ("a copy from the pad slot", lambda: a.copied([1], [0])),
+        ("a copy of one slot into two", lambda: a.copied([1, 2], [3])),
+        ("a copy into one slot twice", lambda: a.copied([1, 1], [2, 3])),
+    ):
+        before = a.guard.fills.copy()
+        try:
+            bad()
+            out.append(f"{name}: accepted")
+        except BadSlotId:
+            if (a.guard.fills != before).any():
+                out.append(f"{name}: refused, but the fills changed")
+    plain = GuardedAllocator(FreeList(2))
+    with plain.acting(R1):
+        ids = plain.alloc(1)
+        plain.admit(ids)
+    other = 3 - int(ids)  # reports of the other slot only: the allocated one stays as alloc left it
+    plain.zeroed([other])
+    plain.copied([other], [int(ids)])
+    plain.copied([other])
+    try:
+        plain.check_step(ids, [1])
+    except IllegalStep as e:
+        out.append(f"a guard without fills judged a first read: {e}")
+    if plain.guard.fills is not None:
+        out.append("a guard without fills keeps some")
+    return out
+
+
 def problems() -> list[str]:
     found = disagreements()
-    if not found:
-        return []
-    return [f"{len(found)} of {STEPS} steps: first {found[0][0]}: model {found[0][1]}, guard {found[0][2]}"]
+    out = reports()
+    if found:
+        out.append(f"{len(found)} of {STEPS} steps: first {found[0][0]}: model {found[0][1]}, guard {found[0][2]}")
+    return out
