@@ -63,7 +63,7 @@ def _run(case: Case, trace: str | None):
 
     sw.uninstall()
     if trace is not None:
-        sw.install(trace=trace)
+        sw.install(trace=trace, first_read=True)
     try:
         fx = objects.build(extra_buffer=case.extra_buffer, backend=case.backend, lazy=case.scenario in scenarios.LAZY)
         return fx, getattr(scenarios, case.scenario)(fx)
@@ -129,7 +129,7 @@ def check_replay(name: str, extra_buffer: bool) -> str:
     sw.uninstall()
     sw.GuardedSlots.free = spied
     try:
-        sw.install()
+        sw.install(first_read=True)
         fx = objects.build(extra_buffer=extra_buffer)
         getattr(replays, name)(fx)
     except LifecycleError:

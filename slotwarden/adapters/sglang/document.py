@@ -40,12 +40,14 @@ attributed to SGLang's own object and checked against the declared lifecycle (do
   `Req`, as owner or borrower, and written by one row only (`GuardedAllocator.check_step`). A
   stale or foreign index raises `IllegalStep` and the step does not run. The CUDA-graph pad rows
   are added later, inside the model runner, and are not in this check.
-- a row's first read: a slot SGLang allocates holds its previous tenant's state until the
-  batch's deferred clear (`mamba_clear_indices`) or copy-on-write (`mamba_cow_dst_indices`)
-  fills it, a load-back copies a host state in, or a checkpoint copies a request's state into
-  the tree's new slot; a row on a slot still stale raises `IllegalStep`. The extra-buffer track
-  slots a step writes (`mamba_track_indices`) count as filled by it; they are not rows of the
-  write set yet, so their holders are not checked.
+- with `install(first_read=True)` (or `SLOTWARDEN_SGLANG_FIRST_READ=1`), each row's first read:
+  a slot SGLang allocates holds its previous tenant's state until the batch's deferred clear
+  (`mamba_clear_indices`) or copy-on-write (`mamba_cow_dst_indices`) fills it, a load-back
+  copies a host state in, or a checkpoint copies a request's state into the tree's new slot; a
+  row on a slot still stale raises `IllegalStep`. The extra-buffer track slots a step writes
+  (`mamba_track_indices`) count as filled by it; they are not rows of the write set yet, so
+  their holders are not checked. Off by default: a PD decode server's state transfer and
+  LMCache's external loads fill slots on paths the adapter does not see, and would be refused.
 
 ## A violation
 

@@ -4,6 +4,9 @@ It imports SGLang's modules (which must be importable), puts a descriptor on
 `HybridReqToTokenPool.mamba_allocator` so that every `MambaSlotAllocator` a pool is given is
 wrapped in `GuardedSlots` when it is assigned (pools built before `install()` stay bare), and
 replaces each method named in `hooks.HOOKS` by its wrapper. Installing twice is one install.
+`first_read=True` also judges each step's first reads (`GuardedSlots(fills=True)`): off by
+default, as SGLang fills slots on paths the adapter does not see (a PD decode server's transfer,
+LMCache's external loads), which it would refuse.
 """
 
 from __future__ import annotations
@@ -37,8 +40,8 @@ class Installed:
     """What `install()` did: the patches (to undo), the classes it could not import (their
     hooks are not installed: `missing`, with the import error), and the pools it guards."""
 
-    def __init__(self, trace=None):
-        self.trace, self.patches, self.missing, self.pools = trace, [], {}, []
+    def __init__(self, trace=None, first_read: bool = False):
+        self.trace, self.first_read, self.patches, self.missing, self.pools = trace, first_read, [], {}, []
 
     def guard(self, value):
         """The allocator a pool is given, guarded if it is SGLang's plain slot allocator."""
@@ -46,7 +49,7 @@ class Installed:
         if raw is None or type(value) is not raw:
             return value
         trace = None if self.trace is None else f"{self.trace}.{len(self.pools)}" if self.pools else self.trace
-        slots = GuardedSlots(value, trace=trace)
+        slots = GuardedSlots(value, trace=trace, fills=self.first_read)
         self.pools.append(slots)
         return slots
 
@@ -74,11 +77,11 @@ class _Allocator:
         obj.__dict__["mamba_allocator"] = self.installed.guard(value)
 
 
-def install(trace=None) -> Installed:
+def install(trace=None, first_read: bool = False) -> Installed:
     """Guard every SGLang Mamba slot pool built from now on in this process (see module doc)."""
     if _INSTALLED:
         return _INSTALLED[0]
-    done = Installed(trace)
+    done = Installed(trace, first_read)
     for name, module in MODULES.items():
         try:
             MODULES_LOADED[name] = getattr(importlib.import_module(module), name)

@@ -39,9 +39,9 @@ class SiteMismatch(LifecycleError):
 class GuardedSlots:
     """Wraps `raw` (a `MambaSlotAllocator`, every slot free) with the lifecycle's ledger."""
 
-    def __init__(self, raw, *, trace=None):
+    def __init__(self, raw, *, trace=None, fills: bool = False):
         self.raw = raw
-        self.guarded = GuardedAllocator(raw, unattributed="trust", trace=trace, fills=True)
+        self.guarded = GuardedAllocator(raw, unattributed="trust", trace=trace, fills=fills)
         self.guard, self.ledger = self.guarded.guard, self.guarded.ledger
         lc = self.ledger.lifecycle
         self._uses = np.array([lc.spec(s).group is Group.BATCH_OWNED for s in State]) | self.ledger.lent
@@ -146,6 +146,8 @@ class GuardedSlots:
         slots of `mamba_clear_indices` zeroed, those of `mamba_cow_dst_indices` copied from
         `mamba_cow_src_indices` (`outside`: from int8 checkpoints, another index space). The
         step check then refuses a row whose slot holds only a previous tenant's state."""
+        if self.guard.fills is None:  # no first reads judged: nothing to keep
+            return
         clear = getattr(batch, "mamba_clear_indices", None)
         if clear is not None and len(clear):
             self.guarded.zeroed(clear)  # a device sync where the indices are on the device
@@ -159,7 +161,7 @@ class GuardedSlots:
         as copies of the rows' slots. The track slots are no rows of the write set yet: their
         holders are not checked."""
         tracks = getattr(batch, "mamba_track_indices", None)
-        if tracks is None or not len(tracks):
+        if self.guard.fills is None or tracks is None or not len(tracks):
             return
         mask = getattr(batch, "mamba_track_mask", None)
         at = tracks.tolist()  # a device sync where the indices are on the device

@@ -19,5 +19,5 @@ def guarded():
     import slotwarden.adapters.sglang as sw
 
     sw.uninstall()
-    yield sw.install()
+    yield sw.install(first_read=True)
     sw.uninstall()

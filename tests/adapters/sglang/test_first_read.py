@@ -102,3 +102,33 @@ def test_two_requests_of_one_batch_may_copy_one_cached_prefix(guarded):
     flow.start(fx, c)
     assert int(b.kv.mamba_cow_src_index) == int(c.kv.mamba_cow_src_index)
     assert len(flow.step(fx, [b, c])) == 1 and _fill(fx, b) is _fill(fx, c) is Fill.WRITTEN
+
+
+def test_by_default_the_adapter_judges_no_first_read():
+    """`install()` without `first_read`: a dropped clear is not refused, no fills are kept."""
+    import slotwarden.adapters.sglang as sw
+
+    sw.uninstall()
+    sw.install()
+    try:
+        fx = objects.build()
+        a = objects.make_req([1, 2, 3])
+        flow.start(fx, a)
+        a.kv.mamba_needs_clear = False
+        assert fx.pool.mamba_allocator.guard.fills is None and len(flow.step(fx, [a])) == 1
+    finally:
+        sw.uninstall()
+
+
+def test_the_plugin_switch_turns_first_reads_on(monkeypatch):
+    import slotwarden.adapters.sglang as sw
+    from slotwarden.adapters.sglang import plugin
+
+    sw.uninstall()
+    monkeypatch.setenv(plugin.SWITCH, "1")
+    monkeypatch.setenv(plugin.FIRST_READ, "1")
+    try:
+        plugin.load()
+        assert sw.installed().first_read
+    finally:
+        sw.uninstall()
