@@ -32,9 +32,11 @@ def parse(text: str) -> list[Entry]:
     for n, raw in enumerate(text.splitlines(), 1):
         if not raw.strip() or raw.lstrip().startswith("#"):
             continue
-        parts = [p.strip() for p in raw.split(" | ")]
+        head, _, rest = raw.partition(" | ")
+        text, bar, reason = rest.rpartition(" | ")  # the line's text may hold " | " itself
+        parts = [p.strip() for p in (head, text, reason)]
         where, _, line = parts[0].rpartition(":")
-        if len(parts) != 3 or not where or not line.isdigit() or not parts[2]:
+        if not bar or not where or not line.isdigit() or not parts[2]:
             raise AllowlistError(f"allowlist line {n}: want 'path:line | text | reason', not {raw!r}")
         out.append(Entry(where, int(line), parts[1], parts[2]))
     return out

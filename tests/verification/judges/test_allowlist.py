@@ -109,3 +109,10 @@ def test_an_entry_whose_line_moved_is_moved_to_the_nearest_missed_line_of_its_te
     assert out.splitlines()[0] == "# why" and out.splitlines()[1].startswith("pkg/toy.py:7 | raise")
     assert out.splitlines()[2:] == text.splitlines()[2:]  # no missed line holds it: left for check to name
     assert [p.split(": ", 1)[0] for p in allowlist.check(allowlist.parse(out), report, tmp_path)] == ["pkg/toy.py:4"]
+
+
+def test_an_entry_s_text_may_hold_the_separator():
+    (entry,) = allowlist.parse("pkg/toy.py:3 | return a | b | why: a reason")
+    assert (entry.path, entry.line, entry.text, entry.reason) == ("pkg/toy.py", 3, "return a | b", "why: a reason")
+    with pytest.raises(allowlist.AllowlistError):
+        allowlist.parse("pkg/toy.py:3 | no reason")
