@@ -20,6 +20,18 @@ def _fill(fx, req) -> Fill:
     return Fill(int(fx.pool.mamba_allocator.guard.fills[int(req.kv.mamba_pool_idx)]))
 
 
+def cached():
+    """A fixture whose tree caches the state of a request's prompt [1..8], written by its step."""
+    fx = objects.build()
+    a = objects.make_req([1, 2, 3, 4, 5, 6, 7, 8])
+    flow.start(fx, a)
+    flow.step(fx, [a])
+    flow.run(fx, a)
+    flow.finish(fx, a)
+    fx.pool.mamba_allocator.fence(None)
+    return fx
+
+
 def test_a_new_slot_is_zeroed_by_its_batch_and_written_by_its_step(guarded):
     fx = objects.build()
     a = objects.make_req([1, 2, 3])
@@ -44,14 +56,7 @@ def test_a_slot_whose_clear_was_dropped_is_refused_at_its_step(guarded):
 
 
 def test_a_copy_on_write_from_the_cache_fills_the_slot(guarded):
-    fx = objects.build()
-    slots = fx.pool.mamba_allocator
-    a = objects.make_req([1, 2, 3, 4, 5, 6, 7, 8])
-    flow.start(fx, a)
-    flow.step(fx, [a])
-    flow.run(fx, a)
-    flow.finish(fx, a)  # its state cached
-    slots.fence(None)
+    fx = cached()
     b = objects.make_req([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
     flow.start(fx, b)
     assert b.kv.mamba_cow_src_index is not None and _fill(fx, b) is Fill.STALE
@@ -89,14 +94,7 @@ def test_without_the_batchs_fills_a_new_slot_would_be_refused(guarded, monkeypat
 
 
 def test_two_requests_of_one_batch_may_copy_one_cached_prefix(guarded):
-    fx = objects.build()
-    slots = fx.pool.mamba_allocator
-    a = objects.make_req([1, 2, 3, 4, 5, 6, 7, 8])
-    flow.start(fx, a)
-    flow.step(fx, [a])
-    flow.run(fx, a)
-    flow.finish(fx, a)
-    slots.fence(None)
+    fx = cached()
     b, c = objects.make_req([1, 2, 3, 4, 5, 6, 7, 8, 9]), objects.make_req([1, 2, 3, 4, 5, 6, 7, 8, 10])
     flow.start(fx, b)
     flow.start(fx, c)
