@@ -6,7 +6,7 @@ import pytest
 
 from slotwarden.model import free
 from slotwarden.model.vocabulary import Event, Relation
-from slotwarden.runtime import guarded_allocator
+from slotwarden.runtime import guard_tables
 from slotwarden.verification.machines.allocator import AllocatorMachine
 from slotwarden.verification.machines.campaign import Budget, run_machine
 from slotwarden.verification.verify import jobs
@@ -35,7 +35,7 @@ def test_the_allocator_machine_catches_a_borrowers_free_accepted(monkeypatch, wh
     broken = _lent_rollback(free.free_rule_for)
     if where == "model/free.py":  # an edit of the file: free_rule and the allocator's import both see it
         monkeypatch.setattr(free, "free_rule_for", broken)
-    monkeypatch.setattr(guarded_allocator, "free_rule_for", broken)
+    monkeypatch.setattr(guard_tables, "free_rule_for", broken)  # where the compiled free table is built
     r = run_machine("allocator", AllocatorMachine, BUDGET, 0, shrink=False)
     if r.passed:  # caught at seed 0 run alone (141 examples); missed once inside the full suite
         r = run_machine("allocator", AllocatorMachine, Budget(2 * BUDGET.examples, BUDGET.steps), 1, shrink=False)
