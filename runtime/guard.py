@@ -214,11 +214,11 @@ class LedgerGuard:
             self.fills[to] = int(Fill.COPIED)
             return
         fro = inputs.ids(src, "copied", None)
-        outside = (fro < 1) | (fro > self.ledger.capacity)
-        if fro.size != to.size or outside.any():
-            bad = int(fro[np.argmax(outside)]) if outside.any() else None
-            why = f"a copy of {fro.size} slots into {to.size}" if bad is None else "a source is not a slot of the pool"
-            raise BadSlotId(why, slot_id=bad, event="copied", actor=None)
+        if fro.size != to.size:
+            raise BadSlotId(f"a copy of {fro.size} slots into {to.size}", slot_id=None, event="copied", actor=None)
+        # the sources checked as the ledger checks ids, each once: one cached prefix may be
+        # copied into several slots
+        self.ledger.checked_ids(np.unique(fro), "copied", None)
         self.fills[to] = np.where(_launch.TABLES.readable[self.fills[fro]], int(Fill.COPIED), int(Fill.STALE))
 
     def launch(self, done=None) -> int:
@@ -273,7 +273,7 @@ class LedgerGuard:
 
 def _rows(slot_indices) -> np.ndarray:
     """A checked step's row -> slot ids on the host (a device tensor is copied: a sync, as in the check)."""
-    return slot_indices.cpu().numpy() if isinstance(slot_indices, torch.Tensor) else np.asarray(slot_indices)
+    return inputs.ids(slot_indices, "check_step", None)
 
 
 def _show(ids: np.ndarray, times: np.ndarray) -> str:
