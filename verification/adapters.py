@@ -4,7 +4,8 @@ Every scenario runs bare and guarded, on the Python tree core (no buffer and ext
 on SGLang's default Rust core where it has tree moves: the guarded run must show what the bare
 one shows, refuse nothing, end with a clean audit (the engine's free list agreeing slot by slot),
 zero unattributed allocs, SGLang's own pool equations balanced, and a trace that check-trace
-accepts with no leak. Every bug replay must be refused at its one buggy call with the engine's
+accepts with no leak; the guarded runs judge first reads (`install(first_read=True)`). Every
+bug replay, on the adapter as installed by default, must be refused at its one buggy call with the engine's
 free list and the ledger as they were. Without SGLang (or its pinned packages) the job is a SKIP
 row that says what is missing. Quick runs a subset (the Python core, one replay).
 """
@@ -129,7 +130,7 @@ def check_replay(name: str, extra_buffer: bool) -> str:
     sw.uninstall()
     sw.GuardedSlots.free = spied
     try:
-        sw.install(first_read=True)
+        sw.install()  # as installed by default (no first reads judged): the scenarios run with them on
         fx = objects.build(extra_buffer=extra_buffer)
         getattr(replays, name)(fx)
     except LifecycleError:
