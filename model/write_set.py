@@ -107,7 +107,7 @@ def declare_write_set(
         if not r.pad_only and not isinstance(r.actor, ActorKind):
             raise DeclarationError(f"a {r.kind.name} row addresses real slots, so it names the kind of its actor")
         for a in r.writes + r.reads:
-            if a.state not in State or a.state not in {s.state for s in lifecycle.states}:
+            if not isinstance(a.state, State) or a.state not in {s.state for s in lifecycle.states}:
                 raise DeclarationError(f"a {r.kind.name} row addresses unknown state {shown(a.state)}")
             if a.by not in relations_for(lifecycle.spec(a.state), r.actor):
                 raise DeclarationError(

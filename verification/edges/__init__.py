@@ -3,13 +3,13 @@ it holds), each shown failing on broken variants in tests/verification/test_edge
 - `trace_format`: runtime traces replay clean, round-trip, and bad lines are refused in words;
 - `conversions`: ids, actors, targets, counts and steps at their bounds (int64 and beyond,
   numpy and torch types): converted, or refused in words with nothing changed;
-- `one_slot`, `batch_lanes`, `free_lanes`: one-slot moves, many-slot batches and the drop-in
-  allocator agree on every lane; frees follow the free rule;
+- `one_slot`, `batch_lanes`, `free_lanes`: every lane agrees, frees follow the free rule;
 - `words`: refusals name slot, state, owner, event and actor; errors pickle;
 - `scheduler_runs`: `run`, counters against the steps made, parallel sampling's ids, seeds
   and prefills, failed forward passes, the session reaper and `session_state`; the admission
   plan (`admission_plan`) decides as the loop alone would;
-- `audits`: each fault built for them flagged; `documents`: docs/ is what the rules generate;
-  `ledger_paths` (tests/verification/test_edges_ledger.py): the ledger's side paths, configs;
+- `audits`: faults built for them flagged; `documents`: docs/ is what the rules generate;
+  `ledger_paths` (test_edges_ledger.py): the ledger's side paths, configs;
 - `tree_integrity`: the prefix tree's `check()` passes on built trees, flags broken ones;
-  `write_set`, `guard_step`: the pool's and the drop-in's step checks = the model's."""
+  `write_set`, `guard_step`: the pool's and the drop-in's step checks = the model's;
+  `declarations` (test_edges_model.py): malformed declarations and abstract moves refused."""

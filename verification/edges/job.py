@@ -12,6 +12,7 @@ from slotwarden.verification.edges import (
     audits,
     batch_lanes,
     conversions,
+    declarations,
     documents,
     free_lanes,
     guard_step,
@@ -74,6 +75,10 @@ EDGE_CHECKS = {  # name -> (module, what its row says)
         write_set,
         "check_step refuses what the model refuses, at its row and slot, on {n} steps; accepted ones keep the six",
     ),
+    "model refusals": (
+        declarations,
+        "{n} malformed lifecycles and write sets refused in words; the abstract pool's bad moves; lookup = rules",
+    ),
     "guard step": (
         guard_step,
         "GuardedAllocator.check_step refuses what the model refuses, at its row and slot, on {n} steps",
@@ -85,6 +90,7 @@ SIZES = {
     "tree integrity": lambda: len(tree_integrity.BREAKS),
     "write set": lambda: write_set.STEPS,
     "guard step": lambda: guard_step.STEPS,
+    "model refusals": lambda: len(declarations.FAULTS) + len(declarations.ROW_FAULTS),
 }
 
 

@@ -3,7 +3,8 @@
 - An illegal move names the event, the actor, the slot, its state, its owner and a borrower
   (the seed bug's free through the drop-in allocator, a finish by the wrong request on the
   ledger), an illegal copy its slot, state, owner and actor, a bad id the pad slot, a slot
-  outside the pool or one named twice, each for what it is.
+  outside the pool or one named twice, each for what it is; an illegal step its row, slot,
+  holder and actor.
 - Every error survives pickling (verify's workers send them between processes) with its type
   and its text; `repr` of a bad input is its type and text.
 - `shown` bounds any value: a long list or array says how long it was, a value whose `repr`
@@ -16,10 +17,11 @@ import pickle
 
 import numpy as np
 
-from slotwarden.model.errors import BadActor, BadInput, BadSlotId, IllegalCopy, IllegalMove, shown
+from slotwarden.model.errors import BadActor, BadInput, BadSlotId, IllegalCopy, IllegalMove, IllegalStep, shown
 from slotwarden.model.vocabulary import Actor, Event, Slot, State
 from slotwarden.runtime.free_list import FreeList
 from slotwarden.runtime.guarded_allocator import GuardedAllocator
+from slotwarden.runtime.launch import check_step
 from slotwarden.runtime.ledger.ledger import SlotLedger
 from slotwarden.runtime.scheduler.build import build
 from slotwarden.kernels.layer import TinyMambaConfig
@@ -39,6 +41,7 @@ def problems() -> list[str]:
         _raised(lambda: _running().apply(Event.ADMIT, "junk", R2)),
         _raised(lambda: _running().apply(99, [1], R2)),
         _raised(lambda: _running().apply(Event.ADMIT, [1], Actor(7, 1))),
+        _raised(lambda: check_step(_running(), [1], [2])),
     ]
     wanted = [
         (
@@ -53,6 +56,7 @@ def problems() -> list[str]:
         (BadSlotId, ("bad slot ids 'junk' (str) for admit by request 2",)),
         (BadInput, ("bad event 99 by request 2", "not an event")),
         (BadActor, ("bad actor", "unknown actor kind 7")),
+        (IllegalStep, ("illegal step: row 0 (request 2) on slot 1", "held by request 1, state RUNNING", "no claim")),
     ]
     for err, (kind, words) in zip(errors, wanted):
         text = str(err)
@@ -79,6 +83,9 @@ def _made() -> list[str]:
         or str(broken) != "illegal move"
     ):
         out.append(f"hand-made illegal moves read {str(lazy)!r} and {str(broken)!r}")
+    step = IllegalStep(lambda: 1 / 0, row=0, slot_id=1, slot=slot, holder=R2, actor=None)
+    if str(step) != "illegal step":
+        out.append(f"a hand-made illegal step whose reason raises reads {str(step)!r}")
     whole = BadSlotId("empty", slot_id=None, event="free", actor=None)
     if str(whole) != "bad batch of slot ids for free: empty":
         out.append(f"a refusal of a batch without its value reads {str(whole)!r}")
