@@ -85,8 +85,10 @@ def judged(copy: Path, m: mt.Mutant, reports: dict, levels, timeouts, survived=N
     record["sha1"] = digest(target)  # the verdict holds for this content of the file only
     if mutated is None:
         return dict(record, outcome="not applied", level="", seconds={}, why="cosmic-ray made no such mutant", diff="")
-    diff = difflib.unified_diff(original.decode().splitlines(), mutated.splitlines(), lineterm="", n=0)
-    record["diff"] = "\n".join(ln for ln in diff if ln[:1] in "+-" and ln[:3] not in ("+++", "---"))[:600]
+    if mt.annotation_only(original.decode(), mutated):
+        why = "the edit is inside annotations, kept as strings (from __future__ import annotations): never run"
+        return dict(record, outcome=mt.ANNOTATION, level="", seconds={}, why=why, diff=_diff(original, mutated))
+    record["diff"] = _diff(original, mutated)
     try:
         target.write_text(mutated)
         run = lambda level, jobs: mt.verify_run(copy, level, timeouts[level], jobs)  # noqa: E731
@@ -102,6 +104,11 @@ def judged(copy: Path, m: mt.Mutant, reports: dict, levels, timeouts, survived=N
         why=v.why,
         jobs={**(old or {}).get("jobs", {}), **v.jobs},
     )
+
+
+def _diff(original: bytes, mutated: str) -> str:
+    diff = difflib.unified_diff(original.decode().splitlines(), mutated.splitlines(), lineterm="", n=0)
+    return "\n".join(ln for ln in diff if ln[:1] in "+-" and ln[:3] not in ("+++", "---"))[:600]
 
 
 def rejudge(folder: Path, reports: dict | None = None, root: Path = ROOT) -> None:

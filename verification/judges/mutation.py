@@ -12,6 +12,7 @@ each mutant (a rerun resumes), and `mutation_report` writes mutation.md from eve
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import random
@@ -37,6 +38,7 @@ LEFT_OUT = {
 KILLED, TIMED_OUT, SURVIVED = "killed", "timed out", "survived"
 UNREACHED = "survived (not reached)"  # no verify level executes its lines (coverage): nothing run
 PENDING = "survived --quick (default run pending)"  # --stage quick stopped before the default run
+ANNOTATION = "equivalent (an annotation)"  # the edit is in annotations kept as strings: nothing run
 
 ALL = "all"  # a level's run of every job (the mutant is reached outside any job, or no job data)
 
@@ -181,6 +183,30 @@ def copy_checkout(root: Path, into: Path) -> Path:
     for built in root.glob("runtime/ledger/*.so"):
         shutil.copy2(built, into / built.relative_to(root))
     return into
+
+
+def annotation_only(source: str, mutated: str) -> bool:
+    """Whether `mutated` differs from `source` only inside annotations (of arguments, returns
+    and annotated assignments) of a module with `from __future__ import annotations`: kept as
+    strings, never evaluated (the sampled files call no get_type_hints; a test keeps it so)."""
+    try:
+        before, after = ast.parse(source), ast.parse(mutated)
+    except SyntaxError:
+        return False
+    future = any(
+        isinstance(n, ast.ImportFrom) and n.module == "__future__" and any(a.name == "annotations" for a in n.names)
+        for n in before.body
+    )
+    return future and ast.dump(before) != ast.dump(after) and _bare(before) == _bare(after)
+
+
+def _bare(tree: ast.AST) -> str:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.returns = None
+        elif isinstance(node, (ast.arg, ast.AnnAssign)):
+            node.annotation = None
+    return ast.dump(tree)
 
 
 def mutated_source(source: str, m: Mutant) -> str | None:

@@ -54,7 +54,12 @@ def counts(records: list[dict], triaged: dict) -> dict:
     judged = [r for r in records if r["outcome"] != "not applied"]
     by = {o: sum(r["outcome"] == o for r in judged) for o in (mt.KILLED, mt.TIMED_OUT, mt.SURVIVED, mt.UNREACHED)}
     by[mt.PENDING] = sum(r["outcome"] == mt.PENDING for r in judged)
-    equivalent = sum(triaged.get(r["key"], ("",))[0] == "equivalent" for r in judged if not _killed(r))
+    by[mt.ANNOTATION] = sum(r["outcome"] == mt.ANNOTATION for r in judged)
+    equivalent = sum(
+        r["outcome"] == mt.ANNOTATION or triaged.get(r["key"], ("",))[0] == "equivalent"
+        for r in judged
+        if not _killed(r)
+    )
     denominator = len(judged) - equivalent
     score = 100.0 * (by[mt.KILLED] + by[mt.TIMED_OUT]) / denominator if denominator else 0.0
     return dict(by, judged=len(judged), equivalent=equivalent, score=score)
@@ -108,8 +113,10 @@ def write_markdown(folder: Path, root: Path = ROOT) -> Path:
         )
     out += ["", "`slotwarden mutation --shard I/N` (`make mutation SHARD=I/N`); " + _scope(), ""]
     out += ["| outcome | mutants |", "| --- | --- |"]
-    out += [f"| {k} | {c[k]} |" for k in (mt.KILLED, mt.TIMED_OUT, mt.SURVIVED, mt.UNREACHED, mt.PENDING)]
-    out += [f"| judged | {c['judged']} |", f"| equivalent (triaged) | {c['equivalent']} |"]
+    out += [
+        f"| {k} | {c[k]} |" for k in (mt.KILLED, mt.TIMED_OUT, mt.SURVIVED, mt.UNREACHED, mt.PENDING, mt.ANNOTATION)
+    ]
+    out += [f"| judged | {c['judged']} |", f"| equivalent (in all) | {c['equivalent']} |"]
     if head.get("stale"):
         out += [
             "",
@@ -124,7 +131,9 @@ def write_markdown(folder: Path, root: Path = ROOT) -> Path:
     out += ["Time per mutant:"] + timing(records) + [""]
     out += ["## Survivors", "", "| mutant | outcome | edit | triage |", "| --- | --- | --- | --- |"]
     for r in sorted((r for r in records if not _killed(r) and r["outcome"] != "not applied"), key=lambda r: r["key"]):
-        verdict, reason = triaged.get(r["key"], ("not triaged", ""))
+        verdict, reason = triaged.get(
+            r["key"], ("equivalent", r["why"]) if r["outcome"] == mt.ANNOTATION else ("not triaged", "")
+        )
         edit = r["diff"].replace("|", "\\|").replace("\n", " / ")[:160]
         out.append(f"| {r['key']} | {r['outcome']} | `{edit}` | {verdict}{': ' + reason if reason else ''} |")
     out += ["", "## Killed", "", "| mutant | by | why |", "| --- | --- | --- |"]

@@ -141,3 +141,45 @@ def test_pending_mutants_are_judged_again_from_the_coverage_reports(tmp_path):
     rejudge(tmp_path, {"quick": report, "default": report}, root=tmp_path)
     after = json.loads((tmp_path / "mutation-1-of-1.json").read_text())["mutants"]
     assert [after[k]["outcome"] for k in "abcd"] == [mt.UNREACHED, mt.SURVIVED, mt.PENDING, mt.PENDING]
+
+
+FUTURE = "from __future__ import annotations\n\n"
+
+
+@pytest.mark.parametrize(
+    "before, after, equivalent",
+    [
+        (FUTURE + "def f(x: int | None) -> int | None:\n    return x\n", "int << None", True),
+        (FUTURE + "def f(x) -> int | None:\n    return x\n", "int & None", True),
+        (FUTURE + "class A:\n    x: int | None = 3\n", "int ^ None", True),
+        (FUTURE + "class A:\n    x: int | None = 3 | 4\n", "3 ^ 4", False),  # the value is run
+        (FUTURE + "def f(x: int = 128):\n    return x\n", "129", False),  # a default is run
+        ("def f(x: int | None):\n    return x\n", "int << None", False),  # evaluated at def time
+    ],
+)
+def test_an_edit_inside_annotations_kept_as_strings_is_equivalent(before, after, equivalent):
+    old = {"int << None": "int | None", "int & None": "int | None", "int ^ None": "int | None"}.get(after)
+    old = old or {"3 ^ 4": "3 | 4", "129": "128"}[after]
+    mutated = before.replace(old, after, 1)
+    assert mutated != before
+    assert mt.annotation_only(before, mutated) is equivalent
+
+
+def test_the_sampled_files_never_evaluate_annotations():
+    """annotation_only's premise: nothing in the sampled files reads annotations as values."""
+    for path in mt.sampled_files():
+        text = path.read_text()
+        assert "get_type_hints" not in text and "get_annotations" not in text and "__annotations__" not in text, path
+
+
+def test_a_campaign_judges_an_annotation_edit_without_running_verify(tmp_path):
+    from slotwarden.verification.judges import campaign
+
+    (tmp_path / "a.py").write_text(FUTURE + "def f(x: int | None):\n    return x\n")
+    m = mt.Mutant(
+        "a.py:core/ReplaceBinaryOperator_BitOr_LShift:0", "a.py", "core/ReplaceBinaryOperator_BitOr_LShift", 0, (3, 3)
+    )
+    record = campaign.judged(tmp_path, m, {}, mt.LEVELS, {"quick": 1, "default": 1})
+    assert record["outcome"] == mt.ANNOTATION and record["seconds"] == {} and "<<" in record["diff"]
+    c = counts([dict(record, key=m.key)], {})
+    assert (c["judged"], c["equivalent"], c[mt.ANNOTATION]) == (1, 1, 1)
