@@ -1,8 +1,8 @@
 """The mutation campaign's loop (`slotwarden mutation`): shard I/N of the sample, one mutant at a
 time in one copy of the checkout (the mutated file put back, bytes and time, after each), each
-verdict saved at once to mutation-I-of-N.json with its file's digest (a rerun of the same sample
-resumes, judging anew a mutant whose file changed since; `--stage default` then runs the default
-verify on the mutants left pending), then mutation.md rewritten
+verdict saved at once to mutation-I-of-N.json with its file's digest (a rerun resumes, judging
+anew a mutant whose file changed since and dropping one no longer sampled; `--stage default`
+then runs the default verify on the mutants left pending), then mutation.md rewritten
 from every shard's file. Nothing here runs in `make test`: the campaign is opt-in."""
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ def run_campaign(args) -> int:
         print(f"mutation report: {write_markdown(out)}")
         return 0
     mutants = mt.shard_of(mt.sample(mt.every_mutant(), args.sample, args.seed), shard, shards)
+    keys = {m.key for m in mutants}
     mutants = mutants[: args.limit] if args.limit else mutants
     levels = ("quick",) if args.stage == "quick" else mt.LEVELS
     timeouts = {"quick": args.timeout_quick, "default": args.timeout_default}
@@ -51,6 +52,7 @@ def run_campaign(args) -> int:
     header = {"tool": _tool(), "sample": args.sample, "seed": args.seed, "shard": f"{shard + 1}/{shards}"}
     saved = json.loads(path.read_text()) if path.is_file() else {}
     done = saved.get("mutants", {}) if all(saved.get(k) == v for k, v in header.items()) else {}
+    done = {k: r for k, r in done.items() if k in keys}  # a mutant an edit took out of the sample goes
     header["commit"] = commit()
     reports = mt.coverage_reports()
     print(f"slotwarden mutation: shard {shard + 1}/{shards}, {len(mutants)} mutants, levels {', '.join(levels)}")

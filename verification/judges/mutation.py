@@ -13,9 +13,9 @@ each mutant (a rerun resumes), and `mutation_report` writes mutation.md from eve
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
-import random
 import shutil
 import signal
 import subprocess
@@ -52,6 +52,7 @@ class Mutant(NamedTuple):
     operator: str
     occurrence: int
     lines: tuple[int, int]  # first and last line of the mutated code
+    anchor: str = ""  # its first line's text, and which of its file's lines with that text it is
 
 
 class Verdict(NamedTuple):
@@ -78,23 +79,41 @@ def every_mutant(root: Path = ROOT) -> list[Mutant]:
     from cosmic_ray.commands.init import _all_work_items  # what `cosmic-ray init` stores, unstored
 
     specs = [m for item in _all_work_items(sampled_files(root), {}) for m in item.mutations]
-    out = []
+    out, anchors = [], {}
     for m in specs:
         rel = Path(m.module_path).resolve().relative_to(root.resolve()).as_posix()
+        if rel not in anchors:
+            anchors[rel] = _anchors((root / rel).read_text().splitlines())
         key = f"{rel}:{m.operator_name}:{m.occurrence}"
-        out.append(Mutant(key, rel, m.operator_name, m.occurrence, (m.start_pos[0], m.end_pos[0])))
+        lines = (m.start_pos[0], m.end_pos[0])
+        out.append(Mutant(key, rel, m.operator_name, m.occurrence, lines, anchors[rel][lines[0] - 1]))
     return sorted(out, key=lambda m: (m.path, m.lines, m.operator, m.occurrence))
 
 
+def _anchors(lines: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for line in lines:
+        text = line.strip()
+        seen[text] = seen.get(text, 0) + 1
+        out.append(f"{text}#{seen[text]}")
+    return out
+
+
 def sample(mutants: list[Mutant], size: int, seed: int) -> list[Mutant]:
-    """One mutant at each of `size` places (file, first line) drawn with `seed`, so that no line's
-    many operators crowd out the others; the operator at a place is drawn too."""
-    places: dict[tuple[str, int], list[Mutant]] = {}
+    """One mutant at each of `size` places (a file's line), so that no line's many operators
+    crowd out the others: the places, and the operator at each, whose hash with `seed` is
+    lowest. A place is ranked by its file and `anchor` alone, so an edit to one file changes
+    only that file's part of the sample (whose verdicts go stale anyway)."""
+    places: dict[tuple[str, str], list[Mutant]] = {}
     for m in mutants:
-        places.setdefault((m.path, m.lines[0]), []).append(m)
-    rng = random.Random(seed)
-    chosen = rng.sample(sorted(places), min(size, len(places)))
-    return [rng.choice(places[p]) for p in chosen]
+        places.setdefault((m.path, m.anchor or str(m.lines[0])), []).append(m)
+    chosen = sorted(places, key=lambda p: _rank(seed, *p))[:size]
+    return [min(places[p], key=lambda m: _rank(seed, m.operator, places[p].index(m))) for p in chosen]
+
+
+def _rank(seed: int, *parts) -> bytes:
+    return hashlib.sha1("\0".join(map(str, (seed, *parts))).encode()).digest()
 
 
 def shard_of(mutants: list[Mutant], shard: int, shards: int) -> list[Mutant]:

@@ -28,6 +28,29 @@ def test_the_sample_takes_one_mutant_a_place_and_the_shards_split_it():
     assert len(mt.sample(mutants, 1000, seed=0)) == 40  # at most one a place
 
 
+def test_an_edit_of_one_file_changes_only_that_file_s_part_of_the_sample():
+    """Shown failing on the draw this replaced (rng.sample over the sorted places): it kept 4
+    of b.py's 14 sampled places after the edit of a.py."""
+
+    def of(path, lines):  # every line of a file holds two mutants
+        anchors = mt._anchors(lines)
+        return [
+            mt.Mutant(f"{path}:op{k}:{n}", path, f"op{k}", n, (n + 1, n + 1), anchors[n])
+            for n in range(len(lines))
+            for k in range(2)
+        ]
+
+    a, b = [f"a = {n}" for n in range(60)] + ["return x"] * 3, [f"b = {n}" for n in range(60)]
+    before = mt.sample(of("a.py", a) + of("b.py", b), 30, seed=1)
+    edited = ["# a line added at the top"] + a[:10] + a[12:]  # lines added, removed, moved
+    after = mt.sample(of("a.py", edited) + of("b.py", b), 30, seed=1)
+    in_b = lambda s: {m for m in s if m.path == "b.py"}  # noqa: E731
+    moved = in_b(before) ^ in_b(after)  # only at the cut: a.py gained 1 place and lost 2
+    assert len(in_b(before)) >= 10 and len(moved) <= 3
+    kept = {m.anchor for m in before if m.path == "a.py"} & {m.anchor for m in after if m.path == "a.py"}
+    assert kept and all(not t.startswith(("a = 10#", "a = 11#")) for t in kept)
+
+
 def _report(tmp_path, executed: str) -> dict:
     (tmp_path / "a.py").write_text("x = 1\n" * 50)
     missing = ranges(set(range(1, 51)) - numbers(executed))  # every line a statement, the rest missed
