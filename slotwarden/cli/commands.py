@@ -258,6 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-default", type=positive_seconds, default=1800.0, metavar="S", help="(default: 1800)")
     p.add_argument("--out", metavar="DIR", help="results and report folder (default: verification/reports)")
     p.add_argument(
+        "--again",
+        action="store_true",
+        help="judge every survivor anew (reached or not, pending or not), as after a new check; the killed and "
+        "the equivalent keep their verdicts",
+    )
+    p.add_argument(
         "--report-only",
         action="store_true",
         help="only rewrite mutation.md from the results files (pending mutants judged again from the coverage "

@@ -2,8 +2,9 @@
 time in one copy of the checkout (the mutated file put back, bytes and time, after each), each
 verdict saved at once to mutation-I-of-N.json with its file's digest (a rerun resumes, judging
 anew a mutant whose file changed since and dropping one no longer sampled; `--stage default`
-then runs the default verify on the mutants left pending), then mutation.md rewritten
-from every shard's file. Nothing here runs in `make test`: the campaign is opt-in."""
+then runs the default verify on the mutants left pending; `--again` judges every survivor
+anew, as after a new check), then mutation.md rewritten from every shard's file. Nothing here
+runs in `make test`: the campaign is opt-in."""
 
 from __future__ import annotations
 
@@ -59,9 +60,7 @@ def run_campaign(args) -> int:
     with tempfile.TemporaryDirectory(prefix="slotwarden-mutant-") as tmp:
         copy = mt.copy_checkout(ROOT, Path(tmp))
         for i, m in enumerate(mutants, 1):
-            old = done.get(m.key)
-            if old and old.get("sha1") != digest(copy / m.path):  # its file changed since: judged anew
-                old = None
+            old = kept(done.get(m.key), digest(copy / m.path), args.again)
             if old and old["outcome"] != mt.PENDING:
                 continue
             start = time.perf_counter()
@@ -75,6 +74,16 @@ def run_campaign(args) -> int:
             path.write_text(json.dumps(dict(header, mutants=done), indent=1) + "\n")
     print(f"mutation results: {path}; report: {write_markdown(out)}")
     return 0
+
+
+def kept(old: dict | None, sha1: str, again: bool = False) -> dict | None:
+    """The saved record a run goes on from: None (judge anew) when the mutant's file changed since,
+    or when `again` (after a new check) and the mutant survived, reached or not, pending or not."""
+    if old is None or old.get("sha1") != sha1:
+        return None
+    if again and old["outcome"] in (mt.SURVIVED, mt.UNREACHED, mt.PENDING):
+        return None
+    return old
 
 
 def judged(copy: Path, m: mt.Mutant, reports: dict, levels, timeouts, survived=None, old=None) -> dict:

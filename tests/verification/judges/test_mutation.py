@@ -208,3 +208,15 @@ def test_a_campaign_judges_an_annotation_edit_without_running_verify(tmp_path, m
     assert record["outcome"] == mt.ANNOTATION and record["seconds"] == {} and "<<" in record["diff"]
     c = counts([dict(record, key=m.key)], {})
     assert (c["judged"], c["equivalent"], c[mt.ANNOTATION]) == (1, 1, 1)
+
+
+def test_a_rerun_goes_on_from_a_record_unless_its_file_changed_or_again_asks_for_survivors():
+    from slotwarden.verification.judges.campaign import kept
+
+    records = {
+        o: {"outcome": o, "sha1": "s"} for o in (mt.KILLED, mt.SURVIVED, mt.UNREACHED, mt.PENDING, mt.ANNOTATION)
+    }
+    assert all(kept(r, "s") is r for r in records.values())
+    assert all(kept(r, "other") is None for r in records.values()) and kept(None, "s") is None
+    again = {o for o, r in records.items() if kept(r, "s", again=True) is None}
+    assert again == {mt.SURVIVED, mt.UNREACHED, mt.PENDING}
