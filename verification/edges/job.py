@@ -16,9 +16,13 @@ from slotwarden.verification.edges import (
     documents,
     free_lanes,
     guard_step,
+    ledger_fast_paths,
     ledger_paths,
+    ledger_records,
     one_slot,
+    scheduler_paths,
     scheduler_runs,
+    step_words,
     trace_format,
     tree_integrity,
     words,
@@ -78,6 +82,27 @@ EDGE_CHECKS = {  # name -> (module, what its row says)
     "model refusals": (
         declarations,
         "{n} malformed lifecycles and write sets refused in words; the abstract pool's bad moves; lookup = rules",
+    ),
+    "ledger fast paths": (
+        ledger_fast_paths,
+        "view ids read as copies; early-fence words; corrupt free list refused; interrupted allocs refuse after; "
+        "runs from one slot; mixed look-ups keep FULL and per-slot fences; kernel without a state/event word",
+    ),
+    "ledger records": (
+        ledger_records,
+        "audit names 8 undeclared, leaks' last events; twice-named slot; long lock batch; empty state_of; "
+        "recorder seqs, depth, actors; stray fields kept on every lane; tables read-only",
+    ),
+    "step and words": (
+        step_words,
+        "declare takes State members; values cut at 60; step rows' actor and holder; check_step on each lane: "
+        "twice-written, empty, float ids, no warnings, pad-only write sets; 300 actor ids; long batches by length; "
+        "history; loans; properties on hand-built moves",
+    ),
+    "scheduler paths": (
+        scheduler_paths,
+        "pool defaults; cache stats; tree bound > 256, evicted inner nodes, edge words; SIGINT at step's boundary; "
+        "decode failure; a victim that frees a slot; pool faults = fault-free run; captured sizes; request identity",
     ),
     "guard step": (
         guard_step,
