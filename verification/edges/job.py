@@ -15,6 +15,7 @@ from slotwarden.verification.edges import (
     declarations,
     documents,
     free_lanes,
+    free_paths,
     guard_step,
     ledger_fast_paths,
     ledger_paths,
@@ -49,6 +50,11 @@ EDGE_CHECKS = {  # name -> (module, what its row says)
     "free lanes": (
         free_lanes,
         "the drop-in allocator: compiled = numpy lane, frees by the free rule, refusals change nothing",
+    ),
+    "free paths": (
+        free_paths,
+        "the drop-in's lane bound (subclasses keep theirs); usual frees of 1 and 3 skip the general path; "
+        "undeclared states refused; a fence hands this free's slots first, in order",
     ),
     "refusals in words": (
         words,
