@@ -88,6 +88,22 @@ VARIANTS = {  # id -> (module whose problems() must see it, owner, function, old
         'self._tally["steps"] += 2',
         "counters",
     ),
+    "a leave of the running batch bumps generation by 2 (scheduler.py NumberReplacer:50)": (
+        scheduler_runs,
+        scheduler.Scheduler,
+        "_leave",
+        "req.generation += 1",
+        "req.generation += 2",
+        "one bump a leave",
+    ),
+    "a retraction bumps generation by 2 (admission.py NumberReplacer:40)": (
+        scheduler_runs,
+        admission.BatchBuilder,
+        "_requeue",
+        "req.generation += 1",
+        "req.generation += 2",
+        "one bump a leave",
+    ),
     "a lone sample gets a prompt request (scheduler.py Gt_GtE:0)": (
         scheduler_runs,
         scheduler.Scheduler,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from source_edits import broken
 
-from slotwarden.runtime.ledger import audit, checks, locks, queries, recorder, tables
+from slotwarden.runtime.ledger import audit, checks, compiled, locks, queries, recorder, tables
 from slotwarden.verification.edges import ledger_records
 from slotwarden.verification.edges.job import problems_of
 
@@ -124,3 +124,12 @@ def test_the_check_fails_where_the_recorders_default_depth_differs(monkeypatch):
     keeps one batch more than a ledger's, made without one."""
     monkeypatch.setattr(recorder.FlightRecorder.__init__, "__defaults__", (513,))
     assert any("default depth 513" in p for p in problems_of(ledger_records))
+
+
+@pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled move is not built here")
+def test_the_check_fails_where_a_refusal_code_is_misnamed(monkeypatch):
+    """compiled.py NumberReplacer:5 (`REFUSED = 1`, TWICE's number): a refused move's code no
+    longer decodes to its name."""
+    monkeypatch.setattr(compiled, "REFUSED", 1)
+    found = problems_of(ledger_records)
+    assert any("a finish of FREE slots [3, 4] decodes to (0, 2), not (0, 1) (REFUSED)" in p for p in found), found

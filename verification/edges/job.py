@@ -62,7 +62,8 @@ EDGE_CHECKS = {  # name -> (module, what its row says)
     ),
     "scheduler runs": (
         scheduler_runs,
-        "counters = steps made; run() and NotIdle; sampling ids, seeds and one prefill; failed steps; session state",
+        "counters = steps made; a generation bump a leave; run() and NotIdle; sampling ids, seeds and one prefill; "
+        "failed steps; session state",
     ),
     "audits": (
         audits,
@@ -97,7 +98,7 @@ EDGE_CHECKS = {  # name -> (module, what its row says)
     "ledger records": (
         ledger_records,
         "audit names 8 undeclared, leaks' last events; twice-named slot; long lock batch; empty state_of; "
-        "recorder seqs, depth, actors; stray fields kept on every lane; tables read-only",
+        "recorder seqs, depth, actors; stray fields kept on every lane; tables read-only; kernel codes by name",
     ),
     "step and words": (
         step_words,

@@ -8,7 +8,9 @@
   the actors of a per-slot batch it keeps are frozen and hashable;
 - a move keeps a stray fence or lock count on a slot whose state holds them clear, on the
   per-slot, run, compiled and numpy paths alike (a move does not repair what it did not cause);
-- the compiled event tables and their write sources are read-only arrays.
+- the compiled event tables and their write sources are read-only arrays;
+- the compiled move's refusals decode (`compiled.refusal`) to the position and the named code
+  (`NOT_A_SLOT`, `TWICE`, `REFUSED`, `CORRUPT`) of their first refused id.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import NamedTuple
 import numpy as np
 
 from slotwarden.model.errors import BadSlotId
-from slotwarden.model.vocabulary import Actor, Event, State
+from slotwarden.model.vocabulary import NOBODY, Actor, Event, State
+from slotwarden.runtime.ledger import compiled
 from slotwarden.runtime.ledger.ledger import SlotLedger
 from slotwarden.runtime.ledger.recorder import FlightRecorder
 from slotwarden.runtime.ledger.tables import compile_events, sources_of
@@ -37,7 +40,32 @@ def problems() -> list[str]:
         + _recorder()
         + _stray_fields()
         + _read_only()
+        + _kernel_codes()
     )
+
+
+KERNEL_CODES = (  # (what, ids, event, the slot made corrupt or 0, position, the code's name)
+    ("a slot of no pool", (1, 9), Event.ALLOC, 0, 1, "NOT_A_SLOT"),
+    ("a slot named twice", (1, 2, 2), Event.ALLOC, 0, 2, "TWICE"),
+    ("a finish of FREE slots", (3, 4), Event.FINISH, 0, 0, "REFUSED"),
+    ("a slot in no declared state", (5, 6), Event.ALLOC, 6, 1, "CORRUPT"),
+)
+
+
+def _kernel_codes() -> list[str]:
+    if not compiled.AVAILABLE:  # nothing to decode ('ledger paths' says where it is built)
+        return []
+    out = []
+    for what, ids, event, corrupt, where, name in KERNEL_CODES:
+        ledger = SlotLedger(8)
+        if corrupt:
+            ledger.cols.state[corrupt] = len(State) + 3
+        got = ledger.mover.move(event, np.array(ids, dtype=np.int64), 1, NOBODY, 0, None, None, None, True, True)
+        want = (where, getattr(compiled, name))
+        if got >= 0 or compiled.refusal(got) != want:
+            told = compiled.refusal(got) if got < 0 else "accepted"
+            out.append(f"the compiled move's code for {what} {list(ids)} decodes to {told}, not {want} ({name})")
+    return out
 
 
 def _undeclared() -> list[str]:

@@ -1,9 +1,9 @@
 """The scheduler's whole-run contract, on the tiny engine, against what its steps reported:
 
-- `counters` agree with the steps made (`steps` = the steps launched, `finished`/`aborts`
-  = the results with that reason); `run()` returns every result, and past `max_steps` raises
-  `NotIdle` naming the sessions that park slots while requests wait, losing no result; the
-  session reaper (`session_timeout`) then lets the run end;
+- `counters` agree with the steps made (`steps` launched, `finished`/`aborts` the results of
+  that reason); a leave of the running batch bumps a request's `generation` by one; `run()`
+  returns every result, and past `max_steps` raises `NotIdle` naming the sessions that park
+  slots while requests wait, losing no result; the session reaper then lets the run end;
 - parallel sampling: `submit_n` gives consecutive ids and reserves one more only for a group
   (n > 1) with the prefix cache on; each sibling's tokens are those of a plain request with
   `sibling_seed(seed, i)`; the prompt is prefilled once (a lone sample has no prompt
@@ -46,7 +46,7 @@ PROMPT = [3, 1, 4, 1, 5]
 
 
 def problems() -> list[str]:
-    return _counters() + _not_idle() + _sampling() + _failed_steps() + _session_state() + _refusals()
+    return _counters() + _generations() + _not_idle() + _sampling() + _failed_steps() + _session_state() + _refusals()
 
 
 def _sched(**settings):
@@ -83,6 +83,20 @@ def _counters() -> list[str]:
         out.append(f"max_running=1 set on a built scheduler, yet a step ran {max(sizes)} requests")
     sched.model = sched.model
     return out
+
+
+def _generations() -> list[str]:
+    sched = _sched(slots=2, max_running=3)  # more running than slots: retractions
+    reqs = []
+    for i in range(6):
+        rid = sched.submit([1 + (i * 5 + j) % 8 for j in range(1 + i % 4)], max_new_tokens=4 + (i * 7) % 9)
+        reqs.append(sched.requests[rid])
+        sched.step()
+    sched.run()
+    c, got = sched.counters, [r.generation for r in reqs]
+    if c.retractions == 0 or sum(got) != c.finished + c.retractions:
+        return [f"generations {got} after {c.finished} finishes and {c.retractions} retractions (one bump a leave)"]
+    return []
 
 
 def _not_idle() -> list[str]:
