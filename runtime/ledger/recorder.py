@@ -18,7 +18,7 @@ class Entry(NamedTuple):
     target: int
     epoch: int
     ids: np.ndarray
-    before: np.ndarray  # or one state, when every slot of the batch was in it
+    before: np.ndarray | int  # one state (an int) when every slot of the batch was in it, else one per slot
     after: np.ndarray  # one state per slot (kept as one, when every slot moved to it)
 
 
@@ -57,7 +57,7 @@ class FlightRecorder:
     O(1) per batch). Recording is lazy: a batch is kept as handed in (numpy arrays, or lists
     of ints from the ledger's per-slot path; `before` and `after` one int when the whole batch
     shared it; the ids of a vectorised batch as the bytes of an int64 array) and turned into
-    arrays only when read back."""
+    arrays only when read back, in one form whatever path kept them (`Entry`), read-only."""
 
     def __init__(self, depth: int = 512):
         self.depth = depth
@@ -100,11 +100,24 @@ class FlightRecorder:
 
 
 def _entry(raw: tuple) -> Entry:
+    """A kept batch read back: ids and `after` as read-only arrays, `before` as one int when
+    every slot was in one state (however the path kept it), else a read-only array."""
     seq, event, actor, target, epoch, ids, before, after = raw
-    ids = ids_of(ids)
-    before = before if np.ndim(before) == 0 else np.asarray(before, dtype=np.uint8)
+    ids = _read_only(ids_of(ids))
+    if np.ndim(before) == 0:
+        before = int(before)
+    else:
+        states = np.asarray(before, dtype=np.uint8)
+        before = int(states[0]) if states.size and (states == states[0]).all() else _read_only(states)
     after = np.full(ids.shape, after, dtype=np.uint8) if np.ndim(after) == 0 else np.asarray(after, dtype=np.uint8)
-    return Entry(seq, event, actor, target, epoch, ids, before, after)
+    return Entry(seq, event, actor, target, epoch, ids, before, _read_only(after))
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A view of `array` that cannot be written through (a reader cannot rewrite a record)."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 def ids_of(ids) -> np.ndarray:

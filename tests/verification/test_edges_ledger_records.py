@@ -14,6 +14,20 @@ from slotwarden.verification.edges import ledger_records
 from slotwarden.verification.edges.job import problems_of
 
 VARIANTS = {  # mutant -> (owner, function, old, new, words of a problem)
+    "the recorder hands out the kept ids themselves (writable where a path kept a list)": (
+        recorder,
+        "_entry",
+        "ids = _read_only(ids_of(ids))",
+        "ids = ids_of(ids)",
+        "can be written through its ids",
+    ),
+    "the recorder keeps a shared state before as an array where a path kept one per slot": (
+        recorder,
+        "_entry",
+        "before = int(states[0]) if states.size and (states == states[0]).all() else _read_only(states)",
+        "before = _read_only(states)",
+        "not one int",
+    ),
     "audit.py NumberReplacer:6 (nine undeclared slots named)": (
         audit.Integrity,
         "audit",

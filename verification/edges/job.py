@@ -98,7 +98,8 @@ EDGE_CHECKS = {  # name -> (module, what its row says)
     "ledger records": (
         ledger_records,
         "audit names 8 undeclared, leaks' last events; twice-named slot; long lock batch; empty state_of; "
-        "recorder seqs, depth, actors; stray fields kept on every lane; tables read-only; kernel codes by name",
+        "recorder seqs, depth, actors; stray fields kept on every lane; tables read-only; kernel codes by name; "
+        "records read back in one form",
     ),
     "step and words": (
         step_words,

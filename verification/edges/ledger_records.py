@@ -9,6 +9,8 @@
 - a move keeps a stray fence or lock count on a slot whose state holds them clear, on the
   per-slot, run, compiled and numpy paths alike (a move does not repair what it did not cause);
 - the compiled event tables and their write sources are read-only arrays;
+- the recorder reads back every batch in one form on every path: ids and states after as
+  read-only arrays, the states before as one int when the slots shared one;
 - the compiled move's refusals decode (`compiled.refusal`) to the position and the named code
   (`NOT_A_SLOT`, `TWICE`, `REFUSED`, `CORRUPT`) of their first refused id.
 """
@@ -41,7 +43,35 @@ def problems() -> list[str]:
         + _stray_fields()
         + _read_only()
         + _kernel_codes()
+        + _one_form()
     )
+
+
+def _one_form() -> list[str]:
+    out = []
+    for lane in ("compiled", "numpy", "per-slot"):
+        ledger = SlotLedger(8)
+        if lane != "compiled":
+            ledger.mover = None  # as built without the compiled move
+        if lane == "per-slot":
+            ledger.small = 4
+        ids = ledger.alloc(6, R1)
+        ledger.apply(Event.ADMIT, ids, R1)
+        ledger.apply(Event.ADMIT, ledger.alloc(1, R1), R1)  # one slot
+        ledger.launch()
+        ledger.apply(Event.INSERT, ids[:2], R1, 7)  # cached at step 1, then evicted at step 2:
+        ledger.launch()  # filed under two steps
+        ledger.apply(Event.EVICT, ids[:2], Actor.cache(7))
+        ledger.apply(Event.FINISH, ids[2::2], R1)  # released, not one run
+        ledger.fence()
+        for e in ledger.recorder.entries:
+            what = f"{lane} path: the record of {e.event.name} of {e.ids.tolist()}"
+            if e.ids.flags.writeable or e.after.flags.writeable:
+                out.append(f"{what} can be written through its ids or states after")
+            shared = np.ndim(e.before) == 0
+            if not shared and (e.before.flags.writeable or (e.before.size and (e.before == e.before[0]).all())):
+                out.append(f"{what} keeps the states before as {e.before!r}, not one int")
+    return out
 
 
 KERNEL_CODES = (  # (what, ids, event, the slot made corrupt or 0, position, the code's name)
