@@ -21,6 +21,13 @@ VARIANTS = {  # mutant -> (owner, function, old, new, words of a problem)
         "ids = ids_of(ids)",
         "can be written through its ids",
     ),
+    "recorder.py AndWithOr:0 (the first state before read as every slot's)": (
+        recorder,
+        "_entry",
+        "if states.size and (states == states[0]).all()",
+        "if states.size or (states == states[0]).all()",
+        "not RUNNING, TAKEN, TAKEN",
+    ),
     "the recorder keeps a shared state before as an array where a path kept one per slot": (
         recorder,
         "_entry",

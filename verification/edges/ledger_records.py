@@ -9,10 +9,9 @@
 - a move keeps a stray fence or lock count on a slot whose state holds them clear, on the
   per-slot, run, compiled and numpy paths alike (a move does not repair what it did not cause);
 - the compiled event tables and their write sources are read-only arrays;
-- the recorder reads back every batch in one form on every path: ids and states after as
-  read-only arrays, the states before as one int when the slots shared one;
-- the compiled move's refusals decode (`compiled.refusal`) to the position and the named code
-  (`NOT_A_SLOT`, `TWICE`, `REFUSED`, `CORRUPT`) of their first refused id.
+- the recorder reads back every batch in one form on every path: read-only arrays, the
+  states before one int when the slots shared one, else each slot's;
+- the compiled move's refusals decode (`compiled.refusal`) to their position and named code.
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ def problems() -> list[str]:
 def _one_form() -> list[str]:
     out = []
     for lane in ("compiled", "numpy", "per-slot"):
-        ledger = SlotLedger(8)
+        ledger = SlotLedger(10)
         if lane != "compiled":
             ledger.mover = None  # as built without the compiled move
         if lane == "per-slot":
@@ -58,6 +57,8 @@ def _one_form() -> list[str]:
         ids = ledger.alloc(6, R1)
         ledger.apply(Event.ADMIT, ids, R1)
         ledger.apply(Event.ADMIT, ledger.alloc(1, R1), R1)  # one slot
+        mixed = np.concatenate((ids[5:], ledger.alloc(2, R1)))  # RUNNING, TAKEN, TAKEN
+        ledger.apply(Event.ABORT, mixed, R1)
         ledger.launch()
         ledger.apply(Event.INSERT, ids[:2], R1, 7)  # cached at step 1, then evicted at step 2:
         ledger.launch()  # filed under two steps
@@ -69,6 +70,8 @@ def _one_form() -> list[str]:
             if e.ids.flags.writeable or e.after.flags.writeable:
                 out.append(f"{what} can be written through its ids or states after")
             shared = np.ndim(e.before) == 0
+            if e.event is Event.ABORT and (shared or e.before.tolist() != [State.RUNNING, State.TAKEN, State.TAKEN]):
+                out.append(f"{what} keeps the states before as {e.before!r}, not RUNNING, TAKEN, TAKEN")
             if not shared and (e.before.flags.writeable or (e.before.size and (e.before == e.before[0]).all())):
                 out.append(f"{what} keeps the states before as {e.before!r}, not one int")
     return out
