@@ -79,7 +79,7 @@ def _twice(a: GuardedAllocator):
             pass
 
 
-class _PythonLane(GuardedAllocator):
+class PythonLane(GuardedAllocator):
     LANE = False  # the guard's Python methods, not bound to the C lane
 
 
@@ -87,12 +87,21 @@ def _records(a: GuardedAllocator) -> list:
     return [tuple(a.ledger.record(s)) for s in range(1, a.ledger.capacity + 1)]
 
 
+LANES = ("C", "compiled", "numpy")  # the C lane (runtime/ledger/lane.py), its Python form, no compiled move
+
+
+def allocator(lane: str, size: int = 4) -> GuardedAllocator:
+    """A `GuardedAllocator` over a `FreeList(size)` on `lane`, one of `LANES`."""
+    a = (GuardedAllocator if lane == "C" else PythonLane)(FreeList(size))
+    if lane == "numpy":
+        a.ledger.mover, a.ledger.small = None, SMALL  # as built without the compiled move
+    return a
+
+
 def problems() -> list[str]:
     logs = {}
-    for lane in ("C", "compiled", "numpy"):  # the C lane (runtime/ledger/lane.py), its Python form, numpy
-        a = (GuardedAllocator if lane == "C" else _PythonLane)(FreeList(4))
-        if lane == "numpy":
-            a.ledger.mover, a.ledger.small = None, SMALL  # as built without the compiled move
+    for lane in LANES:
+        a = allocator(lane)
         logs[lane] = []
         _script(a, logs[lane])
     out = []

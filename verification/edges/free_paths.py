@@ -15,14 +15,9 @@ from slotwarden.model.vocabulary import Actor, State
 from slotwarden.runtime.free_list import FreeList
 from slotwarden.runtime.guarded_allocator import GuardedAllocator
 from slotwarden.runtime.ledger import lane as lane_module
-from slotwarden.runtime.ledger.codes import SMALL
+from slotwarden.verification.edges.free_lanes import LANES, PythonLane, allocator
 
 R1, R2 = Actor.request(1), Actor.request(2)
-LANES = ("C", "compiled", "numpy")  # the C lane, the guard's Python over the compiled move, no compiled move
-
-
-class _PythonLane(GuardedAllocator):
-    LANE = False  # the guard's Python methods, not bound to the C lane
 
 
 class _OwnFree(GuardedAllocator):
@@ -43,20 +38,13 @@ def problems() -> list[str]:
     return _lane_bound() + _fast_frees() + _undeclared_state() + _release_order()
 
 
-def _allocator(lane: str, size: int = 8) -> GuardedAllocator:
-    a = (GuardedAllocator if lane == "C" else _PythonLane)(FreeList(size))
-    if lane == "numpy":
-        a.ledger.mover, a.ledger.small = None, SMALL  # as built without the compiled move
-    return a
-
-
 def _lane_bound() -> list[str]:
     out = []
     built = lane_module.Lane is not None and lane_module.Mover is not None
     a = GuardedAllocator(FreeList(4))
     if built and a.ledger.mover is not None and not {"alloc", "free"} <= set(vars(a)):
         out.append("the compiled lane is built but a GuardedAllocator's alloc and free are its Python methods")
-    if {"alloc", "free"} & set(vars(_PythonLane(FreeList(4)))):
+    if {"alloc", "free"} & set(vars(PythonLane(FreeList(4)))):
         out.append("a subclass with LANE = False has the compiled lane bound as its alloc or free")
     own = _OwnFree(FreeList(4))
     _OwnFree.calls = 0
@@ -76,7 +64,7 @@ def _fast_frees() -> list[str]:
     for lane in LANES:
         for n in (1, 3):
             for admit in (False, True):
-                a = _allocator(lane)
+                a = allocator(lane, 8)
                 a._moves = _general  # the usual free must not need it
                 what = f"{lane} lane: a {'finish' if admit else 'rollback'} of {n} slots"
                 with a.acting(R1):
@@ -97,7 +85,7 @@ def _fast_frees() -> list[str]:
 def _undeclared_state() -> list[str]:
     out = []
     for lane in LANES:
-        a = _allocator(lane, 4)
+        a = allocator(lane, 4)
         with a.acting(R1):
             ids = a.alloc(1)
         a.ledger.cols.state[int(ids)] = len(State) + 3  # a corrupt ledger
@@ -117,7 +105,7 @@ def _undeclared_state() -> list[str]:
 def _release_order() -> list[str]:
     out = []
     for lane in LANES:
-        a = _allocator(lane)
+        a = allocator(lane, 8)
         done = []
         with a.acting(R1):
             early = a.alloc(2)

@@ -52,7 +52,8 @@ def problems() -> list[str]:
     )
 
 
-def _ledger(lane: str, capacity: int = 8, free_list: bool = True) -> SlotLedger:
+def lane_ledger(lane: str, capacity: int = 8, free_list: bool = True) -> SlotLedger:
+    """A `SlotLedger` of `capacity` slots on `lane`, one of `LANES`."""
     ledger = SlotLedger(capacity, free_list=free_list)
     if lane != "compiled":
         ledger.mover = None  # as built without the compiled move
@@ -68,7 +69,7 @@ def _records(ledger: SlotLedger) -> list[tuple]:
 def _view_ids() -> list[str]:
     out = []
     for lane in ("compiled", "numpy"):
-        ledger = _ledger(lane)
+        ledger = lane_ledger(lane)
         for r in (1, 2, 3, 4):  # slot r owned by request r
             ledger.apply(Event.ADMIT, ledger.alloc(1, Actor.request(r)), Actor.request(r))
         ledger.launch(lambda: False)  # step 1 in flight: the slots finished now wait for its fence
@@ -107,7 +108,7 @@ def _corrupt_free_list() -> list[str]:
     out = []
     for lane in LANES:
         for n in (2, 4):
-            ledger = _ledger(lane)
+            ledger = lane_ledger(lane)
             ledger.cols.state[2], ledger.cols.owner[2] = int(State.RUNNING), 2  # held, yet on the free list
             before, free = _records(ledger), ledger.free_list().tolist()
             try:
@@ -125,7 +126,7 @@ def _interrupted_allocs() -> list[str]:
     out = []
     for lane in LANES:
         for n in (2, 3):  # per-slot lane: 2 and 3 a slot at a time; else 3 as a batch
-            ledger = _ledger(lane)
+            ledger = lane_ledger(lane)
             ledger.check_thread()  # bound to this thread before the interrupted call
             if not _interrupt_at_advance(lambda: ledger.alloc(n, R1)):
                 out.append(f"{lane}: alloc({n}) never advanced the free ring")
@@ -163,7 +164,7 @@ def _interrupt_at_advance(call) -> bool:
 
 
 def _runs_from_one() -> list[str]:
-    ledger = _ledger("numpy")
+    ledger = lane_ledger("numpy")
     ledger.small, ledger.run_min = 0, 1
     try:
         got = [ledger.alloc(1, R1).tolist(), ledger.alloc(3, R1).tolist()]
@@ -177,7 +178,7 @@ def _runs_from_one() -> list[str]:
 def _refused_at(lane: str, event: Event, actor: Actor, planted: tuple, slot: int, launched: int = 0) -> str:
     """'' if `event` by `actor` of the planted slots, on `lane`, is refused at `slot` with nothing
     changed; else what happened."""
-    ledger = _ledger(lane)
+    ledger = lane_ledger(lane)
     for _ in range(launched):
         ledger.launch()
     for p in planted:

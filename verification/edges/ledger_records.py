@@ -27,6 +27,7 @@ from slotwarden.runtime.ledger import compiled
 from slotwarden.runtime.ledger.ledger import SlotLedger
 from slotwarden.runtime.ledger.recorder import FlightRecorder
 from slotwarden.runtime.ledger.tables import compile_events, sources_of
+from slotwarden.verification.edges.ledger_fast_paths import LANES, lane_ledger
 
 R1 = Actor.request(1)
 
@@ -48,12 +49,8 @@ def problems() -> list[str]:
 
 def _one_form() -> list[str]:
     out = []
-    for lane in ("compiled", "numpy", "per-slot"):
-        ledger = SlotLedger(10)
-        if lane != "compiled":
-            ledger.mover = None  # as built without the compiled move
-        if lane == "per-slot":
-            ledger.small = 4
+    for lane in LANES:
+        ledger = lane_ledger(lane, 10)
         ids = ledger.alloc(6, R1)
         ledger.apply(Event.ADMIT, ids, R1)
         ledger.apply(Event.ADMIT, ledger.alloc(1, R1), R1)  # one slot
