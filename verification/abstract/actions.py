@@ -16,7 +16,7 @@ from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.pool import Pool
 from slotwarden.model.vocabulary import Actor, Event, Slot, State
 
-from slotwarden.verification.abstract.memo import alloc, apply, fence
+from slotwarden.verification.abstract.memo import _FORGETTERS, alloc, apply, fence
 from slotwarden.verification.abstract.policy import Alloc, Fire, Policy
 from slotwarden.verification.abstract.world import (
     CANDIDATE,
@@ -109,38 +109,45 @@ def _renewed(rec, changes: dict):
 
 
 class _Txn:
-    """The next world under construction during one action."""
+    """The next world under construction during one action. The sessions and the steps stay the
+    world's tuples until an action changes them (`set_session`, `leave_steps`, launch, complete)."""
 
     def __init__(self, world: World, policy: Policy):
         self.world = world
         self.policy = policy
         self.pool = world.pool
         self.requests = list(world.requests)
-        self.sessions = list(world.sessions)
-        self.steps = list(world.steps)
+        self.sessions = world.sessions
+        self.steps = world.steps
         self.launched = world.launched
         self.completed = world.completed
         self.moves: list = []
-        self.epoch = policy.release_epoch(world)
+        self.epoch = None  # the policy's `release_epoch`, asked when a decision needs it
 
     def fire(self, plan) -> tuple | None:
         """Apply the decisions in order; return the slot ids they named (None: an Alloc found
         too few free slots, the action is not enabled)."""
         named: list = []
+        moves = self.moves
         for d in plan:
             before = self.pool
-            if isinstance(d, Alloc):
+            if type(d) is Alloc or isinstance(d, Alloc):
                 got = alloc(before, d.n, d.actor)
                 if got is None:
                     return None
                 after, ids = got
                 event, actor = Event.ALLOC, d.actor
             else:
-                epoch = self.epoch if d.epoch is None else d.epoch
-                after = apply(before, d.event, d.ids, d.actor, d.target, epoch)
+                epoch = d.epoch
+                if epoch is None:
+                    epoch = self.epoch
+                    if epoch is None:
+                        epoch = self.epoch = self.policy.release_epoch(self.world)
                 ids, event, actor = d.ids, d.event, d.actor
+                after = apply(before, event, ids, actor, d.target, epoch)
+            b, a = before.slots, after.slots
             for i in ids:
-                self.moves.append(_new(Move, (i, before.slots[i - 1], event, actor, after.slots[i - 1])))
+                moves.append(_new(Move, (i, b[i - 1], event, actor, a[i - 1])))
             named.extend(ids)
             self.pool = after
         return tuple(named)
@@ -149,19 +156,30 @@ class _Txn:
         self.requests[rid] = r = _renewed(self.requests[rid], changes)
         return r
 
+    def put_request(self, r: Request) -> None:
+        """Replace the request with id `r.id` by `r` (a record built whole by the action)."""
+        self.requests[r[0]] = r
+
     def session(self, sid: int) -> Session:
         return self.sessions[sid - SESSION_BASE]
 
     def set_session(self, sid: int, **changes) -> Session:
+        if type(self.sessions) is tuple:
+            self.sessions = list(self.sessions)
         self.sessions[sid - SESSION_BASE] = s = _renewed(self.sessions[sid - SESSION_BASE], changes)
         return s
 
     def leave_steps(self, rid: int) -> None:
         """The request stopped running: no step in flight advances it any more."""
-        self.steps = [
+        for st in self.steps:
+            if rid in st.requests:
+                break
+        else:
+            return
+        self.steps = tuple(
             _new(Step, (st.epoch, st.slots, st.requests - {rid}, st.copies)) if rid in st.requests else st
             for st in self.steps
-        ]
+        )
 
     def turn_over(self, sid: int, turn: int | None) -> None:
         """The session's turn in flight is now `turn`; with none left, a deferred close runs."""
@@ -193,16 +211,24 @@ class _Txn:
         base = self.completed
         pool, steps = self.pool, tuple(self.steps)
         if base:
-            pool = Pool(
-                tuple(s._replace(fence=s.fence - base) if s.state in _FENCED else s for s in pool.slots),
-                pool.free,
-                pool.locks,
-            )
-            steps = tuple(st._replace(epoch=st.epoch - base) for st in steps)
+            pool = _shifted(pool, base)
+            steps = tuple([_new(Step, (st.epoch - base, st.slots, st.requests, st.copies)) for st in steps])
         values = (pool, tuple(self.requests), tuple(self.sessions), self.launched - base, 0, steps, self.world.nodes)
         return _new(World, values)
 
 
+def _shifted(pool: Pool, base: int) -> Pool:
+    """`pool` with every fenced slot's fence moved `base` steps earlier (memoised: `forget`)."""
+    key = (pool, base)
+    found = _SHIFTED.get(key)
+    if found is None:
+        slots = tuple(s._replace(fence=s.fence - base) if s.state in _FENCED else s for s in pool.slots)
+        found = _SHIFTED[key] = Pool(slots, pool.free, pool.locks)
+    return found
+
+
+_SHIFTED: dict = {}
+_FORGETTERS.append(_SHIFTED.clear)
 _FENCED = tuple(spec.state for spec in LIFECYCLE.states if spec.fenced)
 
 
@@ -217,7 +243,7 @@ def _submit(world: World, rid: int, policy: Policy):
     if next(i for i in s.turns if world.requests[i].phase == PENDING) != rid:
         return None
     t = _Txn(world, policy)
-    t.set_request(rid, phase=WAITING)
+    t.put_request(_new(Request, (rid, r.session, WAITING, r.handle, r.lent, r.ran, r.src)))
     t.set_session(s.id, turn=rid)
     return t
 
@@ -232,7 +258,7 @@ def _take(world: World, rid: int, policy: Policy):
     if ids is None:
         return None
     lent = any(isinstance(d, Fire) and d.event is Event.LEND for d in plan)
-    t.set_request(rid, phase=CANDIDATE, handle=ids[0] if ids else None, lent=lent)
+    t.put_request(_new(Request, (rid, r.session, CANDIDATE, ids[0] if ids else None, lent, r.ran, r.src)))
     return t
 
 
@@ -246,7 +272,7 @@ def _match(world: World, rid: int, policy: Policy, slot: int):
     ids = t.fire(policy.match_events(world, r, slot))
     if ids is None:
         return None
-    t.set_request(rid, phase=CANDIDATE, handle=ids[-1], lent=False, src=slot)  # the fresh slot
+    t.put_request(_new(Request, (rid, r.session, CANDIDATE, ids[-1], False, r.ran, slot)))  # the fresh slot
     return t
 
 
@@ -256,7 +282,7 @@ def _admit(world: World, rid: int, policy: Policy):
         return None
     t = _Txn(world, policy)
     t.fire(policy.admit_events(world, r))
-    t.set_request(rid, phase=RUNNING, ran=False)
+    t.put_request(_new(Request, (rid, r.session, RUNNING, r.handle, r.lent, False, r.src)))
     return t
 
 
@@ -266,7 +292,7 @@ def _rollback(world: World, rid: int, policy: Policy):
         return None
     t = _Txn(world, policy)
     t.fire(policy.rollback_events(world, r))
-    t.set_request(rid, phase=WAITING, handle=None, lent=False, src=None)
+    t.put_request(_new(Request, (rid, r.session, WAITING, None, False, r.ran, None)))
     return t
 
 
@@ -282,7 +308,7 @@ def _finish(world: World, rid: int, policy: Policy):
         if isinstance(d, Fire) and d.event is Event.PARK:
             t.set_session(d.target, handle=d.ids[0])
             handle = policy.handle_after_park(world, r, d.ids[0])
-    t.set_request(rid, phase=DONE, handle=handle, lent=False, ran=False)
+    t.put_request(_new(Request, (rid, r.session, DONE, handle, False, False, r.src)))
     t.leave_steps(rid)
     if r.session is not None:
         t.turn_over(r.session, None)
@@ -297,7 +323,7 @@ def _donate(world: World, rid: int, policy: Policy):
         return None
     t = _Txn(world, policy)
     t.fire(policy.donate_events(world, r))
-    t.set_request(rid, phase=DONE, handle=None, lent=False, ran=False)
+    t.put_request(_new(Request, (rid, r.session, DONE, None, False, False, r.src)))
     t.leave_steps(rid)
     return t
 
@@ -316,7 +342,7 @@ def _retract(world: World, rid: int, policy: Policy):
         return None
     t = _Txn(world, policy)
     t.fire(policy.retract_events(world, r))
-    t.set_request(rid, phase=WAITING, handle=None, lent=False, ran=False, src=None)
+    t.put_request(_new(Request, (rid, r.session, WAITING, None, False, False, None)))
     t.leave_steps(rid)
     return t
 
@@ -327,7 +353,7 @@ def _abort(world: World, rid: int, policy: Policy):
         return None
     t = _Txn(world, policy)
     t.fire(policy.abort_events(world, r))
-    t.set_request(rid, phase=DONE, handle=None, lent=False, ran=False, src=None)
+    t.put_request(_new(Request, (rid, r.session, DONE, None, False, False, None)))
     t.leave_steps(rid)
     if r.session is not None:
         t.turn_over(r.session, policy.turn_after_abort(world, t.session(r.session), r))
@@ -361,7 +387,7 @@ def _launch(world: World, policy: Policy, overlap: bool):
     copies = frozenset((r.id, r.src) for r in running if r.src is not None)
     for rid, _ in copies:  # the step performs the copy: its fence lets go of the lock
         t.set_request(rid, src=None)
-    t.steps.append(Step(t.launched, used, frozenset(r.id for r in running), copies))
+    t.steps = tuple(t.steps) + (Step(t.launched, used, frozenset(r.id for r in running), copies),)
     t.fire(policy.launch_events(t.frozen_world(), copies))
     return t
 
@@ -370,7 +396,7 @@ def _complete(world: World, policy: Policy):
     if not world.steps:
         return None
     t = _Txn(world, policy)
-    done = t.steps.pop(0)
+    done, t.steps = t.steps[0], t.steps[1:]
     for rid in sorted(done.requests):
         r = t.requests[rid]
         if policy.requeued_at_fence(world, r):  # never, in the correct scheduler

@@ -18,12 +18,22 @@ from slotwarden.verification.abstract.rows import padded
 class Goal(NamedTuple):
     """A `sometimes` goal: some transition (the world before, the outcome) must satisfy it.
     `cache`: it speaks of the prefix cache's slots, so only bounds with cache nodes can reach
-    it (the others never judge it)."""
+    it (the others never judge it). `kinds`, `events`: what `reached` itself requires, read
+    first by the search (`may_reach`): the action's kind is one of `kinds`, one of the moves
+    carries one of `events` (empty: no such requirement)."""
 
     name: str
     text: str
     reached: Callable[[World, Outcome], bool]
     cache: bool = False
+    kinds: frozenset = frozenset()
+    events: frozenset = frozenset()
+
+
+def may_reach(goal: Goal, out: Outcome, events: frozenset) -> bool:
+    """Whether `out` (its moves' `events`) meets what `goal.reached` requires of the action's
+    kind and moves' events: a goal is judged only on the transitions that may reach it."""
+    return (not goal.kinds or out.action.kind in goal.kinds) and (not goal.events or not events.isdisjoint(goal.events))
 
 
 def _lent_rolled_back(world: World, out: Outcome) -> bool:
@@ -81,24 +91,46 @@ def _rows_condensed(world: World, out: Outcome) -> bool:
 
 
 GOALS = (
-    Goal("lent_rolled_back", "a lent slot is rolled back to its session", _lent_rolled_back),
     Goal(
-        "lent_retracted", "a running session turn is retracted: its lent slot goes back to its session", _lent_retracted
+        "lent_rolled_back",
+        "a lent slot is rolled back to its session",
+        _lent_rolled_back,
+        events=frozenset({Event.ROLLBACK}),
+    ),
+    Goal(
+        "lent_retracted",
+        "a running session turn is retracted: its lent slot goes back to its session",
+        _lent_retracted,
+        events=frozenset({Event.RETRACT}),
     ),
     Goal(
         "release_waits_for_fence",
         "a released slot waits for the fence of a step in flight",
         _release_waits_under_a_step,
     ),
-    Goal("close_deferred", "a session is closed while its turn is in flight: the close is deferred", _close_deferred),
     Goal(
-        "deferred_close_runs", "a deferred close releases the session's slot when its turn ends", _deferred_close_runs
+        "close_deferred",
+        "a session is closed while its turn is in flight: the close is deferred",
+        _close_deferred,
+        kinds=frozenset({"close"}),
     ),
-    Goal("padded_launch", "a launched step is padded to a captured size: its pad rows on the pad slot", _padded_launch),
+    Goal(
+        "deferred_close_runs",
+        "a deferred close releases the session's slot when its turn ends",
+        _deferred_close_runs,
+        events=frozenset({Event.CLOSE}),
+    ),
+    Goal(
+        "padded_launch",
+        "a launched step is padded to a captured size: its pad rows on the pad slot",
+        _padded_launch,
+        kinds=frozenset({"launch"}),
+    ),
     Goal(
         "rows_condensed",
         "a step is launched over rows closed up since the step still in flight: a request of it left the batch",
         _rows_condensed,
+        kinds=frozenset({"launch"}),
     ),
     Goal("two_readers", "a cached slot is locked by two readers at once", _two_readers, cache=True),
     Goal(
@@ -106,12 +138,14 @@ GOALS = (
         "the cache evicts a published node while no slot is free",
         _evicted_under_pressure,
         cache=True,
+        events=frozenset({Event.EVICT}),
     ),
     Goal(
         "published_at_fence",
         "a donated slot is published at the fence of the step that wrote it",
         _published_at_fence,
         cache=True,
+        events=frozenset({Event.FENCE}),
     ),
     Goal(
         "copy_source_locked",
@@ -124,6 +158,7 @@ GOALS = (
         "a donated slot whose write was never fenced is dropped unread",
         _aborted_write_dropped,
         cache=True,
+        events=frozenset({Event.EVICT}),
     ),
 )
 

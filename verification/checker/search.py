@@ -43,7 +43,7 @@ from slotwarden.verification.abstract import (
     successors,
 )
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS
-from slotwarden.verification.checker.goals import GOALS, coverage
+from slotwarden.verification.checker.goals import GOALS, coverage, may_reach
 from slotwarden.verification.checker.symmetry import Codec
 
 
@@ -210,7 +210,8 @@ def _search(bounds, policy, max_states, symmetry, lifecycle, on_level, graph) ->
                         return shortest(bad[0], depth, k, out, k)
                     fired.add(rule)
                 if pending:
-                    for goal in [g for g in pending if g.reached(world, out)]:
+                    events = frozenset([m.event for m in out.moves])
+                    for goal in [g for g in pending if may_reach(g, out, events) and g.reached(world, out)]:
                         pending.remove(goal)
                         reached.add(goal.name)
                 nxt = out.world
