@@ -117,7 +117,8 @@ class _Txn:
         self.policy = policy
         self.pool = world.pool
         self.requests = list(world.requests)
-        self.sessions = world.sessions
+        self.sessions = world.sessions  # the world's own until `set_session` copies them
+        self._sessions_copied = False
         self.steps = world.steps
         self.launched = world.launched
         self.completed = world.completed
@@ -164,8 +165,8 @@ class _Txn:
         return self.sessions[sid - SESSION_BASE]
 
     def set_session(self, sid: int, **changes) -> Session:
-        if type(self.sessions) is tuple:
-            self.sessions = list(self.sessions)
+        if not self._sessions_copied:  # never written into the world's own (a caller's list)
+            self.sessions, self._sessions_copied = list(self.sessions), True
         self.sessions[sid - SESSION_BASE] = s = _renewed(self.sessions[sid - SESSION_BASE], changes)
         return s
 

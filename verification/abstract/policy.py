@@ -75,7 +75,8 @@ class Policy:
 
     def release_epoch(self, world: World) -> int:
         """The step whose fence frees a slot released now: the newest launched one, which may
-        still use it."""
+        still use it. Must be pure and must not raise: an action asks it only when one of its
+        decisions leaves `Fire.epoch` unset."""
         return world.launched
 
     def take_events(self, world: World, r: Request) -> tuple:
