@@ -34,7 +34,9 @@ $(VENV)/.mutation: $(STAMP)
 	touch $@
 
 # both coverage reports (per job: what the campaign selects by), then the allowlist re-anchored on the
-# default one (an entry whose line moved goes to the nearest missed line of its text)
+# default one (an entry whose line moved goes to the nearest missed line of its text; an entry of a line
+# verify now reaches is named, and `.venv/bin/python -m slotwarden.verification.judges.allowlist
+# --drop-stale` drops it)
 coverage: $(VENV)/.mutation
 	$(BIN)/slotwarden verify --quick --coverage
 	$(BIN)/slotwarden verify --coverage
