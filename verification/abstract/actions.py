@@ -132,7 +132,7 @@ class _Txn:
         moves = self.moves
         for d in plan:
             before = self.pool
-            if type(d) is Alloc or isinstance(d, Alloc):
+            if isinstance(d, Alloc):
                 got = alloc(before, d.n, d.actor)
                 if got is None:
                     return None

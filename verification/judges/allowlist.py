@@ -91,6 +91,21 @@ def unexplained(entries: list[Entry], report: dict) -> dict[str, set[int]]:
     return out
 
 
+def _read(raw: str, root: Path) -> tuple[Entry | None, list[str]]:
+    """A line of the allowlist file as an entry (None: a comment or a blank line), and the lines
+    of the file it names (none when there is no such file)."""
+    if not raw.strip() or raw.lstrip().startswith("#"):
+        return None, []
+    entry = parse(raw)[0]
+    source = root / entry.path
+    return entry, source.read_text().splitlines() if source.is_file() else []
+
+
+def _holds(entry: Entry, lines: list[str]) -> bool:
+    """Whether the entry's line exists in `lines` and holds the entry's text."""
+    return 1 <= entry.line <= len(lines) and lines[entry.line - 1].strip() == entry.text
+
+
 def reanchor(text: str, report: dict, root: Path) -> tuple[str, list[str]]:
     """The allowlist `text` with each entry whose line no longer holds its text moved to the
     nearest line of its file that holds that text and that the report names missed (comments,
@@ -99,12 +114,10 @@ def reanchor(text: str, report: dict, root: Path) -> tuple[str, list[str]]:
     out, moved = [], []
     taken = {(e.path, e.line) for e in parse(text)}
     for raw in text.splitlines():
-        entry = parse(raw)[0] if raw.strip() and not raw.lstrip().startswith("#") else None
-        source = root / entry.path if entry else None
-        lines = source.read_text().splitlines() if source and source.is_file() else []
-        if entry and not (1 <= entry.line <= len(lines) and lines[entry.line - 1].strip() == entry.text):
+        entry, lines = _read(raw, root)
+        if entry and not _holds(entry, lines):
             open_lines = missed(report, entry.path) - {n for p, n in taken if p == entry.path}
-            same = [n for n in open_lines if 1 <= n <= len(lines) and lines[n - 1].strip() == entry.text]
+            same = [n for n in open_lines if _holds(entry._replace(line=n), lines)]
             if same:
                 to = min(same, key=lambda n: (abs(n - entry.line), n))
                 taken = (taken - {(entry.path, entry.line)}) | {(entry.path, to)}
@@ -120,15 +133,8 @@ def drop_stale(text: str, report: dict, root: Path) -> tuple[str, list[str]]:
     each. Every other line (comments, honest or otherwise dishonest entries) is kept."""
     out, dropped = [], []
     for raw in text.splitlines():
-        entry = parse(raw)[0] if raw.strip() and not raw.lstrip().startswith("#") else None
-        source = root / entry.path if entry else None
-        lines = source.read_text().splitlines() if source and source.is_file() else []
-        if (
-            entry
-            and 1 <= entry.line <= len(lines)
-            and lines[entry.line - 1].strip() == entry.text
-            and entry.line not in missed(report, entry.path)
-        ):
+        entry, lines = _read(raw, root)
+        if entry and _holds(entry, lines) and entry.line not in missed(report, entry.path):
             dropped.append(f"{entry.path}:{entry.line}: {entry.text}")
             continue
         out.append(raw)
