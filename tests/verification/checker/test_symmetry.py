@@ -11,9 +11,10 @@ import pytest
 from slotwarden.model.pool import Pool
 from slotwarden.model.vocabulary import FREE_SLOT, NOBODY, State
 from slotwarden.verification.checker import packing, symmetry
-from slotwarden.verification.abstract import Bounds, Policy, initial, successors
+from slotwarden.verification.abstract import Bounds, initial
 from slotwarden.verification.abstract.world import Request, node_of
 from slotwarden.verification.checker.symmetry import EXACT, Codec
+from worlds import reachable
 
 WORKLOADS = (  # (bounds, how many renamings of requests and sessions, of slots)
     (Bounds(slots=1, requests=5, sessions=2, overlap=False, turns=1), 12, 1),  # s100 = r0; s101 = r1; r2..r4 plain
@@ -21,22 +22,6 @@ WORKLOADS = (  # (bounds, how many renamings of requests and sessions, of slots)
     (Bounds(slots=3, requests=3, sessions=1, overlap=True), 1, 6),  # s100 = r0, r1; r2 plain: slots only
     (Bounds(slots=3, requests=3, sessions=0, overlap=True, nodes=2), 6, 6),  # locks, copies, nodes named by slots
 )
-
-
-def reachable(bounds: Bounds, limit: int = 1500) -> list:
-    """Every world reachable under `bounds` (breadth-first, exact: no reduction), up to `limit`."""
-    root = initial(bounds)
-    seen = {root}
-    frontier = [root]
-    while frontier and len(seen) < limit:
-        nxt = []
-        for w in frontier:
-            for out in successors(w, Policy(), bounds.overlap):
-                if out.world not in seen:
-                    seen.add(out.world)
-                    nxt.append(out.world)
-        frontier = nxt
-    return list(seen)
 
 
 def group(root) -> list:
