@@ -14,7 +14,7 @@ setup(
     ext_modules=[
         Extension(
             "slotwarden.runtime.ledger._move",
-            ["runtime/ledger/_move.c", "runtime/ledger/_lane.c"],
+            ["runtime/ledger/_move.c", "runtime/ledger/_lane.c", "runtime/ledger/_ledger_lane.c"],
             depends=["runtime/ledger/_move.h"],
             extra_compile_args=FLAGS,
             optional=True,

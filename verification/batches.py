@@ -3,9 +3,10 @@
 For every declared rule but ALLOC on the pool's ledger (it takes a count there), the rule's
 representative record (`agreement.representative`) is planted on a ledger of `CAPACITY` slots
 and a batch larger than the ledger's per-slot size is fired on it by the rule's actor, down
-each of the ledger's batched paths (the compiled move in runs and slot by slot, where it is
-built, and numpy): one run of consecutive slots, several runs, a scattered order, a run with
-one slot of another owner, and a run with one slot in each other state. The runtime must
+each of the ledger's batched paths (the compiled move in runs and slot by slot and the
+ledger's lane, where they are built, and numpy): one run of consecutive slots, several runs,
+a scattered order, a run with one slot of another owner, and a run with one slot in each
+other state. The runtime must
 give what `step()` gives applied slot by slot: the same final columns of every slot, or, when
 `step()` refuses any slot, a typed refusal (a `LifecycleError`) with nothing changed.
 """
@@ -33,7 +34,7 @@ SHAPES = {  # name -> the batch's ids (every one holds the rule's record, but fo
 }
 ODD = 7  # the slot of a mixed run that differs
 OTHER_OWNER = 4  # its owner in a run mixed in owner (no actor of `agreement.actor_for` has id 4)
-BATCH_PATHS = ("compiled", "compiled slot by slot", "numpy")
+BATCH_PATHS = ("compiled", "compiled slot by slot", "numpy", "lane")
 
 
 class BatchCase(NamedTuple):

@@ -214,7 +214,7 @@ static int attr_is(PyObject *obj, PyObject *name, PyObject *want) {
     return is;
 }
 
-static int64_t attr_int(PyObject *obj, PyObject *name, int *failed) {
+int64_t attr_int(PyObject *obj, PyObject *name, int *failed) {
     PyObject *v = PyObject_GetAttr(obj, name);
     if (v == NULL) {
         *failed = 1;
@@ -264,32 +264,66 @@ static const int64_t *host_ids(Lane *l, PyObject *ids, Py_ssize_t *n) {
 
 /* The ledger's thread field set to the write's mark of `event` (the kernel checks, then the
  * engine's `free`, then the write, the filing and the record: one unit); its old value in `*was`. */
-static int set_mark(Lane *l, long event, PyObject **was) {
-    PyObject *marks = PyObject_GetAttr(l->ledger, s_marks);
+int ledger_mark(PyObject *ledger, long event, PyObject **was) {
+    PyObject *marks = PyObject_GetAttr(ledger, s_marks);
     if (marks == NULL) return -1;
     if (!PyTuple_Check(marks) || PyTuple_GET_SIZE(marks) <= event) {
         Py_DECREF(marks);
         PyErr_SetString(PyExc_RuntimeError, "the ledger holds no write marks");
         return -1;
     }
-    *was = PyObject_GetAttr(l->ledger, s_thread);
-    int r = *was == NULL ? -1 : PyObject_SetAttr(l->ledger, s_thread, PyTuple_GET_ITEM(marks, event));
+    *was = PyObject_GetAttr(ledger, s_thread);
+    int r = *was == NULL ? -1 : PyObject_SetAttr(ledger, s_thread, PyTuple_GET_ITEM(marks, event));
     Py_DECREF(marks);
     if (r < 0) Py_CLEAR(*was);
     return r;
 }
 
-static int restore_mark(Lane *l, PyObject *was) {
-    int r = PyObject_SetAttr(l->ledger, s_thread, was);
+int ledger_unmark(PyObject *ledger, PyObject *was) {
+    int r = PyObject_SetAttr(ledger, s_thread, was);
     Py_DECREF(was);
     return r;
 }
 
 /* The record's own copy of the n ids the last move named: their range when the kernel found them one
  * run (`Mover.last_run`), else their bytes. What the recorder keeps stays small whatever the batch. */
-static PyObject *kept_ids(const Mover *m, const int64_t *ids, Py_ssize_t n) {
+PyObject *kept_ids(const Mover *m, const int64_t *ids, Py_ssize_t n) {
     if (n < 2 || m->run_hi - m->run_lo != n) return PyBytes_FromStringAndSize((const char *)ids, n * 8);
     return PyObject_CallFunction((PyObject *)&PyRange_Type, "LL", (long long)m->run_lo, (long long)m->run_hi);
+}
+
+/* One batch into the ledger's flight recorder: `FlightRecorder.record` inline (seq += 1, then the
+ * entry onto its ring) when the ledger's recorder is a plain one (`record_func` its method's
+ * function), else a call of its own `record` (a trace's). -1 on an error. */
+int record_batch(PyObject *ledger, PyObject *record_func, PyObject *event, PyObject *actor, PyObject *target,
+                 PyObject *epoch, PyObject *raw, PyObject *before, PyObject *after) {
+    PyObject *rec = PyObject_GetAttr(ledger, s_recorder), *res = NULL;
+    if (rec == NULL) return -1;
+    PyObject *bound = PyObject_GetAttr(rec, s_record);
+    if (bound == NULL) goto done;
+    int plain = PyMethod_Check(bound) && PyMethod_GET_FUNCTION(bound) == record_func;
+    if (!plain) { /* another recorder (a trace's): its own `record` */
+        PyObject *argv[7] = {event, actor, target, epoch, raw, before, after};
+        res = PyObject_Vectorcall(bound, argv, 7, NULL);
+        Py_DECREF(bound);
+        goto done;
+    }
+    Py_DECREF(bound);
+    PyObject *ring = PyObject_GetAttr(rec, s_ring);
+    if (ring == NULL) goto done;
+    int failed = 0;
+    int64_t seq = attr_int(rec, s_seq, &failed) + 1;
+    PyObject *s = failed ? NULL : PyLong_FromLongLong(seq);
+    PyObject *entry = s == NULL ? NULL : PyTuple_Pack(8, s, event, actor, target, epoch, raw, before, after);
+    if (entry != NULL && PyObject_SetAttr(rec, s_seq, s) == 0) res = PyObject_CallMethodOneArg(ring, s_append, entry);
+    Py_XDECREF(entry);
+    Py_XDECREF(s);
+    Py_DECREF(ring);
+done:
+    Py_DECREF(rec);
+    if (res == NULL) return -1;
+    Py_DECREF(res);
+    return 0;
 }
 
 /* After a write: the slots filed if they wait for a fence, then the record, as `apply_raw` does
@@ -298,7 +332,7 @@ static int settle_and_record(Lane *l, long event, PyObject *actor, int64_t epoch
     const long after = code & 0xFF, before = code >> 8;
     const uint8_t *waits = (const uint8_t *)l->per_state.buf + 2 * l->nstates;
     PyObject *ev = PyTuple_GET_ITEM(l->events, event), *a = PyLong_FromLong(after), *b = PyLong_FromLong(before);
-    PyObject *e = PyLong_FromLongLong(epoch), *rec = NULL, *res = NULL;
+    PyObject *e = PyLong_FromLongLong(epoch), *res = NULL;
     int r = -1;
     if (a == NULL || b == NULL || e == NULL) goto done;
     if (after < l->nstates && waits[after]) {
@@ -306,36 +340,8 @@ static int settle_and_record(Lane *l, long event, PyObject *actor, int64_t epoch
         if (res == NULL) goto done;
         Py_CLEAR(res);
     }
-    if ((rec = PyObject_GetAttr(l->ledger, s_recorder)) == NULL) goto done;
-    PyObject *bound = PyObject_GetAttr(rec, s_record);
-    if (bound == NULL) goto done;
-    int plain = PyMethod_Check(bound) && PyMethod_GET_FUNCTION(bound) == l->record_func;
-    if (!plain) { /* another recorder (a trace's): its own `record` */
-        PyObject *argv[7] = {ev, actor, l->nobody, e, raw, b, a};
-        res = PyObject_Vectorcall(bound, argv, 7, NULL);
-        Py_DECREF(bound);
-        if (res == NULL) goto done;
-        Py_CLEAR(res);
-        r = 0;
-        goto done;
-    }
-    Py_DECREF(bound);
-    /* FlightRecorder.record inline: seq += 1, then the entry onto its ring */
-    PyObject *ring = PyObject_GetAttr(rec, s_ring);
-    if (ring == NULL) goto done;
-    int failed = 0;
-    int64_t seq = attr_int(rec, s_seq, &failed) + 1;
-    PyObject *s = failed ? NULL : PyLong_FromLongLong(seq);
-    PyObject *entry = s == NULL ? NULL : PyTuple_Pack(8, s, ev, actor, l->nobody, e, raw, b, a);
-    if (entry != NULL && PyObject_SetAttr(rec, s_seq, s) == 0) res = PyObject_CallMethodOneArg(ring, s_append, entry);
-    Py_XDECREF(entry);
-    Py_XDECREF(s);
-    Py_DECREF(ring);
-    if (res == NULL) goto done;
-    Py_CLEAR(res);
-    r = 0;
+    r = record_batch(l->ledger, l->record_func, ev, actor, l->nobody, e, raw, b, a);
 done:
-    Py_XDECREF(rec);
     Py_XDECREF(a);
     Py_XDECREF(b);
     Py_XDECREF(e);
@@ -346,7 +352,7 @@ done:
 static PyObject *interrupted(Lane *l, long event) {
     PyObject *was = NULL, *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
-    if (set_mark(l, event, &was) == 0) Py_DECREF(was);
+    if (ledger_mark(l->ledger, event, &was) == 0) Py_DECREF(was);
     PyErr_Restore(type, value, tb);
     return NULL;
 }
@@ -476,19 +482,19 @@ static PyObject *lane_free(Lane *l, PyObject *arg) {
     memcpy(l->scratch, at, n * 8);
     if ((engine = PyObject_GetAttr(l->guard, s_allocator)) == NULL) goto done;
     if ((give = PyObject_GetAttr(engine, s_free)) == NULL) goto done;
-    if (set_mark(l, move, &was) < 0) goto done;
+    if (ledger_mark(l->ledger, move, &was) < 0) goto done;
     /* the kernel checks; the engine's `free` is handed the caller's tensor; then the write */
     long code = move_ids(l->mover, move, ids, n, me, NULL, K_NOBODY, epoch, NULL, NULL, NULL, 1, 1, give, arg,
                          l->free_state, &failed);
     if (failed || code < 0 || code >= MIXED) { /* nothing written */
-        if (restore_mark(l, was) < 0 || failed) goto done;
+        if (ledger_unmark(l->ledger, was) < 0 || failed) goto done;
         goto python; /* refused, or not one move: the guard's Python raises or splits it */
     }
     if ((raw = kept_ids(l->mover, ids, n)) == NULL || settle_and_record(l, move, actor, epoch, raw, code) < 0) {
         Py_DECREF(was); /* the write's mark stays: interrupted */
         goto done;
     }
-    if (restore_mark(l, was) < 0) goto done;
+    if (ledger_unmark(l->ledger, was) < 0) goto done;
     if ((code & 0xFF) == l->free_state && quiet) {
         out = Py_NewRef(Py_None);
         goto done;

@@ -118,6 +118,7 @@ static int mover_init(Mover *m, PyObject *args, PyObject *Py_UNUSED(kw)) {
     m->last_step = m->cols[1].strides[0];
     m->mark = -1;
     m->runs = RUNS_MAX;
+    m->gather = 1;
     m->word = m->state_step == 2 && m->last_step == 2 && m->last == m->state + 1 && ((uintptr_t)m->state & 1) == 0;
 
     m->owner = m->cols[2].buf;
@@ -273,6 +274,59 @@ static long run_key(Mover *m, const Runs *runs, Py_ssize_t n, long b0, int64_t m
            (full ? K_FULL : 0);
 }
 
+/* The one key of a batch of scattered slots moved by one actor `me`, or -1 when a slot is not
+ * real, or the slots differ in state or relation (the slot-at-a-time loop then finds which). One
+ * pass per column it reads, none with a branch per slot: a gather each, no chain of loads. */
+static long scatter_key(Mover *m, const int64_t *restrict ids, Py_ssize_t n, int64_t me, const uint8_t *probe,
+                        long *b_out) {
+    const uint64_t cap = (uint64_t)m->capacity;
+    unsigned bad = 0;
+    for (Py_ssize_t i = 0; i < n; i++) bad |= (uint64_t)(ids[i] - 1) >= cap;
+    if (bad) return -1;
+    const uint8_t *restrict state = m->state, *restrict readers = m->readers;
+    const int64_t *restrict owner = m->owner, *restrict borrower = m->borrower;
+    const int32_t *restrict fence = m->fence;
+    const Py_ssize_t step = m->state_step;
+    const long b0 = state[ids[0] * step];
+    unsigned differ = 0;
+    for (Py_ssize_t i = 0; i < n; i++) differ |= state[ids[i] * step] ^ (uint8_t)b0;
+    if (differ || b0 >= m->states) return -1;
+    const long p = probe[b0];
+    Py_ssize_t own = 0, bor = 0, due = 0, idle = 0, full = 0;
+    if (p & K_OWN && me != K_NOBODY)
+        for (Py_ssize_t i = 0; i < n; i++) own += owner[ids[i]] == me;
+    if (p & K_BOR && me != K_NOBODY)
+        for (Py_ssize_t i = 0; i < n; i++) bor += borrower[ids[i]] == me;
+    if (p & K_DUE)
+        for (Py_ssize_t i = 0; i < n; i++) due += (int64_t)fence[ids[i]] <= me;
+    if (p & (K_IDLE | K_FULL))
+        for (Py_ssize_t i = 0; i < n; i++) {
+            idle += readers[ids[i]] == 0;
+            full += readers[ids[i]] >= K_MAX_READERS;
+        }
+    if ((own && own != n) || (bor && bor != n) || (due && due != n) || (idle && idle != n) || (full && full != n))
+        return -1;
+    *b_out = b0;
+    return b0 * K_BITS + (own ? K_OWN : 0) + (bor ? K_BOR : 0) + (due ? K_DUE : 0) + (idle ? K_IDLE : 0) +
+           (full ? K_FULL : 0);
+}
+
+/* Whether `ids` (real slots) name a slot twice: a fresh mark of this call's own in the scratch column. */
+static int named_twice(Mover *m, const int64_t *restrict ids, Py_ssize_t n) {
+    int32_t *restrict stamp = m->stamp;
+    if (m->mark <= INT32_MIN + 1) { /* the marks are used up: clear the column, start again */
+        for (Py_ssize_t s = 0; s <= m->capacity; s++) stamp[s] = -1;
+        m->mark = -1;
+    }
+    const int32_t mark = --m->mark; /* below -1: marks the other path never writes */
+    unsigned twice = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        twice |= stamp[ids[i]] == mark;
+        stamp[ids[i]] = mark;
+    }
+    return twice != 0;
+}
+
 /* Write a batch in runs, every slot by one key: each field its one source, a run at a time. */
 static void run_write(Mover *m, const Runs *runs, const uint8_t *f, uint8_t a, uint8_t e, int64_t me, int64_t target,
                       int64_t epoch) {
@@ -316,14 +370,14 @@ static void run_write(Mover *m, const Runs *runs, const uint8_t *f, uint8_t a, u
 }
 
 /* Whether `view` is a buffer of int64 (a signed 8-byte integer format). */
-static int is_int64(const Py_buffer *view) {
+int is_int64(const Py_buffer *view) {
     const char *f = view->format ? view->format : "B";
     if (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!') f++;
     return view->itemsize == 8 && (strcmp(f, "q") == 0 || strcmp(f, "l") == 0);
 }
 
 /* Whether `len` bytes at `p` overlap any of the columns the kernel writes. */
-static int overlaps_columns(const Mover *m, const void *p, Py_ssize_t len) {
+int overlaps_columns(const Mover *m, const void *p, Py_ssize_t len) {
     const char *a = p, *b = (const char *)p + len;
     for (int i = 0; i < 7; i++) {
         const char *lo = m->cols[i].buf, *hi = lo + m->cols[i].len;
@@ -357,6 +411,52 @@ static int call_give(PyObject *give, PyObject *given) {
     if (r == NULL) return -1;
     Py_DECREF(r);
     return 0;
+}
+
+/* Write a batch of slots by one key (`f` its sources) and one actor: one loop per field the key
+ * rewrites, then the state and the last event. */
+static void one_key_write(Mover *m, const int64_t *restrict ids, Py_ssize_t n, const uint8_t *f, uint8_t a,
+                          uint8_t e, int64_t me, int64_t target, int64_t epoch) {
+    uint8_t *restrict state = m->state, *restrict last = m->last, *restrict readers = m->readers;
+    int64_t *restrict owner = m->owner, *restrict borrower = m->borrower;
+    int32_t *restrict fence = m->fence;
+    Py_ssize_t i;
+    for (int k = 0; k < FIELDS; k++) {
+        const int code = f[k];
+        if (code == KEEP) continue;
+        const int64_t v = value_of(code, 0, me, target, epoch, k < 2 ? K_NOBODY : 0);
+        const int step = code == INC ? 1 : code == DEC ? -1 : 0;
+        switch (k) {
+        case 0:
+            if (step) for (i = 0; i < n; i++) owner[ids[i]] += step;
+            else for (i = 0; i < n; i++) owner[ids[i]] = v;
+            break;
+        case 1:
+            if (step) for (i = 0; i < n; i++) borrower[ids[i]] += step;
+            else for (i = 0; i < n; i++) borrower[ids[i]] = v;
+            break;
+        case 2:
+            if (step) for (i = 0; i < n; i++) fence[ids[i]] += step;
+            else for (i = 0; i < n; i++) fence[ids[i]] = (int32_t)v;
+            break;
+        default:
+            if (step) for (i = 0; i < n; i++) readers[ids[i]] += step;
+            else for (i = 0; i < n; i++) readers[ids[i]] = (uint8_t)v;
+        }
+    }
+    if (m->word) { /* the state and the last event: one 16-bit word */
+        uint16_t *restrict word = (uint16_t *)state;
+        const uint8_t pair[2] = {a, e}; /* as they lie in memory */
+        uint16_t w;
+        memcpy(&w, pair, 2);
+        for (i = 0; i < n; i++) word[ids[i]] = w;
+    } else {
+        const Py_ssize_t sstep = m->state_step, lstep = m->last_step;
+        for (i = 0; i < n; i++) {
+            state[ids[i] * sstep] = a;
+            last[ids[i] * lstep] = e;
+        }
+    }
 }
 
 /* The move of the module's contract on ids and actor ids already read (`ids_in`: n ids; `actors_in`:
@@ -426,7 +526,27 @@ long move_ids(Mover *m, long event, const int64_t *ids_in, Py_ssize_t n, int64_t
             goto done_copies;
         }
     }
-    /* 2b. any other batch: a slot at a time (a real slot, named once: a mark of this call's
+    /* 2b. scattered slots by one actor, every slot in one state and relation: one key, found a
+     * column at a time (the slot-at-a-time loop below finds the first refused slot otherwise) */
+    if (!by_runs && !actors && !keys && m->gather) {
+        long b_one = -1;
+        long key = scatter_key(m, ids, n, one_actor, probe, &b_one);
+        long a = key < 0 ? K_ILLEGAL : next[key];
+        if (a != K_ILLEGAL && !(dup && named_twice(m, ids, n))) {
+            if (before) {
+                memset(before, (int)b_one, n);
+                memset(after, (int)a, n);
+            }
+            if (write && give && a == when && call_give(give, given) < 0) {
+                *failed = 1;
+                goto done_copies;
+            }
+            if (write) one_key_write(m, ids, n, from + key * FIELDS, (uint8_t)a, (uint8_t)event, one_actor, target, epoch);
+            code = a | b_one << 8;
+            goto done_copies;
+        }
+    }
+    /* 2c. any other batch: a slot at a time (a real slot, named once: a mark of this call's
      * own in the scratch column, unless its runs showed it already) */
     dup = dup && runs.count > RUNS_MAX;
     int32_t mark = 0;
@@ -533,42 +653,7 @@ long move_ids(Mover *m, long event, const int64_t *ids_in, Py_ssize_t n, int64_t
     /* 3. the writes: every field the key's sources rewrite, the state and the last event; with one
      * key and one actor (the usual batch), one loop per field the key rewrites, all alike */
     if (write && one_key && !actors) {
-        const uint8_t *f = from + key0 * FIELDS;
-        for (int k = 0; k < FIELDS; k++) {
-            const int code = f[k];
-            if (code == KEEP) continue;
-            const int64_t v = value_of(code, 0, one_actor, target, epoch, k < 2 ? K_NOBODY : 0);
-            const int step = code == INC ? 1 : code == DEC ? -1 : 0;
-            switch (k) {
-            case 0:
-                if (step) for (i = 0; i < n; i++) owner[ids[i]] += step;
-                else for (i = 0; i < n; i++) owner[ids[i]] = v;
-                break;
-            case 1:
-                if (step) for (i = 0; i < n; i++) borrower[ids[i]] += step;
-                else for (i = 0; i < n; i++) borrower[ids[i]] = v;
-                break;
-            case 2:
-                if (step) for (i = 0; i < n; i++) fence[ids[i]] += step;
-                else for (i = 0; i < n; i++) fence[ids[i]] = (int32_t)v;
-                break;
-            default:
-                if (step) for (i = 0; i < n; i++) readers[ids[i]] += step;
-                else for (i = 0; i < n; i++) readers[ids[i]] = (uint8_t)v;
-            }
-        }
-        if (m->word) { /* the state and the last event: one 16-bit word */
-            uint16_t *restrict word = (uint16_t *)state;
-            const uint8_t pair[2] = {(uint8_t)first, (uint8_t)event}; /* as they lie in memory */
-            uint16_t w;
-            memcpy(&w, pair, 2);
-            for (i = 0; i < n; i++) word[ids[i]] = w;
-        } else {
-            for (i = 0; i < n; i++) {
-                state[ids[i] * sstep] = (uint8_t)first;
-                last[ids[i] * lstep] = (uint8_t)event;
-            }
-        }
+        one_key_write(m, ids, n, from + key0 * FIELDS, (uint8_t)first, (uint8_t)event, one_actor, target, epoch);
     } else if (write) {
         for (i = 0; i < n; i++) {
             int64_t s = ids[i];
@@ -717,6 +802,9 @@ static PyMethodDef mover_methods[] = {
 static PyMemberDef mover_members[] = {
     {"runs", T_INT, offsetof(Mover, runs), 0,
      "the most runs of consecutive slots a batch may make to be moved a run at a time (0 to 16; 0: never)"},
+    {"gather", T_INT, offsetof(Mover, gather), 0,
+     "whether a batch of scattered slots moved by one actor is checked a column at a time (1, the default) or a slot "
+     "at a time (0); both give the same results"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -777,7 +865,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__move(void) {
-    if (PyType_Ready(&MoverType) < 0 || lane_ready() < 0) return NULL;
+    if (PyType_Ready(&MoverType) < 0 || lane_ready() < 0 || ledger_lane_ready() < 0) return NULL;
     PyObject *mod = PyModule_Create(&module);
     if (mod == NULL) return NULL;
     Py_INCREF(&MoverType);
@@ -789,6 +877,12 @@ PyMODINIT_FUNC PyInit__move(void) {
     Py_INCREF(&LaneType);
     if (PyModule_AddObject(mod, "Lane", (PyObject *)&LaneType) < 0) {
         Py_DECREF(&LaneType);
+        Py_DECREF(mod);
+        return NULL;
+    }
+    Py_INCREF(&LedgerLaneType);
+    if (PyModule_AddObject(mod, "LedgerLane", (PyObject *)&LedgerLaneType) < 0) {
+        Py_DECREF(&LedgerLaneType);
         Py_DECREF(mod);
         return NULL;
     }

@@ -42,6 +42,7 @@ typedef struct {
     uint8_t *from;    /* per event, key and field: its source in the kernel's numbering (below) */
     int32_t mark;     /* the duplicate mark the last call used (see `move`) */
     int runs;         /* the most runs a batch may make to be moved a run at a time (the tests set 0) */
+    int gather;       /* whether scattered slots by one actor are checked a column at a time (the tests set 0) */
     int word;         /* whether state and last event are the two bytes of one 16-bit word, state first */
     int64_t run_lo, run_hi; /* the last move's ids, when they were one run lo..hi - 1 (else lo == hi) */
 } Mover;
@@ -50,7 +51,18 @@ long move_ids(Mover *m, long event, const int64_t *ids_in, Py_ssize_t n, int64_t
               const int64_t *actors_in, int64_t target, int64_t epoch, uint8_t *before_in, uint8_t *after_in,
               int64_t *keys_in, int write, int dup, PyObject *give, PyObject *given, long when, int *failed);
 
-extern PyTypeObject MoverType, LaneType;
-int lane_ready(void); /* interns the lane's names and readies its type */
+extern PyTypeObject MoverType, LaneType, LedgerLaneType;
+int lane_ready(void);        /* interns the guard lane's names and readies its type */
+int ledger_lane_ready(void); /* the same for the ledger's lane (`_ledger_lane.c`) */
+
+/* Shared by the two lanes (`_lane.c`): */
+int is_int64(const Py_buffer *view);                                   /* an int64 buffer? */
+int overlaps_columns(const Mover *m, const void *p, Py_ssize_t len);   /* lies in a column the move writes? */
+int64_t attr_int(PyObject *obj, PyObject *name, int *failed);          /* an int attribute (sets *failed) */
+PyObject *kept_ids(const Mover *m, const int64_t *ids, Py_ssize_t n);  /* the record's ids: range or bytes */
+int ledger_mark(PyObject *ledger, long event, PyObject **was);         /* the write's mark on; old in *was */
+int ledger_unmark(PyObject *ledger, PyObject *was);                    /* the thread field back (steals was) */
+int record_batch(PyObject *ledger, PyObject *record_func, PyObject *event, PyObject *actor, PyObject *target,
+                 PyObject *epoch, PyObject *raw, PyObject *before, PyObject *after); /* the flight record */
 
 #endif

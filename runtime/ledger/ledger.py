@@ -29,6 +29,7 @@ from slotwarden.runtime.ledger.audit import Audit, Integrity, Leak  # noqa: F401
 from slotwarden.runtime.ledger.checks import _first_illegal
 from slotwarden.runtime.ledger.codes import CHECKS, RUN_MIN, SMALL, STEP_MAX  # noqa: F401 (the ledger's API)
 from slotwarden.runtime.ledger.codes import _ALLOC, _FENCE, _FREE, _FREE_BYTE, _ID_MAX, _INT64, _ONE, _SCHEDULER, _UNIT
+from slotwarden.runtime.ledger import ledger_lane
 from slotwarden.runtime.ledger.locks import Locks
 from slotwarden.runtime.ledger.raw import RawMoves
 from slotwarden.runtime.ledger.recorder import Actors
@@ -41,8 +42,16 @@ class SlotLedger(RawMoves, Locks, Integrity):
     `check="strict"` validates every batch (the default); `check="off"` trusts the caller and
     only applies the table (for measuring what the checks cost). With `free_list=False` the
     ledger keeps no free list of its own (`LedgerGuard` wraps an engine allocator that does)
-    and `alloc` events name their ids. The state and its construction: `LedgerState`.
+    and `alloc` events name their ids. The state and its construction: `LedgerState`. The usual
+    `alloc`, `apply` and `fence` take the ledger's lane (`ledger_lane`), where it is built.
     """
+
+    LANE = True
+    """Whether the usual calls take the ledger's lane (`ledger_lane`; the tests turn it off)."""
+
+    def __init__(self, capacity: int, **options):
+        super().__init__(capacity, **options)
+        self._lane = ledger_lane.bind(self, _ORIGINALS, _already_done) if self.LANE else None
 
     # -- events ------------------------------------------------------------------------------
     def alloc(self, n: int, actor: Actor, before_write: Callable[[Batch], None] | None = None) -> np.ndarray | None:
@@ -372,3 +381,6 @@ class SlotLedger(RawMoves, Locks, Integrity):
 
 def _already_done() -> bool:
     return True
+
+
+_ORIGINALS = {name: getattr(SlotLedger, name) for name in ledger_lane.STANDS_IN_FOR}

@@ -106,6 +106,7 @@ class LedgerState:
     _known: bytes  # the bytes of the last large batch of ids known real and distinct
     _known_run: slice | None  # that batch's slice, if it is one run
     _actor: Actor  # the actor `inputs.actor` accepted last (immutable: still valid)
+    _lane: object  # the ledger's lane bound over its usual alloc, apply and fence (`ledger_lane`), or None
     # -- the rest
     recorder: FlightRecorder
     locks: dict[int, set[int]]  # cached slot -> the requests holding a lock on it (`Locks`)

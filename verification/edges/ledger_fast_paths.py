@@ -4,8 +4,8 @@
 - an early fence of a long batch names its first 8 slots in its words;
 - an alloc from a free list holding a slot that is not FREE (a corrupt ledger) is refused,
   naming that slot, with nothing changed, on every lane;
-- an alloc interrupted as the free ring advances leaves the ledger refusing every later call
-  (`WriteInterrupted`), on every lane;
+- an alloc interrupted as the free ring advances (on the ledger's lane, one C call: as its batch
+  is recorded) leaves the ledger refusing every later call (`WriteInterrupted`), on every lane;
 - with the per-slot path off and runs taken from one slot, allocs of 1 and 3 hand out slots;
 - a mixed batch's look-up keeps the lock count's bound (a LOCK of a slot locked 255 times is
   refused) and a step's fence per slot (a FENCE of slots whose fences differ is refused at
@@ -23,12 +23,14 @@ import numpy as np
 
 from slotwarden.model.errors import FenceError, IllegalMove
 from slotwarden.model.vocabulary import NOBODY, Actor, Event, Slot, State
-from slotwarden.runtime.ledger import ring, transition
+from slotwarden.runtime.ledger import ledger_lane, ring, transition
 from slotwarden.runtime.ledger.ledger import SlotLedger
 from slotwarden.runtime.ledger.state import WriteInterrupted
 
 R1 = Actor.request(1)
-LANES = ("compiled", "numpy", "per-slot")  # per-slot: the numpy path with batches of up to 4 a slot at a time
+LANES = ("lane", "compiled", "numpy", "per-slot")
+"""The ledger's lane (`ledger_lane`, where built), its Python over the compiled move, the numpy path,
+and the numpy path with batches of up to 4 a slot at a time."""
 RING = os.path.abspath(ring.__file__)
 
 
@@ -55,6 +57,9 @@ def problems() -> list[str]:
 def lane_ledger(lane: str, capacity: int = 8, free_list: bool = True) -> SlotLedger:
     """A `SlotLedger` of `capacity` slots on `lane`, one of `LANES`."""
     ledger = SlotLedger(capacity, free_list=free_list)
+    if lane == "lane":
+        return ledger
+    ledger_lane.unbind(ledger)
     if lane != "compiled":
         ledger.mover = None  # as built without the compiled move
     if lane == "per-slot":
@@ -128,7 +133,11 @@ def _interrupted_allocs() -> list[str]:
         for n in (2, 3):  # per-slot lane: 2 and 3 a slot at a time; else 3 as a batch
             ledger = lane_ledger(lane)
             ledger.check_thread()  # bound to this thread before the interrupted call
-            if not _interrupt_at_advance(lambda: ledger.alloc(n, R1)):
+            if ledger_lane.is_bound(ledger) and n > ledger.small:  # one C call: struck as it records
+                if not _interrupt_at_record(ledger, lambda: ledger.alloc(n, R1)):
+                    out.append(f"{lane}: alloc({n}) never recorded its batch")
+                    continue
+            elif not _interrupt_at_advance(lambda: ledger.alloc(n, R1)):
                 out.append(f"{lane}: alloc({n}) never advanced the free ring")
                 continue
             try:
@@ -160,6 +169,23 @@ def _interrupt_at_advance(call) -> bool:
         return True
     finally:
         sys.settrace(previous)
+    return False
+
+
+class _Interrupting:
+    """A trace's recorder whose `record` raises, as an interrupt would during the write."""
+
+    def record(self, *args):
+        raise KeyboardInterrupt("injected as the batch is recorded")
+
+
+def _interrupt_at_record(ledger: SlotLedger, call) -> bool:
+    """`call()` with a KeyboardInterrupt raised as the ledger records its batch: whether it was."""
+    ledger.recorder = _Interrupting()
+    try:
+        call()
+    except KeyboardInterrupt:
+        return True
     return False
 
 

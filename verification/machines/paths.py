@@ -1,15 +1,18 @@
 """The ledger's code paths by name, for the machines and tests that drive each one.
 
 A `SlotLedger` moves a batch of up to `small` slots a slot at a time in Python; a larger one
-by its compiled move (`mover`, where the extension is built: a batch in a few runs of
-consecutive slots a run at a time, any other a slot at a time in C) or by the numpy kernel.
-`use(ledger, path)` pins a ledger to one of them for every batch size a machine makes."""
+by its lane (`ledger_lane`: the usual call in one C call), by its Python over its compiled move
+(`mover`, where the extension is built: a batch in a few runs of consecutive slots a run at a
+time, scattered slots of one actor a column at a time, any other a slot at a time in C) or by
+the numpy kernel. `use(ledger, path)` pins a ledger to one of them for every batch size a
+machine makes ("lane" where the extension is not built: the numpy kernel)."""
 
 from __future__ import annotations
 
+from slotwarden.runtime.ledger import ledger_lane
 from slotwarden.runtime.ledger.ledger import SlotLedger
 
-PATHS = ("per-slot", "compiled", "compiled slot by slot", "numpy")
+PATHS = ("per-slot", "compiled", "compiled slot by slot", "numpy", "lane")
 
 
 def use(ledger: SlotLedger, path: str) -> None:
@@ -20,7 +23,11 @@ def use(ledger: SlotLedger, path: str) -> None:
         ledger.small = 1 << 30  # any batch a machine makes
         return
     ledger.small = 0
+    if path == "lane":
+        return
+    ledger_lane.unbind(ledger)  # the Python over the compiled move, or the numpy kernel
     if path == "numpy":
         ledger.mover = None
     elif ledger.mover is not None and path == "compiled slot by slot":
         ledger.mover.runs = 0
+        ledger.mover.gather = 0

@@ -3,7 +3,8 @@ at any line of its own code (a KeyboardInterrupt raised by a `sys.settrace` trac
 event of runtime/ledger/'s frames, one run per line) is afterwards either consistent (its audit
 passes, the batch is wholly applied or wholly not, and it goes on) or refuses every later call
 with `WriteInterrupted` naming the write. Every call of a few small workloads is swept, on the
-compiled lane and on the numpy path, a slot at a time and in batches."""
+Python over the compiled move and on the numpy path, a slot at a time and in batches (the
+ledger's lane runs none of these lines: tests/runtime/ledger/test_ledger_lane.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from slotwarden.model.vocabulary import Actor, Event
 from slotwarden.runtime.ledger import ledger as ledger_module
+from slotwarden.runtime.ledger import ledger_lane
 from slotwarden.runtime.ledger.ledger import SlotLedger
 from slotwarden.runtime.ledger.state import WriteInterrupted
 
@@ -72,6 +74,7 @@ LANES = ("compiled", "numpy")
 def _ledger(lane: str, setup) -> SlotLedger:
     ledger = SlotLedger(8)
     ledger.check_thread()  # bound to this thread before the call swept
+    ledger_lane.unbind(ledger)  # the Python's lines (the lane's C has none to strike)
     if lane == "numpy":
         ledger.mover = None
     setup(ledger)
