@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: verify test docs bench clean coverage mutation
 
-$(STAMP): pyproject.toml setup.py runtime/ledger/_move.c runtime/ledger/_lane.c runtime/ledger/_move.h runtime/_step.c requirements/sglang.txt requirements/torch.txt
+$(STAMP): pyproject.toml setup.py runtime/ledger/_move.c runtime/ledger/_lane.c runtime/ledger/_move.h runtime/_step.c verification/checker/_key.c requirements/sglang.txt requirements/torch.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
 	# also builds the ledger's compiled move (runtime/ledger/_move.c, _lane.c) with the machine's C compiler
