@@ -545,13 +545,14 @@ static int key_bind(Key *m, PyObject *reads, PyObject *requests, PyObject *sessi
         int *members = int_array(PyTuple_GET_ITEM(classes, c), &count, m->nses);
         if (members == NULL) return -1;
         m->class_start[c] = at;
-        for (Py_ssize_t i = 0; i < count && at < m->nses; i++) m->class_members[at++] = members[i];
+        if (count == 0 || at + count > m->nses) return PyMem_Free(members), bad("classes");
+        for (Py_ssize_t i = 0; i < count; i++) m->class_members[at++] = members[i];
         PyMem_Free(members);
-        if (count == 0 || at > m->nses) return bad("classes");
         for (int i = m->class_start[c]; i < at; i++)
             if (m->ses_nturns[m->class_members[i]] != m->ses_nturns[m->class_members[m->class_start[c]]])
                 return bad("a class of sessions with unlike turns");
     }
+    if (at != m->nses) return bad("classes");
     m->class_start[m->nclasses] = at;
     if (!PyTuple_Check(nodes) || PyTuple_GET_SIZE(nodes) != m->n + 1) return bad("nodes");
     for (int k = 1; k <= m->n; k++)

@@ -1,6 +1,6 @@
 """The canonical key in C (`verification/checker/_key.c`), bound to one codec.
 
-`compiled_key(codec)` gives a function world -> the bytes of `codec._layout(world, True)`, or
+`compiled_key(codec, Codec)` gives a function world -> the bytes of `codec._layout(world, True)`, or
 None for a world it does not pack (out of the compact range, or a value of an unexpected type:
 the codec's Python path then packs it or keeps it exactly). The codec's fixed facts are handed
 in once: its actors and their classes, the slots, the cache flag, the states the cache owns
