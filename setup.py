@@ -1,6 +1,7 @@
-"""The build of the compiled move (runtime/ledger/_move.c) and launch check (runtime/_step.c);
-the rest is in pyproject.toml. Optional: without a C compiler the install still succeeds and
-the ledger and the launch check keep to numpy."""
+"""The build of the compiled move (runtime/ledger/_move.c), launch check (runtime/_step.c) and
+the checker's canonical key (verification/checker/_key.c); the rest is in pyproject.toml.
+Optional: without a C compiler the install still succeeds, the ledger and the launch check keep
+to numpy and the checker packs its keys in Python."""
 
 import platform
 
@@ -20,5 +21,11 @@ setup(
             optional=True,
         ),
         Extension("slotwarden.runtime._step", ["runtime/_step.c"], extra_compile_args=FLAGS, optional=True),
+        Extension(
+            "slotwarden.verification.checker._key",
+            ["verification/checker/_key.c"],
+            extra_compile_args=FLAGS,
+            optional=True,
+        ),
     ]
 )

@@ -18,6 +18,7 @@ from slotwarden.model.pool import Pool
 from slotwarden.model.vocabulary import NOBODY, Slot
 from slotwarden.verification.abstract.world import Request, Session, Step, World, node_of
 from slotwarden.verification.checker.decoding import Decoding
+from slotwarden.verification.checker.key_compiled import compiled_key
 from slotwarden.verification.checker.packing import (
     CACHE_OWNED,
     EXACT,
@@ -104,6 +105,7 @@ class Codec(SlotOrder, Decoding):
             else 16 * len(self.sessions[self.ses_index[sid]][1]) + 1 + self.sessions[self.ses_index[sid]][1].index(rid)
             for rid, sid in self.requests
         )
+        self._compiled = compiled_key(self, Codec)  # the key in C (world -> bytes, or None), or None
 
     def _places(self) -> tuple:
         """Where each actor's block lies in `_layout`'s order, from the first block: (is a
@@ -278,7 +280,12 @@ class Codec(SlotOrder, Decoding):
         return self._layout(world, False)
 
     def key(self, world: World):
-        """The world renamed canonically, packed: one key per class of renamed worlds."""
+        """The world renamed canonically, packed: one key per class of renamed worlds (in C
+        where built, `key_compiled`: the same bytes)."""
+        if self._compiled is not None:  # in C: no memo (it costs more than the key, hashing the world)
+            found = self._compiled(world)
+            if found is not None:
+                return found
         keys = self._keys
         found = keys.get(world)
         if found is None:
