@@ -169,17 +169,35 @@ static int ready(LedgerLane *l) {
     return same;
 }
 
-/* The class's own method `name` called with the caller's arguments (the Python path). */
+/* The class's own method `name` called with the caller's arguments (the Python path): a plain
+ * function is called with the ledger before them (no bound method made), anything else bound. */
 static PyObject *python(LedgerLane *l, PyObject *name, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     PyTypeObject *type = Py_TYPE(l->ledger);
     PyObject *func = _PyType_Lookup(type, name); /* borrowed */
     if (func == NULL) return PyErr_Format(PyExc_AttributeError, "%s has no method %U", type->tp_name, name);
+    const Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    if (PyFunction_Check(func) && total < 8) {
+        PyObject *stack[9];
+        stack[0] = l->ledger;
+        for (Py_ssize_t i = 0; i < total; i++) stack[i + 1] = args[i];
+        Py_INCREF(func); /* held over the call: the class may drop it meanwhile */
+        PyObject *out = PyObject_Vectorcall(func, stack, nargs + 1, kwnames);
+        Py_DECREF(func);
+        return out;
+    }
     descrgetfunc get = Py_TYPE(func)->tp_descr_get;
     PyObject *bound = get ? get(func, l->ledger, (PyObject *)type) : Py_NewRef(func);
     if (bound == NULL) return NULL;
     PyObject *out = PyObject_Vectorcall(bound, args, nargs, kwnames);
     Py_DECREF(bound);
     return out;
+}
+
+/* Whether `n` slots are more than the ledger's per-slot size (`small`): -1 on an error. */
+static int large(LedgerLane *l, Py_ssize_t n) {
+    int failed = 0;
+    Py_ssize_t small = attr_int(l->ledger, s_small, &failed);
+    return failed ? -1 : n > small;
 }
 
 static int set_ssize(PyObject *obj, PyObject *name, Py_ssize_t v) {
@@ -229,16 +247,17 @@ static PyObject *ll_alloc(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs
         PyErr_Clear();
         goto python;
     }
+    int big = large(l, n);
+    if (big <= 0) return big < 0 ? NULL : python(l, s_alloc, args, nargs, kwnames); /* the per-slot path */
     int64_t me = 0;
     const uint8_t *actor_of = l->per_event.buf;
     if (lane_actor(l, args[1], &me) != actor_of[l->alloc_event]) goto python;
     int ok = ready(l), failed = 0;
     if (ok <= 0) return ok < 0 ? NULL : python(l, s_alloc, args, nargs, kwnames);
-    Py_ssize_t small = attr_int(l->ledger, s_small, &failed), head = attr_int(l->ledger, s_head, &failed);
-    Py_ssize_t count = attr_int(l->ledger, s_count, &failed);
+    Py_ssize_t head = attr_int(l->ledger, s_head, &failed), count = attr_int(l->ledger, s_count, &failed);
     int64_t epoch = attr_int(l->ledger, s_launched, &failed);
     if (failed) return NULL;
-    if (n <= small || n > count || head < 0 || head >= l->cap) goto python;
+    if (n > count || head < 0 || head >= l->cap) goto python;
     PyObject *out = PyObject_CallFunctionObjArgs(l->empty, args[0], l->int64, NULL), *was = NULL, *raw = NULL;
     if (out == NULL) return NULL;
     Py_buffer view;
@@ -357,17 +376,18 @@ static PyObject *ll_apply(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs
     const int64_t *ids = view.buf;
     const Py_ssize_t n = view.len / 8;
     const char *ring = l->ring.buf;
-    int ok = view.ndim == 1 && is_int64(&view) && n <= l->cap && !overlaps_columns(l->mover, ids, view.len) &&
+    int ok = large(l, n); /* no more than `small`: the per-slot path */
+    if (ok > 0)
+        ok = view.ndim == 1 && is_int64(&view) && n <= l->cap && !overlaps_columns(l->mover, ids, view.len) &&
              !((const char *)ids < ring + l->ring.len && ring < (const char *)ids + view.len);
-    if (ok) ok = ready(l);
+    if (ok > 0) ok = ready(l);
     int failed = 0;
-    Py_ssize_t small = ok > 0 ? attr_int(l->ledger, s_small, &failed) : 0;
     int64_t epoch = ok > 0 ? attr_int(l->ledger, s_launched, &failed) : 0;
     if (ok < 0 || failed) {
         PyBuffer_Release(&view);
         return NULL;
     }
-    if (!ok || n <= small) {
+    if (!ok) {
         PyBuffer_Release(&view);
         goto python;
     }
