@@ -40,7 +40,7 @@ typedef struct {
 } LedgerLane;
 
 static PyObject *s_thread, *s_mover, *s_small, *s_head, *s_count, *s_launched, *s_completed, *s_pending, *s_waiting,
-    *s_copy, *s_settle_raw, *s_alloc, *s_apply, *s_fence, *s_start, *s_stop, *s_step;
+    *s_copy, *s_settle_raw, *s_alloc, *s_apply, *s_fence, *s_start, *s_stop, *s_step, *s_has_free_list;
 
 static int intern_names(void) {
 #define NAME(var, text)                                                                                              \
@@ -49,6 +49,7 @@ static int intern_names(void) {
     NAME(s_count, "_count") NAME(s_launched, "launched") NAME(s_completed, "completed") NAME(s_pending, "_pending")
     NAME(s_waiting, "_waiting") NAME(s_copy, "copy") NAME(s_settle_raw, "_settle_raw") NAME(s_alloc, "alloc")
     NAME(s_apply, "apply") NAME(s_fence, "fence") NAME(s_start, "start") NAME(s_stop, "stop") NAME(s_step, "step")
+    NAME(s_has_free_list, "has_free_list")
 #undef NAME
     return 0;
 }
@@ -143,7 +144,8 @@ static long lane_actor(LedgerLane *l, PyObject *actor, int64_t *id) {
 }
 
 /* Whether the usual call may take the lane: bound, the ledger's class still SlotLedger's methods
- * (its version tag unchanged since `usual` said so), the ledger's thread, its compiled move. -1: error. */
+ * (its version tag unchanged since `usual` said so), the ledger's thread, its compiled move, its
+ * own free list, its fence lists a plain dict. -1: error. */
 static int ready(LedgerLane *l) {
     if (l->nstates == 0) return 0;
     PyTypeObject *type = Py_TYPE(l->ledger);
@@ -166,7 +168,23 @@ static int ready(LedgerLane *l) {
     if (mv == NULL) return -1;
     int same = mv == (PyObject *)l->mover;
     Py_DECREF(mv);
+    if (!same) return 0;
+    PyObject *own = PyObject_GetAttr(l->ledger, s_has_free_list), *waiting = NULL;
+    if (own == NULL) return -1;
+    same = own == Py_True;
+    Py_DECREF(own);
+    if (same && (waiting = PyObject_GetAttr(l->ledger, s_waiting)) == NULL) return -1;
+    same = same && PyDict_CheckExact(waiting);
+    Py_XDECREF(waiting);
     return same;
+}
+
+/* Whether the lane is bound at all (a LedgerLane made and not initialised, or whose `__init__`
+ * failed, refuses every call). */
+static int bound(LedgerLane *l) {
+    if (l->ledger != NULL && l->mover != NULL && l->nstates > 0) return 1;
+    PyErr_SetString(PyExc_RuntimeError, "this LedgerLane is bound to no ledger");
+    return 0;
 }
 
 /* The class's own method `name` called with the caller's arguments (the Python path): a plain
@@ -193,11 +211,13 @@ static PyObject *python(LedgerLane *l, PyObject *name, PyObject *const *args, Py
     return out;
 }
 
-/* Whether `n` slots are more than the ledger's per-slot size (`small`): -1 on an error. */
+/* Whether `n` >= 1 slots are more than the ledger's per-slot size (`small`). A `small` that is
+ * no plain int64 (a float, a huge int): 0, the Python path decides. */
 static int large(LedgerLane *l, Py_ssize_t n) {
     int failed = 0;
     Py_ssize_t small = attr_int(l->ledger, s_small, &failed);
-    return failed ? -1 : n > small;
+    if (failed) PyErr_Clear();
+    return !failed && n >= 1 && n > small;
 }
 
 static int set_ssize(PyObject *obj, PyObject *name, Py_ssize_t v) {
@@ -241,14 +261,14 @@ static int record(LedgerLane *l, long event, PyObject *actor, int64_t epoch, PyO
 
 /* alloc(n, actor): see the module's contract. */
 static PyObject *ll_alloc(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (!bound(l)) return NULL;
     if (kwnames != NULL || nargs != 2 || !PyLong_CheckExact(args[0])) goto python;
     Py_ssize_t n = PyLong_AsSsize_t(args[0]);
     if (n == -1 && PyErr_Occurred()) {
         PyErr_Clear();
         goto python;
     }
-    int big = large(l, n);
-    if (big <= 0) return big < 0 ? NULL : python(l, s_alloc, args, nargs, kwnames); /* the per-slot path */
+    if (!large(l, n)) goto python; /* the per-slot path, or a count the Python refuses */
     int64_t me = 0;
     const uint8_t *actor_of = l->per_event.buf;
     if (lane_actor(l, args[1], &me) != actor_of[l->alloc_event]) goto python;
@@ -257,7 +277,7 @@ static PyObject *ll_alloc(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs
     Py_ssize_t head = attr_int(l->ledger, s_head, &failed), count = attr_int(l->ledger, s_count, &failed);
     int64_t epoch = attr_int(l->ledger, s_launched, &failed);
     if (failed) return NULL;
-    if (n > count || head < 0 || head >= l->cap) goto python;
+    if (n > count || head < 0 || head >= l->cap || epoch > INT32_MAX) goto python;
     PyObject *out = PyObject_CallFunctionObjArgs(l->empty, args[0], l->int64, NULL), *was = NULL, *raw = NULL;
     if (out == NULL) return NULL;
     Py_buffer view;
@@ -355,6 +375,7 @@ static int file_released(LedgerLane *l, PyObject *ids_obj, const int64_t *ids, P
 
 /* apply(event, ids, actor): see the module's contract. */
 static PyObject *ll_apply(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (!bound(l)) return NULL;
     if (kwnames != NULL || nargs != 3 || !PyLong_Check(args[0]) || Py_TYPE(args[1]) != (PyTypeObject *)l->ndarray)
         goto python;
     long event = PyLong_AsLong(args[0]);
@@ -387,7 +408,7 @@ static PyObject *ll_apply(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs
         PyBuffer_Release(&view);
         return NULL;
     }
-    if (!ok) {
+    if (!ok || epoch > INT32_MAX) {
         PyBuffer_Release(&view);
         goto python;
     }
@@ -455,12 +476,13 @@ static int forget_steps(PyObject *pending, int64_t from, int64_t to) {
 
 /* fence(): see the module's contract. */
 static PyObject *ll_fence(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (!bound(l)) return NULL;
     if (kwnames != NULL || nargs != 0) goto python;
     int ok = ready(l), failed = 0;
     if (ok <= 0) return ok < 0 ? NULL : python(l, s_fence, args, nargs, kwnames);
     int64_t completed = attr_int(l->ledger, s_completed, &failed), epoch = attr_int(l->ledger, s_launched, &failed);
-    Py_ssize_t small = attr_int(l->ledger, s_small, &failed);
     if (failed) return NULL;
+    if (epoch > INT32_MAX) goto python;
     PyObject *pending = PyObject_GetAttr(l->ledger, s_pending), *waiting = NULL, *out = NULL, *was = NULL;
     PyObject *raw = NULL, *actor = NULL, *due_key = NULL;
     Py_buffer view;
@@ -490,6 +512,9 @@ static PyObject *ll_fence(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs
         if (!yes) break;
         done++;
     }
+    /* a step the device finished that was never launched (a launch interrupted), or a class
+     * changed by a query: the Python path says what is wrong or does it */
+    if (done > epoch || Py_TYPE(l->ledger)->tp_version_tag != l->tag) goto slow;
     if ((waiting = PyObject_GetAttr(l->ledger, s_waiting)) == NULL) goto error;
     if (!PyDict_CheckExact(waiting)) goto slow;
     /* the one filed step whose fence has passed */
@@ -497,8 +522,9 @@ static PyObject *ll_fence(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs
     PyObject *key, *value, *chunks = NULL, *step_key = NULL;
     while (PyDict_Next(waiting, &pos, &key, &value)) {
         if (!PyLong_CheckExact(key)) goto slow;
-        int64_t s = PyLong_AsLongLong(key);
-        if (s == -1 && PyErr_Occurred()) goto error;
+        int overflow = 0;
+        int64_t s = PyLong_AsLongLongAndOverflow(key, &overflow);
+        if (overflow) goto slow;
         if (s <= done) {
             found++;
             step_key = key;
@@ -524,7 +550,7 @@ static PyObject *ll_fence(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs
         int64_t lo, hi;
         int run = run_of(chunk, &lo, &hi);
         if (run < 0) goto error;
-        if (!run || hi - lo <= small || hi - lo > l->cap) goto slow;
+        if (!run || !large(l, hi - lo) || hi - lo > l->cap) goto slow;
         n = hi - lo;
         PyObject *count = PyLong_FromLongLong(n);
         out = count ? PyObject_CallFunctionObjArgs(l->empty, count, l->int64, NULL) : NULL;
@@ -540,7 +566,7 @@ static PyObject *ll_fence(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs
         }
         viewing = 1;
         n = view.len / 8;
-        if (view.ndim != 1 || !is_int64(&view) || n <= small || n > l->cap) goto slow;
+        if (view.ndim != 1 || !is_int64(&view) || !large(l, n) || n > l->cap) goto slow;
         ids = view.buf;
         int sorted = 1;
         for (int64_t i = 1; i < n; i++) sorted &= ids[i - 1] < ids[i];

@@ -369,10 +369,14 @@ static void run_write(Mover *m, const Runs *runs, const uint8_t *f, uint8_t a, u
     }
 }
 
-/* Whether `view` is a buffer of int64 (a signed 8-byte integer format). */
+/* Whether `view` is a buffer of int64 in the host's byte order (a signed 8-byte integer format). */
 int is_int64(const Py_buffer *view) {
     const char *f = view->format ? view->format : "B";
-    if (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!') f++;
+    const int native = PY_LITTLE_ENDIAN ? *f == '<' : (*f == '>' || *f == '!');
+    if (*f == '@' || *f == '=' || native) /* the host's byte order: an id reads as it is */
+        f++;
+    else if (*f == '<' || *f == '>' || *f == '!') /* swapped bytes: not ids as they are */
+        return 0;
     return view->itemsize == 8 && (strcmp(f, "q") == 0 || strcmp(f, "l") == 0);
 }
 

@@ -53,6 +53,14 @@ class SlotLedger(RawMoves, Locks, Integrity):
         super().__init__(capacity, **options)
         self._lane = ledger_lane.bind(self, _ORIGINALS, _already_done) if self.LANE else None
 
+    def __copy__(self) -> SlotLedger:
+        """A shallow copy (its columns shared, as `copy.copy` shares them) on its Python: the lane
+        is bound to this ledger's counters, not the copy's."""
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        ledger_lane.unbind(twin)
+        return twin
+
     # -- events ------------------------------------------------------------------------------
     def alloc(self, n: int, actor: Actor, before_write: Callable[[Batch], None] | None = None) -> np.ndarray | None:
         """Take `n` slots from the head of the free list for request `actor`, all or none.

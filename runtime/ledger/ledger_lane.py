@@ -7,9 +7,11 @@ fence's step and the flight record, with the write's mark held throughout. Every
 small batch, a target, a `before_write` hook, ids of another type, a refused or mixed move, a
 fence of anything but one filed batch all due) goes to the class's Python method, which does it
 or raises. The lane asks `usual` again whenever the ledger's class changes: a class whose
-methods are no longer SlotLedger's own (a subclass that overrides one, a method patched in
-place) keeps to its Python. None where the compiled move is not built, or the ledger keeps no
-free list; `unbind` takes a ledger back to its Python.
+methods are no longer SlotLedger's own (a subclass that overrides one, a method patched on the
+class) keeps to its Python; a method patched on one ledger object is not seen (patch the
+class). A fence that the lane hands to the Python asks the steps' `done` queries again. None
+where the compiled move is not built, or the ledger keeps no free list; `unbind` takes a ledger
+back to its Python (a copy of a ledger is unbound).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ BOUND = ("alloc", "apply", "fence")
 STANDS_IN_FOR = BOUND + (
     "_alloc_batch", "_apply", "_move", "_settle", "_push", "_note_released", "_advance", "_peek", "_due",
     "_fence_released", "_finished", "check_thread", "_bind_or_refuse", "_detached", "_refused_here",
+    "_shares_memory",
 )  # fmt: skip
 """What the lane does in place of the ledger's Python: a class that changes any of these keeps it."""
 

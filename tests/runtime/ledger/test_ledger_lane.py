@@ -260,3 +260,86 @@ def test_a_turn_of_the_ring_and_a_fence_of_scattered_slots_agree():
     got, want = run(SlotLedger(16)), run(python)
     assert got == want
     assert got[0][1] != sorted(got[0][1]) and got[0][2] == sorted(got[0][1])  # scattered, freed in id order
+
+
+def _outcome(ledger, call):
+    try:
+        got = call(ledger)
+    except Exception as err:  # noqa: BLE001 (the outcome is compared)
+        return ("raised", type(err).__name__, str(err))
+    return ("ok", None if got is None else np.asarray(got).tolist())
+
+
+def _agree(setup, call, capacity: int = 16):
+    """The outcome of `call` on a ledger on its lane and on one on its Python, after `setup`."""
+    out = []
+    for on_lane in (True, False):
+        ledger = SlotLedger(capacity)
+        if not on_lane:
+            ledger_lane.unbind(ledger)
+        setup(ledger)
+        out.append((_outcome(ledger, call), state(ledger), _fence_lists(ledger)))
+    return out
+
+
+R = Actor.request(1)
+
+
+def _taken(ledger):
+    ledger.alloc(8, R)
+
+
+def _released(ledger):
+    ids = ledger.alloc(8, R)
+    ledger.apply(Event.ADMIT, ids, R)
+    ledger.launch()
+    ledger.apply(Event.FINISH, ids, R)
+
+
+def _small(value):
+    def setup(ledger):
+        _taken(ledger)
+        ledger.small = value
+
+    return setup
+
+
+CORNERS = {  # what an adversarial review found the lane doing otherwise (each crashed or differed)
+    "ids in swapped byte order": (_taken, lambda g: g.apply(Event.ROLLBACK, np.arange(1, 9).astype(">i8"), R)),
+    "an empty batch, small < 0": (_small(-1), lambda g: g.apply(Event.ROLLBACK, np.zeros(0, np.int64), R)),
+    "alloc(0), small < 0": (_small(-1), lambda g: g.alloc(0, R)),
+    "a huge small": (_small(2**63), lambda g: g.apply(Event.ROLLBACK, np.arange(1, 9), R)),
+    "a float small": (_small(2.0), lambda g: g.apply(Event.ROLLBACK, np.arange(1, 9), R)),
+    "no free list of its own": (
+        lambda g: (_taken(g), setattr(g, "has_free_list", False)),
+        lambda g: g.apply(Event.ROLLBACK, np.arange(1, 9), R),
+    ),
+    "a fence of a step never launched": (
+        lambda g: (_released(g), g.fence(), g._pending.__setitem__(g.launched + 1, lambda: True)),
+        lambda g: g.fence(),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", CORNERS)
+def test_the_lane_and_the_python_agree_at_the_corners(name):
+    setup, call = CORNERS[name]
+    on_lane, python = _agree(setup, call)
+    assert on_lane == python
+
+
+def test_an_unbound_lane_refuses_without_crashing():
+    lane = ledger_lane.LedgerLane.__new__(ledger_lane.LedgerLane)
+    for call in (lambda: lane.alloc(5, R), lambda: lane.apply(Event.ADMIT, np.arange(1, 4), R), lane.fence):
+        with pytest.raises(RuntimeError, match="bound to no ledger"):
+            call()
+
+
+def test_a_copy_of_a_ledger_keeps_its_own_counters():
+    import copy
+
+    ledger = SlotLedger(16)
+    twin = copy.copy(ledger)
+    assert not ledger_lane.is_bound(twin) and ledger_lane.is_bound(ledger)
+    twin.alloc(4, R)
+    assert ledger.snapshot()["counters"][:2] == (0, 16)
