@@ -46,6 +46,8 @@ DEFAULT_BOUNDS = (
     # the prefix cache on four slots: three plain donors beside a two-turn session (s100 = r0, r1)
     Bounds(slots=5, requests=6, sessions=2, overlap=True, turns=1),
     Bounds(slots=4, requests=5, sessions=1, overlap=True, nodes=2),
+    # five slots, six requests, two two-turn sessions, overlapped (s100 = r0, r1; s101 = r2, r3; r4, r5 plain)
+    Bounds(slots=5, requests=6, sessions=2, overlap=True),
 )
 """The default run (the reachable-state counts are pinned in verification/checker/pins.py)."""
 
@@ -55,7 +57,6 @@ THOROUGH_BOUNDS = DEFAULT_BOUNDS + (
     Bounds(slots=4, requests=6, sessions=2, overlap=True),  # s100 = r0, r1; s101 = r2, r3; r4, r5 plain
     Bounds(slots=5, requests=5, sessions=2, overlap=True),  # s100 = r0, r1; s101 = r2, r3; r4 plain
     Bounds(slots=4, requests=6, sessions=2, overlap=True, turns=1),  # s100 = r0; s101 = r1; r2..r5 plain
-    Bounds(slots=5, requests=6, sessions=2, overlap=True),  # s100 = r0, r1; s101 = r2, r3; r4, r5 plain
     Bounds(slots=4, requests=7, sessions=2, overlap=True),  # s100 = r0, r1; s101 = r2, r3; r4..r6 plain
     Bounds(slots=4, requests=6, sessions=1, overlap=True, nodes=2),  # four plain donors beside a session
     Bounds(slots=5, requests=5, sessions=1, overlap=True, nodes=2),  # three plain donors, five slots

@@ -41,6 +41,7 @@ DEFAULT_COUNTS = {  # checker.DEFAULT_BOUNDS, in order
     "slots=4 requests=5 sessions=2 overlap=on": (226994, 1792427),
     "slots=5 requests=6 sessions=2 overlap=on turns=1": (438256, 4527653),
     "slots=4 requests=5 sessions=1 overlap=on nodes=2": (187017, 1345320),
+    "slots=5 requests=6 sessions=2 overlap=on": (1648278, 15455451),
 }
 
 THOROUGH_COUNTS = {  # bounds only `verify --thorough` checks, pinned from a full run (too long for a test)
@@ -49,7 +50,6 @@ THOROUGH_COUNTS = {  # bounds only `verify --thorough` checks, pinned from a ful
     "slots=4 requests=6 sessions=2 overlap=on": (621434, 5670528),
     "slots=5 requests=5 sessions=2 overlap=on": (470887, 3773389),
     "slots=4 requests=6 sessions=2 overlap=on turns=1": (143249, 1406532),
-    "slots=5 requests=6 sessions=2 overlap=on": (1648278, 15455451),
     "slots=4 requests=7 sessions=2 overlap=on": (1010273, 10187907),
     "slots=4 requests=6 sessions=1 overlap=on nodes=2": (311501, 2475198),
     "slots=5 requests=5 sessions=1 overlap=on nodes=2": (588681, 4308284),
