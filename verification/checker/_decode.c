@@ -274,6 +274,9 @@ static int decoder_init(Decoder *d, PyObject *args, PyObject *kwds) {
     PyObject *types, *sizes, *requests, *sessions, *places, *nodes, *nobody, *owned, *sets, *slot_back, *bound;
     (void)kwds;
     if (d->ready || d->actors != NULL) return bad("bound already");
+#if PY_VERSION_HEX >= 0x030E0000 /* a tuple keeps its hash there: `record` would need tuple.__new__'s reset */
+    return bad("records made as Python 3.11 to 3.13 make them");
+#endif
     if (!PyArg_ParseTuple(args, "ipO!O!O!O!O!iiiO!OO!O!O!O", &d->n, &d->cache, &PyTuple_Type, &types, &PyTuple_Type,
                           &sizes, &PyTuple_Type, &requests, &PyTuple_Type, &sessions, &PyTuple_Type, &places,
                           &d->req_block, &d->ses_block, &d->tail, &PyTuple_Type, &nodes, &nobody, &PyFrozenSet_Type,
