@@ -1,7 +1,7 @@
 """The build of the compiled move (runtime/ledger/_move.c), launch check (runtime/_step.c) and
-the checker's canonical key (verification/checker/_key.c); the rest is in pyproject.toml.
-Optional: without a C compiler the install still succeeds, the ledger and the launch check keep
-to numpy and the checker packs its keys in Python."""
+the checker's canonical key and decoding (verification/checker/_key.c, _decode.c); the rest is
+in pyproject.toml. Optional: without a C compiler the install still succeeds, the ledger and the
+launch check keep to numpy and the checker packs and decodes its keys in Python."""
 
 import platform
 
@@ -23,7 +23,7 @@ setup(
         Extension("slotwarden.runtime._step", ["runtime/_step.c"], extra_compile_args=FLAGS, optional=True),
         Extension(
             "slotwarden.verification.checker._key",
-            ["verification/checker/_key.c"],
+            ["verification/checker/_key.c", "verification/checker/_decode.c"],
             extra_compile_args=FLAGS,
             optional=True,
         ),

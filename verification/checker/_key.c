@@ -619,7 +619,9 @@ static PyTypeObject KeyType = {
     .tp_methods = key_methods,
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_key", "The checker's compiled canonical key.", -1, NULL};
+int add_decoder(PyObject *module); /* _decode.c: the Decoder type */
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_key", "The checker's canonical key and decoding.", -1, NULL};
 
 PyMODINIT_FUNC PyInit__key(void) {
     if (PyType_Ready(&KeyType) < 0) return NULL;
@@ -628,6 +630,10 @@ PyMODINIT_FUNC PyInit__key(void) {
     Py_INCREF(&KeyType);
     if (PyModule_AddObject(mod, "Key", (PyObject *)&KeyType) < 0) {
         Py_DECREF(&KeyType);
+        Py_DECREF(mod);
+        return NULL;
+    }
+    if (add_decoder(mod) < 0) {
         Py_DECREF(mod);
         return NULL;
     }

@@ -7,9 +7,10 @@ renaming: the slots first put in a canonical order (`slot_order`), then the bloc
 of interchangeable actors sorted (plain requests; sessions with as many turns, each carrying its
 turns along). Two worlds with one key are renamings of each other, so the key is sound whatever
 order is chosen. `plain_key` packs the world as it is; `Codec.world` decodes either
-(`decoding`). The encoding (`packing`) names no actor id but by the order of the actor blocks.
-A world outside the compact range raises `OutOfRange` while packed and is kept exactly as
-`(EXACT, world)`; any other error while packing is a bug of the codec and is raised.
+(`decoding`; in C where built, `decode_compiled`). The encoding (`packing`) names no actor id
+but by the order of the actor blocks. A world outside the compact range raises `OutOfRange`
+while packed and is kept exactly as `(EXACT, world)`; any other error while packing is a bug of
+the codec and is raised.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from slotwarden.model.pool import Pool
 from slotwarden.model.vocabulary import NOBODY, Slot
 from slotwarden.verification.abstract.world import Request, Session, Step, World, node_of
+from slotwarden.verification.checker.decode_compiled import compiled_world
 from slotwarden.verification.checker.decoding import Decoding
 from slotwarden.verification.checker.key_compiled import compiled_key
 from slotwarden.verification.checker.packing import (
@@ -106,6 +108,7 @@ class Codec(SlotOrder, Decoding):
             for rid, sid in self.requests
         )
         self._compiled = compiled_key(self, Codec)  # the key in C (world -> bytes, or None), or None
+        self._decoder = compiled_world(self, Codec)  # the decoding in C (key -> World, or None), or None
 
     def _places(self) -> tuple:
         """Where each actor's block lies in `_layout`'s order, from the first block: (is a
@@ -297,6 +300,14 @@ class Codec(SlotOrder, Decoding):
                 keys = self._keys
             keys[world] = found
         return found
+
+    def world(self, key) -> World:
+        """`Decoding.world`: in C where built (`decode_compiled`: the same world), else in Python."""
+        if self._decoder is not None:
+            found = self._decoder(key)
+            if found is not None:
+                return found
+        return Decoding.world(self, key)
 
     def _layout(self, world: World, canonical: bool):
         """The header, then each class of sessions (a session's block followed by its turns'
