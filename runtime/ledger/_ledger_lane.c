@@ -474,6 +474,23 @@ static int forget_steps(PyObject *pending, int64_t from, int64_t to) {
     return 0;
 }
 
+/* `Actor.fence(step)`: made as `tuple.__new__` makes a record where that is all it does (up to
+ * Python 3.13), else by calling the record's class. */
+static PyObject *fence_actor(LedgerLane *l, PyObject *step) {
+    PyObject *kind = PyTuple_GET_ITEM(l->kinds, l->scheduler_kind);
+#if PY_VERSION_HEX < 0x030E0000
+    PyObject *actor = ((PyTypeObject *)l->actor_type)->tp_alloc((PyTypeObject *)l->actor_type, 2);
+    if (actor != NULL) {
+        PyTuple_SET_ITEM(actor, 0, Py_NewRef(kind));
+        PyTuple_SET_ITEM(actor, 1, Py_NewRef(step));
+    }
+    return actor;
+#else
+    PyObject *argv[2] = {kind, step};
+    return PyObject_Vectorcall(l->actor_type, argv, 2, NULL);
+#endif
+}
+
 /* fence(): see the module's contract. */
 static PyObject *ll_fence(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     if (!bound(l)) return NULL;
@@ -593,13 +610,7 @@ static PyObject *ll_fence(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs
     {
         PyObject *d = PyLong_FromLongLong(done);
         int r = d == NULL || (done > completed && PyObject_SetAttr(l->ledger, s_completed, d) < 0) ? -1 : 0;
-        if (r == 0) {
-            actor = ((PyTypeObject *)l->actor_type)->tp_alloc((PyTypeObject *)l->actor_type, 2); /* Actor.fence(done) */
-            if (actor != NULL) {
-                PyTuple_SET_ITEM(actor, 0, Py_NewRef(PyTuple_GET_ITEM(l->kinds, l->scheduler_kind)));
-                PyTuple_SET_ITEM(actor, 1, Py_NewRef(d));
-            }
-        }
+        if (r == 0) actor = fence_actor(l, d);
         Py_XDECREF(d);
         if (actor == NULL) goto interrupted;
     }
