@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, State
+from slotwarden.runtime.ledger import ledger_lane
 from slotwarden.runtime.ledger.ledger import SlotLedger
 from slotwarden.verification.machines import paths
 
@@ -110,6 +111,7 @@ def first_difference(program, breaks=None) -> str | None:
     never). `breaks(slots, vectors)`, if given, breaks the per-slot or the numpy-run one first
     (to show that this can fail)."""
     slots = SlotLedger(CAP)
+    ledger_lane.unbind(slots)  # the Python, a slot at a time
     slots.small = CAP + 1
     ledgers = [slots, *variants()]
     if breaks is not None:

@@ -7,8 +7,9 @@
  * to the record. It decides nothing about the lifecycle: the moves come from the compiled
  * tables, the actor kind of each event and the states that wait for a fence are handed in.
  * The usual call: the ledger's class still has SlotLedger's own methods (asked of `usual`
- * whenever the class changes), the ledger's thread calling, its compiled move bound, more than
- * `small` slots, an `Actor` of the event's kind with a plain id, a 1-D int64 ndarray of ids
+ * whenever the class changes), the ledger's thread calling, its compiled move bound, one slot
+ * or more (`small`, the Python's per-slot size, is not read), an `Actor` of the event's kind
+ * with a plain id, a 1-D int64 ndarray of ids
  * outside the ledger's own memory, no target and no `before_write`; a move the kernel accepts
  * from one state to one state; a fence of one filed batch (a run or an array), all due. Every
  * other call goes, untouched, to the class's Python method, which does it or raises the
@@ -39,13 +40,13 @@ typedef struct {
     unsigned int tag; /* the ledger's class's version tag when `usual` last said yes (0: ask) */
 } LedgerLane;
 
-static PyObject *s_thread, *s_mover, *s_small, *s_head, *s_count, *s_launched, *s_completed, *s_pending, *s_waiting,
+static PyObject *s_thread, *s_mover, *s_head, *s_count, *s_launched, *s_completed, *s_pending, *s_waiting,
     *s_copy, *s_settle_raw, *s_alloc, *s_apply, *s_fence, *s_start, *s_stop, *s_step, *s_has_free_list;
 
 static int intern_names(void) {
 #define NAME(var, text)                                                                                              \
     if ((var = PyUnicode_InternFromString(text)) == NULL) return -1;
-    NAME(s_thread, "_thread") NAME(s_mover, "mover") NAME(s_small, "small") NAME(s_head, "_head")
+    NAME(s_thread, "_thread") NAME(s_mover, "mover") NAME(s_head, "_head")
     NAME(s_count, "_count") NAME(s_launched, "launched") NAME(s_completed, "completed") NAME(s_pending, "_pending")
     NAME(s_waiting, "_waiting") NAME(s_copy, "copy") NAME(s_settle_raw, "_settle_raw") NAME(s_alloc, "alloc")
     NAME(s_apply, "apply") NAME(s_fence, "fence") NAME(s_start, "start") NAME(s_stop, "stop") NAME(s_step, "step")
@@ -211,14 +212,9 @@ static PyObject *python(LedgerLane *l, PyObject *name, PyObject *const *args, Py
     return out;
 }
 
-/* Whether `n` >= 1 slots are more than the ledger's per-slot size (`small`). A `small` that is
- * no plain int64 (a float, a huge int): 0, the Python path decides. */
-static int large(LedgerLane *l, Py_ssize_t n) {
-    int failed = 0;
-    Py_ssize_t small = attr_int(l->ledger, s_small, &failed);
-    if (failed) PyErr_Clear();
-    return !failed && n >= 1 && n > small;
-}
+/* Whether the lane takes a batch of `n` slots: at least one (the per-slot size `small` is the
+ * Python's: the lane is as quick for one slot as for many). */
+static int large(LedgerLane *Py_UNUSED(l), Py_ssize_t n) { return n >= 1; }
 
 static int set_ssize(PyObject *obj, PyObject *name, Py_ssize_t v) {
     PyObject *x = PyLong_FromSsize_t(v);
@@ -268,7 +264,7 @@ static PyObject *ll_alloc(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs
         PyErr_Clear();
         goto python;
     }
-    if (!large(l, n)) goto python; /* the per-slot path, or a count the Python refuses */
+    if (!large(l, n)) goto python; /* a count the Python refuses */
     int64_t me = 0;
     const uint8_t *actor_of = l->per_event.buf;
     if (lane_actor(l, args[1], &me) != actor_of[l->alloc_event]) goto python;
@@ -397,7 +393,7 @@ static PyObject *ll_apply(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs
     const int64_t *ids = view.buf;
     const Py_ssize_t n = view.len / 8;
     const char *ring = l->ring.buf;
-    int ok = large(l, n); /* no more than `small`: the per-slot path */
+    int ok = large(l, n); /* none: the Python refuses it */
     if (ok > 0)
         ok = view.ndim == 1 && is_int64(&view) && n <= l->cap && !overlaps_columns(l->mover, ids, view.len) &&
              !((const char *)ids < ring + l->ring.len && ring < (const char *)ids + view.len);

@@ -32,8 +32,9 @@ RUN_MIN = 128
 run lane (the columns read and written as slices, see `batch`); below it a slice gains nothing
 over a short gather (the tests move `SlotLedger.run_min` to compare the two)."""
 SMALL = 2
-"""Batches of up to this many slots take the per-slot path (Python over the same columns, the
-table read as lists); larger ones a batch path. Both give the same result, and any batch the
-per-slot path would refuse is handed whole to a batch path, which raises. A batch path's cost
-hardly grows with n, the per-slot path's grows with every slot: the switch-over is where they
-meet (the tests move `SlotLedger.small` to run both)."""
+"""Off the ledger's lane (which takes the usual call of any size), batches of up to this many
+slots take the per-slot path (Python over the same columns, the table read as lists); larger
+ones a batch path. All give the same result, and any batch the per-slot path would refuse is
+handed whole to a batch path, which raises. A batch path's cost hardly grows with n, the
+per-slot path's grows with every slot: the switch-over is where they meet (the tests move
+`SlotLedger.small` to run both)."""

@@ -1,17 +1,17 @@
 """The ledger's own lane: `SlotLedger`'s usual `alloc(n, actor)`, `apply(event, ids, actor)` and
 `fence()` in one C call each (`runtime/ledger/_ledger_lane.c`), bound over the ledger's methods.
 
-The lane is the C form of the ledger's Python on its compiled move for the usual call (see the C
-file's contract): the same check and write, then the free ring, the releases filed under their
-fence's step and the flight record, with the write's mark held throughout. Every other call (a
-small batch, a target, a `before_write` hook, ids of another type, a refused or mixed move, a
-fence of anything but one filed batch all due) goes to the class's Python method, which does it
-or raises. The lane asks `usual` again whenever the ledger's class changes: a class whose
-methods are no longer SlotLedger's own (a subclass that overrides one, a method patched on the
-class) keeps to its Python; a method patched on one ledger object is not seen (patch the
-class). A fence that the lane hands to the Python asks the steps' `done` queries again. None
-where the compiled move is not built, or the ledger keeps no free list; `unbind` takes a ledger
-back to its Python (a copy of a ledger is unbound).
+The C form of the ledger's Python on its compiled move, for the usual call of any size (see the
+C file): the same check and write, then the free ring, the releases filed under their fence's
+step and the flight record, the write's mark held throughout. Every other call (a target, a
+`before_write` hook, ids of another type, a refused or mixed move, a fence of anything but one
+filed batch all due) goes to the class's Python method, which does it or raises. The lane asks
+`usual` again whenever the ledger's class changes: a class whose methods are no longer
+SlotLedger's own (a subclass that overrides one, a method patched on the class) keeps to its
+Python; a method patched on one ledger object is not seen (patch the class). A fence that the
+lane hands to the Python asks the steps' `done` queries again. None where the compiled move is
+not built, or the ledger keeps no free list; `unbind` takes a ledger back to its Python (a copy
+of a ledger is unbound).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The ledger's side paths, each where a move's outcome is decided off the main lane:
 - the compiled move is in use wherever its extension is built (and not left out on purpose);
-- `alloc(n)` hands out n distinct slots on every n (the one-slot inline path takes n = 1 only);
+- `alloc(n)` hands out n distinct slots on every n, on the ledger's lane and on its Python (whose
+  one-slot inline path takes n = 1 only);
 - a ledger without a free list (a guard's) keeps none when a batch frees slots;
 - bad ids are refused as bad ids first, before an alloc by id or a fence too early;
 - the lock record refuses an unlock by a request holding no lock on a slot others lock, and
@@ -22,7 +23,7 @@ from slotwarden.model.machine import SlotMachine
 from slotwarden.model.step import step
 from slotwarden.model.vocabulary import FREE_SLOT, Actor, Event, State
 from slotwarden.runtime.config import PoolConfig
-from slotwarden.runtime.ledger import compiled
+from slotwarden.runtime.ledger import compiled, ledger_lane
 from slotwarden.runtime.ledger.ledger import SlotLedger
 
 R1, R2, R3 = Actor.request(1), Actor.request(2), Actor.request(3)
@@ -52,14 +53,17 @@ def _compiled_in_use() -> list[str]:
 
 
 def _allocs() -> list[str]:
-    ledger, out = SlotLedger(8), []
-    for n in (1, 2, 3):
-        before = ledger.available()
-        ids = ledger.alloc(n, R1)
-        if ids is None or len(set(ids.tolist())) != n or ledger.available() != before - n:
-            out.append(
-                f"alloc({n}) gave {None if ids is None else ids.tolist()}, {ledger.available()} left of {before}"
-            )
+    out = []
+    for on_lane in (True, False):
+        ledger = SlotLedger(8)
+        if not on_lane:
+            ledger_lane.unbind(ledger)
+        for n in (1, 2, 3):
+            before = ledger.available()
+            ids = ledger.alloc(n, R1)
+            if ids is None or len(set(ids.tolist())) != n or ledger.available() != before - n:
+                got = None if ids is None else ids.tolist()
+                out.append(f"alloc({n}) gave {got}, {ledger.available()} left of {before} (lane: {on_lane})")
     return out
 
 

@@ -1,11 +1,11 @@
 """The ledger's code paths by name, for the machines and tests that drive each one.
 
-A `SlotLedger` moves a batch of up to `small` slots a slot at a time in Python; a larger one
-by its lane (`ledger_lane`: the usual call in one C call), by its Python over its compiled move
-(`mover`, where the extension is built: a batch in a few runs of consecutive slots a run at a
-time, scattered slots of one actor a column at a time, any other a slot at a time in C) or by
-the numpy kernel. `use(ledger, path)` pins a ledger to one of them for every batch size a
-machine makes ("lane" where the extension is not built: the numpy kernel)."""
+A `SlotLedger` moves the usual call by its lane (`ledger_lane`: one C call, any size). Off its
+lane, a batch of up to `small` slots goes a slot at a time in Python, a larger one by its
+Python over its compiled move (`mover`, where the extension is built: a batch in a few runs of
+consecutive slots a run at a time, scattered slots of one actor a column at a time, any other a
+slot at a time in C) or by the numpy kernel. `use(ledger, path)` pins a ledger to one of them
+for every batch size a machine makes ("lane" where the extension is not built: numpy)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ def use(ledger: SlotLedger, path: str) -> None:
     if path not in PATHS:
         raise ValueError(f"not a path of the ledger: {path!r} (one of {PATHS})")
     if path == "per-slot":
+        ledger_lane.unbind(ledger)  # the Python, a slot at a time
         ledger.small = 1 << 30  # any batch a machine makes
         return
     ledger.small = 0
