@@ -1,6 +1,17 @@
-"""The abstract scheduler's reachable worlds, for tests that judge every one of them."""
+"""The abstract scheduler's reachable worlds, for tests that judge every one of them, and the
+bounds the compiled codec's tests (key, decoding) walk."""
 
 from slotwarden.verification.abstract import Bounds, Policy, initial, successors
+from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS
+
+SYMMETRY_WORKLOADS = (  # test_symmetry's workloads: turns=1 classes, two two-turn sessions, locks and copies
+    Bounds(slots=1, requests=5, sessions=2, overlap=False, turns=1),
+    Bounds(slots=2, requests=5, sessions=2, overlap=True, turns=2),
+    Bounds(slots=3, requests=3, sessions=1, overlap=True),
+    Bounds(slots=3, requests=3, sessions=0, overlap=True, nodes=2),
+)
+CODEC_BOUNDS = tuple(dict.fromkeys(TEST_BOUNDS + SYMMETRY_WORKLOADS + tuple(b for b in DEFAULT_BOUNDS if b.nodes)))
+"""The tests' bounds, test_symmetry's workloads and the default run's cache bounds."""
 
 
 def reachable(bounds: Bounds, limit: int = 1500, policy: Policy | None = None) -> list:

@@ -11,20 +11,14 @@ from slotwarden.model.vocabulary import NOBODY, Slot, State
 from slotwarden.verification.abstract import Bounds, initial
 from slotwarden.verification.abstract.world import Step, node_of
 from slotwarden.verification.checker import key_compiled
-from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS
+from slotwarden.verification.checker.bounds import TEST_BOUNDS
 from slotwarden.verification.checker.symmetry import EXACT, Codec
 from slotwarden.verification.mutants.history import LIVENESS_MUTANTS, MUTANTS
-from worlds import reachable
+from worlds import CODEC_BOUNDS, SYMMETRY_WORKLOADS, reachable
 
 pytest.importorskip("slotwarden.verification.checker._key")
 
-SYMMETRY_WORKLOADS = (  # test_symmetry's workloads: turns=1 classes, two two-turn sessions, locks and copies
-    Bounds(slots=1, requests=5, sessions=2, overlap=False, turns=1),
-    Bounds(slots=2, requests=5, sessions=2, overlap=True, turns=2),
-    Bounds(slots=3, requests=3, sessions=1, overlap=True),
-    Bounds(slots=3, requests=3, sessions=0, overlap=True, nodes=2),
-)
-BOUNDS = tuple(dict.fromkeys(TEST_BOUNDS + SYMMETRY_WORKLOADS + tuple(b for b in DEFAULT_BOUNDS if b.nodes)))
+BOUNDS = CODEC_BOUNDS
 
 
 def mismatches(codec: Codec, worlds: list) -> list:
