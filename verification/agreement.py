@@ -150,7 +150,7 @@ class RuntimeVerdict(NamedTuple):
     model: Slot | None  # None: illegal
     runtime: Slot | None  # None: refused (strict) or marked ILLEGAL by the table (off)
     problem: str  # "" when the runtime did what the model says
-    path: str = "slot"  # the ledger's path: per-slot ("slot"), compiled move ("compiled"), numpy ("vector"), lane
+    path: str = "slot"  # the ledger's path: per-slot ("slot"), as built ("compiled"), numpy ("vector"), "python"
 
     @property
     def agrees(self) -> bool:
@@ -159,10 +159,10 @@ class RuntimeVerdict(NamedTuple):
 
 _PATHS_DISAGREE = object()  # a model verdict no move has: the runtime's own paths disagreed
 
-PATHS = {"slot": "per-slot", "compiled": "compiled", "vector": "numpy", "lane": "lane"}
+PATHS = {"slot": "per-slot", "compiled": "compiled", "vector": "numpy", "python": "compiled python"}
 """The ledger's code paths (`paths.PATHS`), by the names the verdicts use: the per-slot path,
-the Python over the compiled move (`runtime.ledger.compiled`, where it is built), the numpy
-kernel (`look_up`/`write`), and the ledger's lane (`runtime.ledger.ledger_lane`)."""
+the ledger as built (its lane, `runtime.ledger.ledger_lane`, then its compiled move), the numpy
+kernel (`look_up`/`write`), and the Python over the compiled move without the lane."""
 
 
 def _runtime_ledger(case: Case, check: str, free_list: bool, make, path: str = "slot"):

@@ -3,8 +3,8 @@
 For every declared rule but ALLOC on the pool's ledger (it takes a count there), the rule's
 representative record (`agreement.representative`) is planted on a ledger of `CAPACITY` slots
 and a batch larger than the ledger's per-slot size is fired on it by the rule's actor, down
-each of the ledger's batched paths (the compiled move in runs and slot by slot and the
-ledger's lane, where they are built, and numpy): one run of consecutive slots, several runs,
+each of the ledger's batched paths (the ledger as built, its lane first; the Python over the
+compiled move in runs and slot by slot, where it is built; and numpy): one run of consecutive slots, several runs,
 a scattered order, a run with one slot of another owner, and a run with one slot in each
 other state. The runtime must
 give what `step()` gives applied slot by slot: the same final columns of every slot, or, when
@@ -34,7 +34,7 @@ SHAPES = {  # name -> the batch's ids (every one holds the rule's record, but fo
 }
 ODD = 7  # the slot of a mixed run that differs
 OTHER_OWNER = 4  # its owner in a run mixed in owner (no actor of `agreement.actor_for` has id 4)
-BATCH_PATHS = ("compiled", "compiled slot by slot", "numpy", "lane")
+BATCH_PATHS = ("compiled", "compiled python", "compiled slot by slot", "numpy")
 
 
 class BatchCase(NamedTuple):

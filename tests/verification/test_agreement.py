@@ -13,7 +13,7 @@ from slotwarden.verification.agreement import judge_runtime, runtime_cases
 def test_every_move_on_real_ledger_columns_agrees_with_step():
     verdicts = judge_runtime()
     assert len(verdicts) == 4 * len(list(runtime_cases())) > 1800
-    assert {v.path for v in verdicts} == {"slot", "compiled", "vector", "lane"}
+    assert {v.path for v in verdicts} == {"slot", "compiled", "vector", "python"}
     assert {v.check for v in verdicts} == {"strict", "off"} and {v.free_list for v in verdicts} == {True, False}
     assert [f"{v.case} [{v.check}]: {v.problem}" for v in verdicts if not v.agrees] == []
     assert sum(v.model is not None for v in verdicts) >= 60  # legal moves are compared, not only refusals
@@ -46,7 +46,7 @@ def test_a_changed_table_entry_is_caught_strict_and_off():
     bad = [v for v in judge_runtime(make=LentRollbackFrees) if not v.agrees]
     assert {(v.case.slot.state, v.case.event) for v in bad} == {(State.LENT, Event.ROLLBACK)}
     assert {v.check for v in bad} == {"strict", "off"}
-    assert {v.path for v in bad} == {"slot", "compiled", "vector", "lane"}  # the lane: a subclass keeps its Python
+    assert {v.path for v in bad} == {"slot", "compiled", "vector", "python"}
     assert all("runtime" in v.problem for v in bad)
 
 
@@ -55,7 +55,7 @@ def test_a_fault_in_the_vectorised_path_alone_is_caught():
     assert {(v.case.slot.state, v.case.event, v.path) for v in bad} == {
         (State.LENT, Event.ROLLBACK, "compiled"),
         (State.LENT, Event.ROLLBACK, "vector"),
-        (State.LENT, Event.ROLLBACK, "lane"),  # a subclass keeps to its Python
+        (State.LENT, Event.ROLLBACK, "python"),  # a subclass keeps to its Python on every path
     }
 
 

@@ -23,7 +23,8 @@ def test_every_batch_agrees_with_step_slot_by_slot():
     n, refused = kinds["mixed state"]
     assert 0 < refused < n  # some mixes are legal (an abort of taken and running slots)
     paths = {v.path for v in verdicts}
-    assert paths == ({"compiled", "compiled slot by slot", "numpy", "lane"} if compiled.AVAILABLE else {"numpy"})
+    want = {"compiled", "compiled python", "compiled slot by slot", "numpy"}
+    assert paths == (want if compiled.AVAILABLE else {"numpy"})
 
 
 class AsIfOwned:
@@ -63,5 +64,5 @@ def test_a_run_partly_owned_moved_as_if_wholly_owned_is_caught():
     bad = [v for v in judge_batches(make=_broken_ledger) if not v.agrees]
     assert bad
     assert {v.case.shape for v in bad} == {"mixed owner"}, {v.case.shape for v in bad}
-    assert {v.path for v in bad} == {"compiled", "compiled slot by slot", "lane"}  # the lane: over the same move
+    assert {v.path for v in bad} == {"compiled", "compiled python", "compiled slot by slot"}
     assert all("step() refuses a slot of it, the runtime moved the batch" in v.problem for v in bad), str(bad[0])
