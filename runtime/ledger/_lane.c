@@ -172,13 +172,15 @@ static int lane_init(Lane *l, PyObject *args, PyObject *Py_UNUSED(kw)) {
 
 /* The acting actor's kind (an index of `kinds`) and id, when it is the usual one: an `Actor` of a
  * known kind with an id 0..2**63 - 1. -1 for anything else (the guard's Python checks it). */
-static long usual_actor(Lane *l, PyObject *actor, int64_t *id) {
-    if (Py_TYPE(actor) != (PyTypeObject *)l->actor_type || PyTuple_GET_SIZE(actor) != 2) return -1;
+/* The kind of `actor` (an index of `kinds`, ActorKind members by value) when it is an `actor_type`
+ * with a plain id in 0..INT64_MAX, else -1 (the call then takes the Python). */
+long actor_kind(PyObject *actor_type, PyObject *kinds, PyObject *actor, int64_t *id) {
+    if (Py_TYPE(actor) != (PyTypeObject *)actor_type || PyTuple_GET_SIZE(actor) != 2) return -1;
     PyObject *kind = PyTuple_GET_ITEM(actor, 0), *who = PyTuple_GET_ITEM(actor, 1);
     if (!PyLong_CheckExact(who)) return -1;
     long k = -1;
-    for (Py_ssize_t i = 0; i < l->nkinds; i++)
-        if (PyTuple_GET_ITEM(l->kinds, i) == kind) k = (long)i;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kinds); i++)
+        if (PyTuple_GET_ITEM(kinds, i) == kind) k = (long)i;
     if (k < 0) return -1;
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(who, &overflow);
@@ -187,9 +189,11 @@ static long usual_actor(Lane *l, PyObject *actor, int64_t *id) {
     return k;
 }
 
-/* Whether the calling thread owns the ledger (its thread field is this thread's id, not a write's mark). */
-static int owns_ledger(Lane *l) {
-    PyObject *t = PyObject_GetAttr(l->ledger, s_thread);
+static long usual_actor(Lane *l, PyObject *actor, int64_t *id) { return actor_kind(l->actor_type, l->kinds, actor, id); }
+
+/* Whether the calling thread owns `ledger` (its thread field is this thread's id, not a write's mark). */
+int owns_ledger(PyObject *ledger) {
+    PyObject *t = PyObject_GetAttr(ledger, s_thread);
     if (t == NULL) return -1;
     int mine = PyLong_CheckExact(t) && PyLong_AsUnsignedLong(t) == PyThread_get_thread_ident();
     Py_DECREF(t);
@@ -197,11 +201,11 @@ static int owns_ledger(Lane *l) {
     return mine;
 }
 
-/* Whether the ledger's compiled move is still this lane's (a test may swap it out). */
-static int same_mover(Lane *l) {
-    PyObject *mv = PyObject_GetAttr(l->ledger, s_mover);
+/* Whether `ledger`'s compiled move is still `mover` (a test may swap it out). */
+int same_mover(PyObject *ledger, const Mover *mover) {
+    PyObject *mv = PyObject_GetAttr(ledger, s_mover);
     if (mv == NULL) return -1;
-    int same = mv == (PyObject *)l->mover;
+    int same = mv == (PyObject *)mover;
     Py_DECREF(mv);
     return same;
 }
@@ -326,26 +330,32 @@ done:
     return 0;
 }
 
+/* The record of a move of `raw` (the ids' range or bytes) by `actor`, every slot from state
+ * `code >> 8` to `code & 0xFF` (the kernel's code), at step `epoch`. -1 on an error. */
+int record_move(PyObject *ledger, PyObject *record_func, PyObject *event, PyObject *actor, PyObject *target,
+                int64_t epoch, PyObject *raw, long code) {
+    PyObject *e = PyLong_FromLongLong(epoch), *b = PyLong_FromLong(code >> 8), *a = PyLong_FromLong(code & 0xFF);
+    int r = e && b && a ? record_batch(ledger, record_func, event, actor, target, e, raw, b, a) : -1;
+    Py_XDECREF(e);
+    Py_XDECREF(b);
+    Py_XDECREF(a);
+    return r;
+}
+
 /* After a write: the slots filed if they wait for a fence, then the record, as `apply_raw` does
  * (`raw` the ids' bytes or range, the recorder's own copy). -1 on an error (the write's mark then stays). */
 static int settle_and_record(Lane *l, long event, PyObject *actor, int64_t epoch, PyObject *raw, long code) {
-    const long after = code & 0xFF, before = code >> 8;
+    const long after = code & 0xFF;
     const uint8_t *waits = (const uint8_t *)l->per_state.buf + 2 * l->nstates;
-    PyObject *ev = PyTuple_GET_ITEM(l->events, event), *a = PyLong_FromLong(after), *b = PyLong_FromLong(before);
-    PyObject *e = PyLong_FromLongLong(epoch), *res = NULL;
-    int r = -1;
-    if (a == NULL || b == NULL || e == NULL) goto done;
+    PyObject *ev = PyTuple_GET_ITEM(l->events, event);
     if (after < l->nstates && waits[after]) {
-        res = PyObject_CallMethodObjArgs(l->ledger, s_settle_raw, raw, a, ev, NULL);
-        if (res == NULL) goto done;
-        Py_CLEAR(res);
+        PyObject *a = PyLong_FromLong(after);
+        PyObject *res = a == NULL ? NULL : PyObject_CallMethodObjArgs(l->ledger, s_settle_raw, raw, a, ev, NULL);
+        Py_XDECREF(a);
+        if (res == NULL) return -1;
+        Py_DECREF(res);
     }
-    r = record_batch(l->ledger, l->record_func, ev, actor, l->nobody, e, raw, b, a);
-done:
-    Py_XDECREF(a);
-    Py_XDECREF(b);
-    Py_XDECREF(e);
-    return r;
+    return record_move(l->ledger, l->record_func, ev, actor, l->nobody, epoch, raw, code);
 }
 
 /* The write left interrupted after its columns were written: the mark stays (`WriteInterrupted`). */
@@ -375,8 +385,8 @@ static PyObject *lane_alloc(Lane *l, PyObject *arg) {
     int64_t me = 0;
     long kind = actor == Py_None || n < 1 ? -1 : usual_actor(l, actor, &me);
     const uint8_t *actor_of = l->per_event.buf;
-    int mine = kind >= 0 && kind == actor_of[l->alloc_event] ? owns_ledger(l) : 0;
-    int same = mine > 0 ? same_mover(l) : mine;
+    int mine = kind >= 0 && kind == actor_of[l->alloc_event] ? owns_ledger(l->ledger) : 0;
+    int same = mine > 0 ? same_mover(l->ledger, l->mover) : mine;
     if (same <= 0) {
         Py_DECREF(actor);
         return same < 0 ? NULL : slow(l->cls_alloc, l->guarded, arg);
@@ -452,8 +462,8 @@ static PyObject *lane_free(Lane *l, PyObject *arg) {
     const Mover *m = l->mover;
     if (at == NULL || n > m->capacity) goto python;
     int ok = attr_is(l->guard, s_device, l->cpu);
-    if (ok > 0) ok = same_mover(l);
-    if (ok > 0) ok = owns_ledger(l);
+    if (ok > 0) ok = same_mover(l->ledger, l->mover);
+    if (ok > 0) ok = owns_ledger(l->ledger);
     if (ok < 0) goto done;
     const int64_t first = at[0];
     if (!ok || first < 1 || first > m->capacity) goto python;

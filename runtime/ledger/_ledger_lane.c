@@ -22,10 +22,9 @@
  *               the query `launch` files for a step finished at once: not called, taken as true)
  *   ring       the ledger's free ring (int32, capacity);  per_event uint8 [2, events]: the
  *              event's actor kind, whether it names a target;  waits uint8 [states]
- *   codes      (ALLOC, FENCE, FREE, RELEASED, the scheduler's kind, the largest actor id)
+ *   codes      (ALLOC, FENCE, FREE, RELEASED, the scheduler's kind)
  */
 #include "_move.h"
-#include <pythread.h>
 
 typedef struct {
     PyObject_HEAD
@@ -36,17 +35,16 @@ typedef struct {
     int held;
     Py_ssize_t nevents, nstates, nkinds, cap;
     long alloc_event, fence_event, free_state, released_state, scheduler_kind;
-    int64_t id_max;
     unsigned int tag; /* the ledger's class's version tag when `usual` last said yes (0: ask) */
 } LedgerLane;
 
-static PyObject *s_thread, *s_mover, *s_head, *s_count, *s_launched, *s_completed, *s_pending, *s_waiting,
+static PyObject *s_head, *s_count, *s_launched, *s_completed, *s_pending, *s_waiting,
     *s_copy, *s_settle_raw, *s_alloc, *s_apply, *s_fence, *s_start, *s_stop, *s_step, *s_has_free_list;
 
 static int intern_names(void) {
 #define NAME(var, text)                                                                                              \
     if ((var = PyUnicode_InternFromString(text)) == NULL) return -1;
-    NAME(s_thread, "_thread") NAME(s_mover, "mover") NAME(s_head, "_head")
+    NAME(s_head, "_head")
     NAME(s_count, "_count") NAME(s_launched, "launched") NAME(s_completed, "completed") NAME(s_pending, "_pending")
     NAME(s_waiting, "_waiting") NAME(s_copy, "copy") NAME(s_settle_raw, "_settle_raw") NAME(s_alloc, "alloc")
     NAME(s_apply, "apply") NAME(s_fence, "fence") NAME(s_start, "start") NAME(s_stop, "stop") NAME(s_step, "step")
@@ -98,10 +96,10 @@ static int hold(LedgerLane *l, Py_buffer *view, PyObject *obj, Py_ssize_t itemsi
 static int ll_init(LedgerLane *l, PyObject *args, PyObject *Py_UNUSED(kw)) {
     PyObject *ledger, *mover, *usual, *ring, *per_event, *waits;
     ll_clear(l);
-    if (!PyArg_ParseTuple(args, "OO!O(OOOOO!O!OOO)OOO(lllllL)", &ledger, &MoverType, &mover, &usual, &l->ndarray,
+    if (!PyArg_ParseTuple(args, "OO!O(OOOOO!O!OOO)OOO(lllll)", &ledger, &MoverType, &mover, &usual, &l->ndarray,
                           &l->empty, &l->int64, &l->actor_type, &PyTuple_Type, &l->kinds, &PyTuple_Type, &l->events,
                           &l->record_func, &l->no_ids, &l->already_done, &ring, &per_event, &waits, &l->alloc_event,
-                          &l->fence_event, &l->free_state, &l->released_state, &l->scheduler_kind, &l->id_max)) {
+                          &l->fence_event, &l->free_state, &l->released_state, &l->scheduler_kind)) {
         l->ndarray = l->empty = l->int64 = l->actor_type = l->kinds = l->events = l->record_func = l->no_ids = NULL;
         l->already_done = NULL;
         return -1;
@@ -129,21 +127,6 @@ static int ll_init(LedgerLane *l, PyObject *args, PyObject *Py_UNUSED(kw)) {
     return 0;
 }
 
-/* The kind of `actor` (an index of `kinds`) when it is an Actor with a plain id in 0..id_max, else -1. */
-static long lane_actor(LedgerLane *l, PyObject *actor, int64_t *id) {
-    if (Py_TYPE(actor) != (PyTypeObject *)l->actor_type || PyTuple_GET_SIZE(actor) != 2) return -1;
-    PyObject *kind = PyTuple_GET_ITEM(actor, 0), *who = PyTuple_GET_ITEM(actor, 1);
-    if (!PyLong_CheckExact(who)) return -1;
-    long k = -1;
-    for (Py_ssize_t i = 0; i < l->nkinds; i++)
-        if (PyTuple_GET_ITEM(l->kinds, i) == kind) k = (long)i;
-    int overflow = 0;
-    long long v = k < 0 ? -1 : PyLong_AsLongLongAndOverflow(who, &overflow);
-    if (overflow || v < 0 || v > l->id_max) return -1;
-    *id = v;
-    return k;
-}
-
 /* Whether the usual call may take the lane: bound, the ledger's class still SlotLedger's methods
  * (its version tag unchanged since `usual` said so), the ledger's thread, its compiled move, its
  * own free list, its fence lists a plain dict. -1: error. */
@@ -159,17 +142,9 @@ static int ready(LedgerLane *l) {
         (void)_PyType_Lookup(type, s_alloc); /* gives the class a version tag where it has none */
         l->tag = type->tp_version_tag;       /* any later change of the class's attributes changes it */
     }
-    PyObject *t = PyObject_GetAttr(l->ledger, s_thread);
-    if (t == NULL) return -1;
-    int mine = PyLong_CheckExact(t) && PyLong_AsUnsignedLong(t) == PyThread_get_thread_ident();
-    Py_DECREF(t);
-    if (PyErr_Occurred()) PyErr_Clear();
-    if (!mine) return 0;
-    PyObject *mv = PyObject_GetAttr(l->ledger, s_mover);
-    if (mv == NULL) return -1;
-    int same = mv == (PyObject *)l->mover;
-    Py_DECREF(mv);
-    if (!same) return 0;
+    int same = owns_ledger(l->ledger);
+    if (same > 0) same = same_mover(l->ledger, l->mover);
+    if (same <= 0) return same;
     PyObject *own = PyObject_GetAttr(l->ledger, s_has_free_list), *waiting = NULL;
     if (own == NULL) return -1;
     same = own == Py_True;
@@ -212,10 +187,6 @@ static PyObject *python(LedgerLane *l, PyObject *name, PyObject *const *args, Py
     return out;
 }
 
-/* Whether the lane takes a batch of `n` slots: at least one (the per-slot size `small` is the
- * Python's: the lane is as quick for one slot as for many). */
-static int large(LedgerLane *Py_UNUSED(l), Py_ssize_t n) { return n >= 1; }
-
 static int set_ssize(PyObject *obj, PyObject *name, Py_ssize_t v) {
     PyObject *x = PyLong_FromSsize_t(v);
     int r = x == NULL ? -1 : PyObject_SetAttr(obj, name, x);
@@ -245,14 +216,8 @@ static int push(LedgerLane *l, const int64_t *ids, Py_ssize_t n) {
 
 /* The record of a move of `raw` (the ids' range or bytes) by `actor`, one state to one. */
 static int record(LedgerLane *l, long event, PyObject *actor, int64_t epoch, PyObject *raw, long code) {
-    PyObject *e = PyLong_FromLongLong(epoch), *b = PyLong_FromLong(code >> 8), *a = PyLong_FromLong(code & 0xFF);
-    int r = e && b && a ? record_batch(l->ledger, l->record_func, PyTuple_GET_ITEM(l->events, event), actor,
-                                       l->nobody, e, raw, b, a)
-                        : -1;
-    Py_XDECREF(e);
-    Py_XDECREF(b);
-    Py_XDECREF(a);
-    return r;
+    return record_move(l->ledger, l->record_func, PyTuple_GET_ITEM(l->events, event), actor, l->nobody, epoch, raw,
+                       code);
 }
 
 /* alloc(n, actor): see the module's contract. */
@@ -264,10 +229,10 @@ static PyObject *ll_alloc(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs
         PyErr_Clear();
         goto python;
     }
-    if (!large(l, n)) goto python; /* a count the Python refuses */
+    if (n < 1) goto python; /* a count the Python refuses */
     int64_t me = 0;
     const uint8_t *actor_of = l->per_event.buf;
-    if (lane_actor(l, args[1], &me) != actor_of[l->alloc_event]) goto python;
+    if (actor_kind(l->actor_type, l->kinds, args[1], &me) != actor_of[l->alloc_event]) goto python;
     int ok = ready(l), failed = 0;
     if (ok <= 0) return ok < 0 ? NULL : python(l, s_alloc, args, nargs, kwnames);
     Py_ssize_t head = attr_int(l->ledger, s_head, &failed), count = attr_int(l->ledger, s_count, &failed);
@@ -384,7 +349,7 @@ static PyObject *ll_apply(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs
         event == l->alloc_event || event == l->fence_event)
         goto python;
     int64_t me = 0;
-    if (lane_actor(l, args[2], &me) != actor_of[event]) goto python;
+    if (actor_kind(l->actor_type, l->kinds, args[2], &me) != actor_of[event]) goto python;
     Py_buffer view;
     if (PyObject_GetBuffer(args[1], &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
         PyErr_Clear();
@@ -393,9 +358,7 @@ static PyObject *ll_apply(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs
     const int64_t *ids = view.buf;
     const Py_ssize_t n = view.len / 8;
     const char *ring = l->ring.buf;
-    int ok = large(l, n); /* none: the Python refuses it */
-    if (ok > 0)
-        ok = view.ndim == 1 && is_int64(&view) && n <= l->cap && !overlaps_columns(l->mover, ids, view.len) &&
+    int ok = n >= 1 && view.ndim == 1 && is_int64(&view) && n <= l->cap && !overlaps_columns(l->mover, ids, view.len) &&
              !((const char *)ids < ring + l->ring.len && ring < (const char *)ids + view.len);
     if (ok > 0) ok = ready(l);
     int failed = 0;
@@ -563,7 +526,7 @@ static PyObject *ll_fence(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs
         int64_t lo, hi;
         int run = run_of(chunk, &lo, &hi);
         if (run < 0) goto error;
-        if (!run || !large(l, hi - lo) || hi - lo > l->cap) goto slow;
+        if (!run || hi - lo > l->cap) goto slow;
         n = hi - lo;
         PyObject *count = PyLong_FromLongLong(n);
         out = count ? PyObject_CallFunctionObjArgs(l->empty, count, l->int64, NULL) : NULL;
@@ -579,7 +542,7 @@ static PyObject *ll_fence(LedgerLane *l, PyObject *const *args, Py_ssize_t nargs
         }
         viewing = 1;
         n = view.len / 8;
-        if (view.ndim != 1 || !is_int64(&view) || !large(l, n) || n > l->cap) goto slow;
+        if (view.ndim != 1 || !is_int64(&view) || n < 1 || n > l->cap) goto slow;
         ids = view.buf;
         int sorted = 1;
         for (int64_t i = 1; i < n; i++) sorted &= ids[i - 1] < ids[i];

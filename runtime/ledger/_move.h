@@ -62,6 +62,11 @@ int64_t attr_int(PyObject *obj, PyObject *name, int *failed);          /* an int
 PyObject *kept_ids(const Mover *m, const int64_t *ids, Py_ssize_t n);  /* the record's ids: range or bytes */
 int ledger_mark(PyObject *ledger, long event, PyObject **was);         /* the write's mark on; old in *was */
 int ledger_unmark(PyObject *ledger, PyObject *was);                    /* the thread field back (steals was) */
+long actor_kind(PyObject *actor_type, PyObject *kinds, PyObject *actor, int64_t *id); /* -1: not the usual */
+int owns_ledger(PyObject *ledger);                         /* the calling thread holds it (not a write's mark) */
+int same_mover(PyObject *ledger, const Mover *mover);      /* its compiled move is still `mover` */
+int record_move(PyObject *ledger, PyObject *record_func, PyObject *event, PyObject *actor, PyObject *target,
+                int64_t epoch, PyObject *raw, long code); /* the record of a one-state move (kernel's code) */
 int record_batch(PyObject *ledger, PyObject *record_func, PyObject *event, PyObject *actor, PyObject *target,
                  PyObject *epoch, PyObject *raw, PyObject *before, PyObject *after); /* the flight record */
 

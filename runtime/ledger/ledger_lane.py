@@ -20,7 +20,6 @@ import numpy as np
 
 from slotwarden.model.vocabulary import Actor, ActorKind, Event, State
 
-from slotwarden.runtime.inputs import ID_MAX
 from slotwarden.runtime.ledger.compiled import Mover
 from slotwarden.runtime.ledger.recorder import FlightRecorder
 
@@ -63,7 +62,7 @@ def bind(ledger, originals: dict, already_done):
         np.ndarray, np.empty, np.dtype(np.int64), Actor, tuple(ActorKind), tuple(Event), FlightRecorder.record, _NONE,
         already_done,
     )  # fmt: skip
-    codes = (int(Event.ALLOC), int(Event.FENCE), int(State.FREE), int(State.RELEASED), int(ActorKind.SCHEDULER), ID_MAX)
+    codes = (int(Event.ALLOC), int(Event.FENCE), int(State.FREE), int(State.RELEASED), int(ActorKind.SCHEDULER))
     lane = LedgerLane(
         ledger, ledger.mover, lambda led: usual(led, originals), types, ledger._ring, per_event, waits, codes
     )

@@ -29,7 +29,6 @@ pytestmark = pytest.mark.skipif(
 )
 CAP = 256
 LEDGER = os.path.dirname(ledger_module.__file__) + os.sep
-EVENTS = (Event.ADMIT, Event.ROLLBACK, Event.FINISH, Event.RETRACT, Event.ABORT)
 
 
 def _shuffled(ledger: SlotLedger, seed: int) -> SlotLedger:
