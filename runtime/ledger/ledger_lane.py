@@ -23,6 +23,7 @@ from slotwarden.model.vocabulary import Actor, ActorKind, Event, State
 from slotwarden.runtime.ledger.compiled import Mover
 from slotwarden.runtime.ledger.recorder import FlightRecorder
 
+# the lane is a type of the compiled move's extension (`_move`), built beside it
 try:
     from slotwarden.runtime.ledger._move import LedgerLane
 except ImportError:  # built without a C compiler, or an older build
