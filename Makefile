@@ -7,11 +7,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: verify test docs bench clean coverage mutation
 
-$(STAMP): pyproject.toml setup.py runtime/ledger/_move.c runtime/ledger/_lane.c runtime/ledger/_ledger_lane.c runtime/ledger/_move.h runtime/_step.c verification/checker/_key.c verification/checker/_decode.c requirements/sglang.txt requirements/torch.txt
+$(STAMP): pyproject.toml setup.py runtime/ledger/_move.c runtime/ledger/_lane.c runtime/ledger/_ledger_lane.c runtime/ledger/_move.h runtime/_step.c verification/checker/_key.c verification/checker/_decode.c verification/checker/_search.c verification/abstract/_successors.c requirements/sglang.txt requirements/torch.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
-	# also builds the ledger's compiled move (runtime/ledger/_move.c, _lane.c, _ledger_lane.c) and the checker's key
-	# and decoding (verification/checker/_key.c, _decode.c) with the machine's C compiler
+	# also builds the ledger's compiled move (runtime/ledger/_move.c, _lane.c, _ledger_lane.c), the checker's key,
+	# decoding and bookkeeping (verification/checker/_key.c, _decode.c, _search.c) and the abstract scheduler's
+	# successors (verification/abstract/_successors.c) with the machine's C compiler
 	$(BIN)/pip install --quiet -e '.[render,plot,dev]'
 	# SGLang's real objects, for the tests and benchmarks that run beside it: --no-deps (the benches
 	# load only its allocator's module file; tests/adapters/sglang imports its pools, cache and session)

@@ -1,7 +1,8 @@
-"""The build of the compiled move (runtime/ledger/_move.c), launch check (runtime/_step.c) and
-the checker's canonical key and decoding (verification/checker/_key.c, _decode.c); the rest is
-in pyproject.toml. Optional: without a C compiler the install still succeeds, the ledger and the
-launch check keep to numpy and the checker packs and decodes its keys in Python."""
+"""The build of the compiled move (runtime/ledger/_move.c), launch check (runtime/_step.c), the
+checker's canonical key, decoding and bookkeeping of a world (verification/checker/_key.c,
+_decode.c, _search.c) and the abstract scheduler's successors (verification/abstract/
+_successors.c); the rest is in pyproject.toml. Optional: without a C compiler the install still
+succeeds, the ledger and the launch check keep to numpy and the checker runs in Python."""
 
 import platform
 
@@ -21,6 +22,18 @@ setup(
             optional=True,
         ),
         Extension("slotwarden.runtime._step", ["runtime/_step.c"], extra_compile_args=FLAGS, optional=True),
+        Extension(
+            "slotwarden.verification.abstract._successors",
+            ["verification/abstract/_successors.c"],
+            extra_compile_args=FLAGS,
+            optional=True,
+        ),
+        Extension(
+            "slotwarden.verification.checker._search",
+            ["verification/checker/_search.c"],
+            extra_compile_args=FLAGS,
+            optional=True,
+        ),
         Extension(
             "slotwarden.verification.checker._key",
             ["verification/checker/_key.c", "verification/checker/_decode.c"],

@@ -1,5 +1,6 @@
-"""The abstract scheduler's reachable worlds, for tests that judge every one of them, and the
-bounds the compiled codec's tests (key, decoding) walk."""
+"""The abstract scheduler's reachable worlds, for tests that judge every one of them, the bounds
+the compiled codec's tests (key, decoding) walk, and `same`, the equality those tests ask of C
+and Python records."""
 
 from slotwarden.verification.abstract import Bounds, Policy, initial, successors
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS
@@ -30,3 +31,13 @@ def reachable(bounds: Bounds, limit: int = 1500, policy: Policy | None = None) -
                     nxt.append(out.world)
         frontier = nxt
     return list(seen)
+
+
+def same(a, b) -> bool:
+    """`a == b`, and every part of `a` of the same type as its part in `b` (a set's items in the
+    same order: the successors of the world come in the same order)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (tuple, frozenset)):
+        return a == b and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b

@@ -9,7 +9,8 @@ set (`judge_launch`), and a world not final has an enabled action (no deadlock).
 violation stops the search with a shortest trace from the initial world, replayed so that every
 line is a real action. Each result records the rules fired and the goals reached (`goals`); its
 counts are pinned (`pins`). No partial-order reduction: nearly every action conflicts with an
-abort or a close and changes what the properties read: sound ample sets would be almost all.
+abort or a close. Where built, a world's successors under the correct policy and its bookkeeping
+are in C (`successors_compiled`, `_search.Absorb`); what the Python must report, it does.
     >>> check(Bounds(slots=1, requests=2, sessions=1)).violation is None
     True
 """
@@ -42,9 +43,16 @@ from slotwarden.verification.abstract import (
     judge_world,
     successors,
 )
+from slotwarden.verification.abstract import actions
+from slotwarden.verification.abstract.successors_compiled import compiled_successors
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS
 from slotwarden.verification.checker.goals import GOALS, coverage, may_reach
 from slotwarden.verification.checker.symmetry import Codec
+
+try:
+    from slotwarden.verification.checker._search import Absorb
+except ImportError:  # built without a C compiler: the bookkeeping is the Python loop's
+    Absorb = None
 
 
 class CheckerFault(SlotwardenError):
@@ -143,6 +151,8 @@ def _search(bounds, policy, max_states, symmetry, lifecycle, on_level, graph) ->
     codec = Codec(root)
     keyof = codec.key if symmetry and getattr(policy, "symmetric", True) else codec.plain_key
     root_key = keyof(root)
+    restated = successors is actions.successors  # the successors the C restates (not a variant put here)
+    expand = compiled_successors(root, policy, bounds.overlap) if restated else None  # None: all in Python
     seen = {root_key}
     levels: list = [([root_key], array("I", [0]))]  # per depth: the keys, each one's parent's position
     transitions = 0
@@ -176,6 +186,10 @@ def _search(bounds, policy, max_states, symmetry, lifecycle, on_level, graph) ->
                 return found("deadlock", base, later)
         return found(prop, depth, pos, last)
 
+    absorb = None  # the bookkeeping of a world in C, where nothing stops the search early or watches it
+    if Absorb is not None and expand is not None and graph is None and max_states is None:
+        compiled = codec._compiled if keyof == codec.key else None  # the key in C, with `keyof` behind it
+        absorb = Absorb(seen, judged, fired, keyof, compiled, judge_world, judge_launch, policy)
     if judge_world(root):
         return found(judge_world(root)[0], 0, 0)
     if graph is not None:
@@ -190,7 +204,13 @@ def _search(bounds, policy, max_states, symmetry, lifecycle, on_level, graph) ->
             if graph is not None:
                 graph.open(world)
             enabled = False
-            for out in successors(world, policy, overlap):
+            outcomes = None if expand is None else expand(world)  # None: the Python's to expand
+            if outcomes is not None and absorb is not None and not pending:
+                count = absorb.world(outcomes, world, k, level_keys, parents)  # None: the Python's to do
+                if count is not None:
+                    transitions += count
+                    continue
+            for out in successors(world, policy, overlap) if outcomes is None else outcomes:
                 enabled = True
                 transitions += 1
                 if out.error is not None:

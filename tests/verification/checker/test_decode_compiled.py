@@ -14,22 +14,12 @@ from slotwarden.verification.checker.bounds import TEST_BOUNDS
 from slotwarden.verification.checker.decoding import Decoding
 from slotwarden.verification.checker.symmetry import EXACT, Codec
 from slotwarden.verification.mutants.history import LIVENESS_MUTANTS, MUTANTS
-from worlds import CODEC_BOUNDS, reachable
+from worlds import CODEC_BOUNDS, reachable, same
 
 pytest.importorskip("slotwarden.verification.checker._key")
 
 BOUNDS = CODEC_BOUNDS
 CACHE = Bounds(slots=2, requests=3, sessions=0, overlap=True, nodes=2)  # locks, copies, cache-owned slots
-
-
-def same(a, b) -> bool:
-    """`a == b`, and every part of `a` of the same type as its part in `b` (a set's items in the
-    same order: the successors of the world come in the same order)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, (tuple, frozenset)):
-        return a == b and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    return a == b
 
 
 def mismatches(codec: Codec, worlds: list) -> list:

@@ -1,0 +1,115 @@
+"""The successors in C against the Python's: on every reachable world of the codec's bounds and
+of two default bounds, the outcomes are the Python's, of the same types part by part, its sets
+in the same order; under declaration mutants a world whose move the model refuses is left to
+the Python, and every other world still gets the Python's outcomes; a policy that changes a
+decision the C restates, a changed action, action table or policy method, or a build without
+the extension keeps the Python. A binding handed its facts wrongly is caught."""
+
+import pytest
+
+from slotwarden.model.declaration import DeclarationError
+from slotwarden.verification.abstract import Bounds, Policy, actions, initial, successors
+from slotwarden.verification.abstract import successors_compiled as compiled
+from slotwarden.verification.abstract.world import RUNNING
+from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS
+from slotwarden.verification.checker.search import check
+from slotwarden.verification.mutants import declaration, search_checks
+from slotwarden.verification.mutants.history import MUTANTS
+from worlds import CODEC_BOUNDS, reachable, same
+
+pytest.importorskip("slotwarden.verification.abstract._successors")
+
+BOUNDS = CODEC_BOUNDS + (DEFAULT_BOUNDS[10], DEFAULT_BOUNDS[14])  # two sessions overlapped; five requests
+
+
+def mismatches(bounds, worlds, policy=None) -> list:
+    """The worlds whose C outcomes are not the Python's (other values, other types, or None)."""
+    policy = Policy() if policy is None else policy
+    expand = compiled.compiled_successors(initial(bounds), policy, bounds.overlap)
+    assert expand is not None
+    return [w for w in worlds if not same(expand(w), list(successors(w, policy, bounds.overlap)))]
+
+
+@pytest.mark.parametrize("bounds", BOUNDS, ids=str)
+def test_the_c_outcomes_are_the_pythons_on_every_reachable_world(bounds):
+    worlds = reachable(bounds, limit=3000)
+    assert len(worlds) > 50 and mismatches(bounds, worlds) == []
+
+
+def _lifecycles(every: int = 9):
+    """Every `every`-th declaration mutant that declares, as a lifecycle."""
+    for n, m in enumerate(declaration.mutants()):
+        if n % every == 0:
+            try:
+                yield declaration.declare(m.name, declaration.STATES, declaration.EVENTS, m.rules)
+            except DeclarationError:
+                continue
+
+
+def test_under_declaration_mutants_a_refused_move_is_left_to_the_python_and_the_rest_agree():
+    refused = agreed = 0
+    policy = Policy()
+    for lifecycle in _lifecycles():
+        with search_checks.declared_as(lifecycle):
+            for bounds in (Bounds(slots=2, requests=3, sessions=1), Bounds(slots=2, requests=3, nodes=1, sessions=0)):
+                expand = compiled.compiled_successors(initial(bounds), policy, bounds.overlap)
+                for w in reachable(bounds, limit=300):
+                    ours, python = expand(w), list(successors(w, policy, bounds.overlap))
+                    if ours is None:
+                        assert any(o.error is not None for o in python)
+                        refused += 1
+                    else:
+                        assert same(ours, python)
+                        agreed += 1
+    assert refused > 10 and agreed > 1000
+
+
+def test_a_policy_that_changes_a_restated_decision_keeps_the_python():
+    root = initial(DEFAULT_BOUNDS[0])
+    kept = [m.name for m in MUTANTS if m.policy and compiled.compiled_successors(root, m.policy(), False) is not None]
+    overriding = [m.name for m in MUTANTS if m.policy and any(n in vars(m.policy) for n in compiled.POLICY)]
+    assert overriding and not set(kept) & set(overriding)
+    assert set(kept) | set(overriding) == {m.name for m in MUTANTS if m.policy}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda mp: mp.setitem(actions._BY_PHASE, RUNNING, actions._BY_PHASE[RUNNING][:-1]),
+        lambda mp: mp.setattr(actions, "_take", lambda world, rid, policy: None),
+        lambda mp: mp.setattr(actions._Txn, "leave_steps", lambda self, rid: None),
+        lambda mp: mp.setattr(Policy, "can_retract", lambda self, world, r: False),
+        lambda mp: mp.setattr(actions, "apply", lambda *a: None),
+    ],
+    ids=["action table", "action", "transaction", "policy method", "memo"],
+)
+def test_a_changed_part_of_the_python_keeps_the_python(change, monkeypatch):
+    bounds = DEFAULT_BOUNDS[0]
+    assert compiled.compiled_successors(initial(bounds), Policy(), bounds.overlap) is not None
+    change(monkeypatch)
+    assert compiled.compiled_successors(initial(bounds), Policy(), bounds.overlap) is None
+
+
+def test_without_the_extension_the_search_is_the_pythons_and_finds_the_same(monkeypatch):
+    bounds = DEFAULT_BOUNDS[10]
+    ours = check(bounds)
+    monkeypatch.setattr(compiled, "Successors", None)
+    assert compiled.compiled_successors(initial(bounds), Policy(), bounds.overlap) is None
+    python = check(bounds)
+    assert (ours.states, ours.transitions, ours.max_depth, ours.rules, ours.goals) == (
+        python.states, python.transitions, python.max_depth, python.rules, python.goals,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        ("EVENTS", ("LEND", "ALLOC") + compiled.EVENTS[2:]),
+        ("KINDS", ("take", "submit") + compiled.KINDS[2:]),
+    ],
+    ids=["events", "kinds"],
+)
+def test_a_binding_handed_its_facts_wrongly_is_caught(wrong, monkeypatch):
+    monkeypatch.setattr(compiled, *wrong)
+    bounds = BOUNDS[1]
+    assert mismatches(bounds, reachable(bounds, limit=500))
