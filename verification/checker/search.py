@@ -8,9 +8,8 @@ lifecycle ("legal": no `IllegalMove` or `BadSlotId`), every launch's rows keep t
 set (`judge_launch`), and a world not final has an enabled action (no deadlock). The first
 violation stops the search with a shortest trace from the initial world, replayed so that every
 line is a real action. Each result records the rules fired and the goals reached (`goals`); its
-counts are pinned (`pins`). No partial-order reduction: nearly every action conflicts with an
-abort or a close. Where built, a world's successors under the correct policy and its bookkeeping
-are in C (`successors_compiled`, `_search.Absorb`); what the Python must report, it does.
+counts are pinned (`pins`). No partial-order reduction. Where built, the correct policy's
+successors and each world's bookkeeping are in C (`successors_compiled`, `_search.Absorb`).
     >>> check(Bounds(slots=1, requests=2, sessions=1)).violation is None
     True
 """
