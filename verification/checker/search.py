@@ -143,6 +143,8 @@ def check(
             gc.enable()
 
 
+# No partial-order reduction: nearly every action conflicts with an abort or a close and changes
+# what the properties read, so sound ample sets would be almost all.
 def _search(bounds, policy, max_states, symmetry, lifecycle, on_level, graph) -> CheckResult:
     policy = Policy() if policy is None else policy
     start = time.perf_counter()
