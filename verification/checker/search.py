@@ -307,9 +307,12 @@ def _violation(prop: str, path: list, last: Outcome | None, policy: Policy, boun
     line names the ids of the world it really happened in."""
     world, lines = initial(bounds), []
     for nkey in path[1:]:
-        out = next(
-            o for o in successors(world, policy, bounds.overlap) if o.world is not None and keyof(o.world) == nkey
-        )
+        outs = successors(world, policy, bounds.overlap)
+        out = next((o for o in outs if o.world is not None and keyof(o.world) == nkey), None)
+        if out is None:
+            raise CheckerFault(
+                f"checker fault: the trace to the violation {prop} did not replay (is the policy symmetric?)"
+            )
         lines.append(describe(out))
         world = out.world
     if last is None:

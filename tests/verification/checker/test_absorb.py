@@ -55,7 +55,7 @@ def _results(lifecycles) -> list:
             for b in search_checks._bounds():
                 try:
                     r = search.check(b)
-                except StopIteration:  # a mutant the symmetry reduction cannot replay (either way)
+                except search.CheckerFault:  # a mutant the symmetry reduction cannot replay (either way)
                     out.append("no replay")
                     break
                 out.append(_result(r))

@@ -23,3 +23,16 @@ def test_verify_reports_it_as_a_checker_fault():
     except search.CheckerFault as exc:
         row = raised("exhaustive", "slots=1 requests=1 sessions=0 overlap=off", exc, 0.1)
     assert not row.ok and row.summary.startswith("RAISED CheckerFault: checker fault")
+
+
+def test_a_trace_that_does_not_replay_is_a_checker_fault():
+    # a declaration mutant (a donated slot left with no owner) under which the trace to the
+    # violation the search found does not replay: before, a bare StopIteration escaped
+    from slotwarden.verification.mutants import declaration, search_checks
+
+    name = "RUNNING --INSERT [OWNER]: owner from CLEAR"
+    mutant = next(m for m in declaration.mutants() if m.name == name)
+    lifecycle = declaration.declare(mutant.name, declaration.STATES, declaration.EVENTS, mutant.rules)
+    with search_checks.declared_as(lifecycle):
+        with pytest.raises(search.CheckerFault, match="the trace to the violation .* did not replay"):
+            search.check(Bounds(slots=3, requests=3, sessions=0, nodes=1))
