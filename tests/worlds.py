@@ -38,6 +38,6 @@ def same(a, b) -> bool:
     same order: the successors of the world come in the same order)."""
     if type(a) is not type(b):
         return False
-    if isinstance(a, (tuple, frozenset)):
+    if isinstance(a, (tuple, list, frozenset)):
         return a == b and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     return a == b

@@ -29,7 +29,7 @@ enum { M_APPLY, M_ALLOC, M_FENCE, M_SHIFTED, MEMOS };
 /* a memo's answers by the identity of its arguments: the same objects give the same answer
    within a run, and hashing a pool's records again costs more than the move. Each entry holds
    its key objects and its answer, so no address is reused while it stands. */
-enum { KEYS = 6 };
+enum { KEYS = 6, KEPT = 1 << 20 }; /* KEPT: the answers a table holds at most */
 typedef struct {
     PyObject *key[KEYS], *value;
 } Entry;
@@ -40,12 +40,13 @@ typedef struct {
 
 /* an int key by its value (tagged: never an object's address, which is aligned), else the object */
 static PyObject *tag(PyObject *v) {
+#if UINTPTR_MAX > 0xffffffffu /* a tag holds 40 bits and two more: only where a pointer has 64 */
     if (v != NULL && PyLong_CheckExact(v)) {
         int overflow;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow); /* sets no error for an int */
         if (!overflow && x > -(1LL << 40) && x < (1LL << 40)) return (PyObject *)(uintptr_t)(((uint64_t)x << 2) | 2);
-        PyErr_Clear();
     }
+#endif
     return v;
 }
 
@@ -72,7 +73,10 @@ static PyObject *recall(Table *t, PyObject *const *key) {
 }
 
 /* remember `value` for `key` (both borrowed: the table takes its own references); -1: no memory */
+static void forget_all(Table *t);
+
 static int remember(Table *t, PyObject *const *key, PyObject *value) {
+    if (t->used >= KEPT) forget_all(t); /* its key objects kept alive no longer: it starts again */
     if (2 * (t->used + 1) > t->capacity) {
         Table bigger = {PyMem_Calloc(t->capacity ? 2 * t->capacity : 1024, sizeof(Entry)), 0, 0};
         if (bigger.entry == NULL) return PyErr_NoMemory(), -1;
@@ -98,6 +102,7 @@ static void forget_all(Table *t) {
             Py_DECREF(t->entry[i].value);
         }
     PyMem_Free(t->entry);
+    t->entry = NULL, t->capacity = 0, t->used = 0;
 }
 
 typedef struct {
@@ -106,7 +111,8 @@ typedef struct {
     long session_base, node_base, max_readers;
     PyTypeObject *type[RECORDS];
     PyObject *event[EVENTS], *kind[ACTIONS], *memo[MEMOS], *fill[MEMOS];
-    Table known[MEMOS]; /* each memo's answers by identity */
+    Table known[MEMOS];        /* each memo's answers by identity */
+    Py_ssize_t sizes[MEMOS];   /* each memo table's size when last seen: smaller, it was forgotten */
     PyObject *req_actor[MAX_REQ], *ses_actor[MAX_SES];
     PyObject *actor_cache, *actor_fence; /* Actor.cache, Actor.fence */
     PyObject *cached, *cache_owned;      /* State.CACHED; the states the cache owns (a frozenset) */
@@ -157,18 +163,24 @@ static long as_long(PyObject *v) { return PyLong_Check(v) ? PyLong_AsLong(v) : (
 
 static int phase_of(PyObject *r) { return (int)as_long(F(r, R_PHASE)); }
 
-/* a memo table's entry for `key` (stolen), filling it by calling the Python (`args`, stolen) on a
-   miss: a new reference, NULL on error. `ids`: the key's objects, for the answers by identity */
-static PyObject *memo(Successors *s, int which, PyObject *const *objects, PyObject *key, PyObject *args) {
+/* a tuple of `n` borrowed items (new), or NULL with an error */
+static PyObject *pack(PyObject *const *items, Py_ssize_t n) {
+    PyObject *out = PyTuple_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) PyTuple_SET_ITEM(out, i, Py_NewRef(items[i]));
+    return out;
+}
+
+/* the memo's answer for `key` (`nkey` borrowed items), filling its table by calling its Python with
+   `args` (`nargs` items) on a miss: a new reference, NULL on error. `objects`: what the answer is
+   remembered by, by identity (ints by value) */
+static PyObject *memo(Successors *s, int which, PyObject *const *objects, PyObject *const *key_items, Py_ssize_t nkey,
+                      PyObject *const *arg_items, Py_ssize_t nargs) {
     PyObject *ids[KEYS];
     for (int i = 0; i < KEYS; i++) ids[i] = tag(objects[i]);
     PyObject *found = recall(&s->known[which], ids);
-    if (found != NULL) {
-        Py_XDECREF(key);
-        Py_XDECREF(args);
-        return Py_NewRef(found);
-    }
-    if (key == NULL || args == NULL) goto done;
+    if (found != NULL) return Py_NewRef(found);
+    PyObject *key = pack(key_items, nkey), *args = key == NULL ? NULL : pack(arg_items, nargs);
+    if (args == NULL) goto done;
     found = PyDict_GetItemWithError(s->memo[which], key);
     if (found != NULL) {
         Py_INCREF(found);
@@ -230,8 +242,8 @@ static int fire(Txn *t, int event, PyObject *actor, PyObject *id, PyObject *targ
     if (ids == NULL) return -1;
     target = target == NULL ? s->nobody : target;
     PyObject *known[KEYS] = {t->pool, id, ev, actor, target, t->epoch};
-    PyObject *after = memo(s, M_APPLY, known, PyTuple_Pack(6, t->pool, ids, ev, actor, target, t->epoch),
-                           PyTuple_Pack(6, t->pool, ev, ids, actor, target, t->epoch));
+    PyObject *key[6] = {t->pool, ids, ev, actor, target, t->epoch}, *args[6] = {t->pool, ev, ids, actor, target, t->epoch};
+    PyObject *after = memo(s, M_APPLY, known, key, 6, args, 6);
     if (after == NULL) return Py_DECREF(ids), -1;
     PyObject *before = t->pool;
     t->pool = after;
@@ -245,8 +257,8 @@ static int fire(Txn *t, int event, PyObject *actor, PyObject *id, PyObject *targ
 static int take_one(Txn *t, PyObject *actor, PyObject **got) {
     Successors *s = t->s;
     PyObject *one = PyLong_FromLong(1);
-    PyObject *known[KEYS] = {t->pool, actor};
-    PyObject *found = memo(s, M_ALLOC, known, PyTuple_Pack(3, t->pool, one, actor), PyTuple_Pack(3, t->pool, one, actor));
+    PyObject *known[KEYS] = {t->pool, actor}, *key[3] = {t->pool, one, actor};
+    PyObject *found = one == NULL ? NULL : memo(s, M_ALLOC, known, key, 3, key, 3);
     Py_XDECREF(one);
     if (found == NULL) return -1;
     if (found == Py_None) return Py_DECREF(found), 0;
@@ -313,9 +325,10 @@ static int leave_steps(Txn *t, PyObject *rid) {
         if (!c) {
             item = Py_NewRef(st);
         } else {
-            PyObject *rest = PySet_New(F(st, ST_REQUESTS)), *left = NULL;
-            if (rest != NULL && PySet_Discard(rest, rid) >= 0) left = PyFrozenSet_New(rest);
-            Py_XDECREF(rest);
+            PyObject *gone = PyTuple_Pack(1, rid), *one = gone == NULL ? NULL : PyFrozenSet_New(gone);
+            PyObject *left = one == NULL ? NULL : PyNumber_Subtract(F(st, ST_REQUESTS), one); /* as `-` makes it */
+            Py_XDECREF(gone);
+            Py_XDECREF(one);
             PyObject *f[4] = {Py_NewRef(F(st, ST_EPOCH)), Py_NewRef(F(st, ST_SLOTS)), left, Py_NewRef(F(st, ST_COPIES))};
             item = record(t->s->type[STEP], f, 4);
         }
@@ -565,7 +578,8 @@ static int act_close(Txn *t, int j, PyObject *unused) {
 static int act_launch(Txn *t, int unused, PyObject *unused2) {
     Successors *s = t->s;
     if (PyTuple_GET_SIZE(t->steps) >= (s->overlap ? 2 : 1)) return 0;
-    PyObject *used = PySet_New(NULL), *ids = PySet_New(NULL), *copies = PySet_New(NULL), *f[4] = {NULL};
+    /* brand-new frozensets, filled in the Python's order: the same table, so the same iteration order */
+    PyObject *used = PyFrozenSet_New(NULL), *ids = PyFrozenSet_New(NULL), *copies = PyFrozenSet_New(NULL), *f[4] = {NULL};
     int rc = -1, running = 0;
     if (used == NULL || ids == NULL || copies == NULL) goto done;
     for (int i = 0; i < s->nreq; i++) {
@@ -585,8 +599,7 @@ static int act_launch(Txn *t, int unused, PyObject *unused2) {
     }
     if (!running) { rc = 0; goto done; }
     t->launched += 1;
-    f[0] = PyLong_FromLong(t->launched), f[1] = PyFrozenSet_New(used), f[2] = PyFrozenSet_New(ids);
-    f[3] = PyFrozenSet_New(copies);
+    f[0] = PyLong_FromLong(t->launched), f[1] = Py_NewRef(used), f[2] = Py_NewRef(ids), f[3] = Py_NewRef(copies);
     PyObject *step = record(s->type[STEP], f, 4), *steps = NULL;
     if (step == NULL) goto done;
     Py_ssize_t n = PyTuple_GET_SIZE(t->steps);
@@ -665,7 +678,7 @@ static PyObject *freeze(Txn *t) {
     PyObject *pool = NULL, *steps = NULL, *f[7] = {NULL};
     if (completed == NULL) return NULL;
     PyObject *known[KEYS] = {before, completed};
-    got = memo(s, M_FENCE, known, PyTuple_Pack(2, before, completed), PyTuple_Pack(2, before, completed));
+    got = memo(s, M_FENCE, known, known, 2, known, 2);
     if (got == NULL) goto fail;
     if (got == Py_None) Py_SETREF(got, Py_NewRef(before)); /* the memo's mark of a pool the fence leaves */
     if (got != before) {
@@ -690,7 +703,7 @@ static PyObject *freeze(Txn *t) {
     if (base) {
         PyObject *b = PyLong_FromLong(base);
         PyObject *shift[KEYS] = {t->pool, b};
-        Py_SETREF(pool, b == NULL ? NULL : memo(s, M_SHIFTED, shift, PyTuple_Pack(2, t->pool, b), PyTuple_Pack(2, t->pool, b)));
+        Py_SETREF(pool, b == NULL ? NULL : memo(s, M_SHIFTED, shift, shift, 2, shift, 2));
         Py_XDECREF(b);
         if (pool == NULL) goto fail;
         Py_ssize_t n = PyTuple_GET_SIZE(t->steps);
@@ -760,10 +773,11 @@ static int fits(Successors *s, PyObject *world) {
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(slots); k++)
         if (!PyTuple_Check(F(slots, k)) || PyTuple_GET_SIZE(F(slots, k)) != 5) return 0;
     for (int i = 0; i < s->nreq; i++) {
-        PyObject *r = F(reqs, i), *id = F(r, R_ID);
-        if (Py_TYPE(r) != s->type[REQUEST] || PyTuple_GET_SIZE(r) != SIZE[REQUEST] || !PyLong_CheckExact(id) ||
-            PyLong_AsLong(id) != i)
-            return 0;
+        PyObject *r = F(reqs, i);
+        if (Py_TYPE(r) != s->type[REQUEST] || PyTuple_GET_SIZE(r) != SIZE[REQUEST]) return 0;
+        int overflow;
+        PyObject *id = F(r, R_ID);
+        if (!PyLong_CheckExact(id) || PyLong_AsLongAndOverflow(id, &overflow) != i || overflow) return 0;
     }
     for (int j = 0; j < s->nses; j++) {
         PyObject *x = F(sess, j);
@@ -842,6 +856,9 @@ static int expand_into(Successors *s, PyObject *world, PyObject *out) {
 static PyObject *expand(Successors *s, PyObject *world) {
     if (!s->ready) return PyErr_SetString(PyExc_RuntimeError, "Successors is not bound"), NULL;
     if (!fits(s, world)) Py_RETURN_NONE;
+    int forgotten = 0;
+    for (int m = 0; m < MEMOS; m++) forgotten |= PyDict_GET_SIZE(s->memo[m]) < s->sizes[m];
+    for (int m = 0; m < MEMOS && forgotten; m++) forget_all(&s->known[m]); /* `memo.forget`: perhaps another model */
     PyObject *out = PyList_New(0);
     if (out == NULL) return NULL;
     if (expand_into(s, world, out) < 0) {
@@ -850,6 +867,7 @@ static PyObject *expand(Successors *s, PyObject *world) {
         PyErr_Clear(); /* a refusal or a surprise: the Python expands this world and reports it */
         Py_RETURN_NONE;
     }
+    for (int m = 0; m < MEMOS; m++) s->sizes[m] = PyDict_GET_SIZE(s->memo[m]);
     return out;
 }
 
@@ -861,14 +879,20 @@ static PyObject *tuple_of(PyObject *v, Py_ssize_t n, const char *what) {
 
 static int successors_init(Successors *s, PyObject *args, PyObject *kw) {
     PyObject *types, *events, *kinds, *memos, *fills, *reqs, *sess, *phases, *statuses;
+    PyObject *actor_cache, *actor_fence, *cached, *cache_owned, *nobody;
+    long session_base, node_base, max_readers;
     int overlap;
-    if (s->ready) return PyErr_SetString(PyExc_RuntimeError, "Successors is bound once"), -1;
+    if (s->ready || s->type[0] != NULL) return PyErr_SetString(PyExc_RuntimeError, "Successors is bound once"), -1;
     if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOlllp", &types, &events, &kinds, &memos, &fills, &reqs, &sess,
-                          &s->actor_cache, &s->actor_fence, &s->cached, &s->cache_owned, &s->nobody, &phases,
-                          &statuses, &s->session_base, &s->node_base, &s->max_readers, &overlap))
+                          &actor_cache, &actor_fence, &cached, &cache_owned, &nobody, &phases, &statuses,
+                          &session_base, &node_base, &max_readers, &overlap))
         return -1;
-    Py_INCREF(s->actor_cache), Py_INCREF(s->actor_fence), Py_INCREF(s->cached), Py_INCREF(s->cache_owned);
-    Py_INCREF(s->nobody);
+    Py_XSETREF(s->actor_cache, Py_NewRef(actor_cache));
+    Py_XSETREF(s->actor_fence, Py_NewRef(actor_fence));
+    Py_XSETREF(s->cached, Py_NewRef(cached));
+    Py_XSETREF(s->cache_owned, Py_NewRef(cache_owned));
+    Py_XSETREF(s->nobody, Py_NewRef(nobody));
+    s->session_base = session_base, s->node_base = node_base, s->max_readers = max_readers;
     if (!tuple_of(types, RECORDS, "types") || !tuple_of(events, EVENTS, "events") || !tuple_of(kinds, ACTIONS, "kinds") ||
         !tuple_of(memos, MEMOS, "memos") || !tuple_of(fills, MEMOS, "fills") || !tuple_of(phases, DONE + 1, "phases") ||
         !tuple_of(statuses, CLOSED + 1, "statuses") || !PyTuple_Check(reqs) || !PyTuple_Check(sess))

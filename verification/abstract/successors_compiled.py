@@ -6,7 +6,8 @@ correct policy.
 order), or None for a world it does not expand: one where the model refuses a move, or of
 another shape. The caller then asks the Python, which reports the refusal. Every slot move is
 still the model's: the C reads the memo tables of `memo` (and `actions._shifted`) and calls
-their Python on a miss, so a declaration mutant's model is obeyed. It is None where the
+their Python on a miss, so a declaration mutant's model is obeyed; it remembers their answers by
+the identity of the arguments, and forgets them when `memo.forget` has run. It is None where the
 extension is not built, where the policy changes any decision the C restates (`POLICY`: a
 mutant), where `actions` has changed any part the C restates (`ACTIONS`, `_Txn`, `_BY_PHASE`), or
 where the workload does not fit the C tables.

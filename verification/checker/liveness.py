@@ -126,6 +126,12 @@ class Graph:
         if code in FAIR:
             self._fair = True
 
+    def _extend(self, targets: list, kinds: list, parents: list) -> None:
+        """The edges of one world at once (`_search.Absorb`, which does what `edge` does)."""
+        self.targets.extend(targets)
+        self.kinds.extend(kinds)
+        self.parent.extend(parents)
+
     def _close(self) -> None:
         w = self._world
         if w is not None and not self._fair and any(stuck(w) for stuck in _STUCK.values()):
@@ -137,6 +143,9 @@ class Graph:
         self.starts.append(len(self.targets))
         return _judge(self, codec, keyof, policy, bounds)
 
+
+EDGE = Graph.edge
+"""`Graph.edge` as `_search.Absorb` restates it: a graph whose `edge` is another gets its edges in Python."""
 
 GRAPH_LIMIT = 1_000_000
 """A bounds whose pinned state count is larger is searched without its graph (`verify

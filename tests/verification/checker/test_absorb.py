@@ -1,6 +1,7 @@
 """The search's bookkeeping in C (`_search.Absorb`) against its Python loop: the same states,
-transitions, depth, verdict, rules and goals on the tests' bounds and on default ones, and the
-same result, trace included, under declaration mutants (each broken property met both ways).
+transitions, depth, verdict, rules and goals on the tests' bounds and on default ones, with the
+liveness graph the same liveness verdict, and the same result, trace included, under
+declaration mutants (each broken property met both ways).
 Where the Python has anything to say, `Absorb.world` leaves every table as it found it."""
 
 from array import array
@@ -10,8 +11,9 @@ import pytest
 from slotwarden.model.declaration import DeclarationError
 from slotwarden.verification.abstract import Bounds, Policy, initial, judge_launch
 from slotwarden.verification.abstract.successors_compiled import compiled_successors
-from slotwarden.verification.checker import search
+from slotwarden.verification.checker import liveness, search
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS
+from slotwarden.verification.checker.liveness import check_live
 from slotwarden.verification.checker.symmetry import Codec
 from slotwarden.verification.mutants import declaration, search_checks
 
@@ -35,6 +37,26 @@ def test_the_search_in_c_finds_what_the_python_finds(bounds, monkeypatch):
     ours = search.check(bounds)
     _python(monkeypatch)
     assert _result(ours) == _result(search.check(bounds))
+
+
+@pytest.mark.parametrize("bounds", TEST_BOUNDS + DEFAULT_BOUNDS[12:15] + DEFAULT_BOUNDS[16:21], ids=str)
+def test_with_the_liveness_graph_the_search_in_c_finds_what_the_python_finds(bounds, monkeypatch):
+    ours = check_live(bounds)
+    _python(monkeypatch)
+    python = check_live(bounds)
+    assert _result(ours) == _result(python) and _live(ours) == _live(python)
+
+
+def _live(r):
+    return r.liveness._replace(seconds=0)
+
+
+def test_a_graph_whose_edge_changed_gets_its_edges_in_python(monkeypatch):
+    bounds = TEST_BOUNDS[2]
+    ours = check_live(bounds)
+    monkeypatch.setattr(liveness.Graph, "edge", lambda self, kind, key: liveness.EDGE(self, "submit", key))
+    assert not search._plain_graph(liveness.Graph())
+    assert _live(check_live(bounds)) != _live(ours)  # every edge a submit: the Python added them
 
 
 def _declared(every: int = 9) -> list:

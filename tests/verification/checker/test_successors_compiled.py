@@ -8,7 +8,9 @@ the extension keeps the Python. A binding handed its facts wrongly is caught."""
 import pytest
 
 from slotwarden.model.declaration import DeclarationError
+from slotwarden.model.vocabulary import State
 from slotwarden.verification.abstract import Bounds, Policy, actions, initial, successors
+from slotwarden.verification.abstract.actions import perform
 from slotwarden.verification.abstract import successors_compiled as compiled
 from slotwarden.verification.abstract.world import RUNNING
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS
@@ -113,3 +115,39 @@ def test_a_binding_handed_its_facts_wrongly_is_caught(wrong, monkeypatch):
     monkeypatch.setattr(compiled, *wrong)
     bounds = BOUNDS[1]
     assert mismatches(bounds, reachable(bounds, limit=500))
+
+
+def test_answers_remembered_before_the_memo_forgot_them_are_not_given_again():
+    # bound and warmed on the declaration, then asked under a mutant (declared_as forgets the memo)
+    bounds = Bounds(slots=2, requests=3, sessions=1)
+    worlds = reachable(bounds, limit=300)
+    expand = compiled.compiled_successors(initial(bounds), Policy(), bounds.overlap)
+    for w in worlds:
+        expand(w)
+    name = "FREE --ALLOC [NONE]: owner from KEEP"
+    mutant = next(m for m in declaration.mutants() if m.name == name)
+    with search_checks.declared_as(declaration.declare(name, declaration.STATES, declaration.EVENTS, mutant.rules)):
+        wrong = [
+            w for w in worlds if expand(w) is not None and not same(expand(w), list(successors(w, Policy(), False)))
+        ]
+    assert wrong == []
+
+
+def test_a_launch_of_many_copies_builds_its_sets_in_the_pythons_order():
+    # r0..r4 read the node r5 donated on slot 6, launched together: the step's sets hold five items
+    # (the default bounds never hold more than four), where a set's order depends on how it was built
+    bounds = Bounds(slots=6, requests=6, sessions=0, overlap=True, nodes=1)
+    policy, w = Policy(), initial(bounds)
+    steps = [("take", rid) for rid in range(5)] + [("take", 5), ("admit", 5), ("launch", None), ("complete", None)]
+    steps += [("donate", 5)] + [("rollback", rid) for rid in range(5)]
+    for kind, who in steps:
+        w = perform(w, policy, kind, who, overlap=True).world
+    assert w.pool.slots[5].state is State.CACHED
+    for rid in range(5):
+        w = perform(w, policy, "match", rid, overlap=True, slot=6).world
+        w = perform(w, policy, "admit", rid, overlap=True).world
+    expand = compiled.compiled_successors(initial(bounds), policy, True)
+    launched = perform(w, policy, "launch", overlap=True).world
+    assert len(launched.steps[-1].copies) == 5
+    assert same(expand(w), list(successors(w, policy, True)))
+    assert same(expand(launched), list(successors(launched, policy, True)))
