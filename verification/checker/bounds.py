@@ -62,8 +62,10 @@ THOROUGH_BOUNDS = DEFAULT_BOUNDS + (
     Bounds(slots=5, requests=5, sessions=1, overlap=True, nodes=2),  # three plain donors, five slots
     Bounds(slots=5, requests=7, sessions=2, overlap=True),  # s100 = r0, r1; s101 = r2, r3; r4..r6 plain
     Bounds(slots=4, requests=6, sessions=2, overlap=True, nodes=2),  # two plain donors beside two sessions
+    Bounds(slots=5, requests=6, sessions=2, overlap=True, nodes=2),  # the same, on five slots
+    Bounds(slots=6, requests=7, sessions=2, overlap=True),  # s100 = r0, r1; s101 = r2, r3; r4..r6 plain
 )
-"""`verify --thorough`: the default bounds and larger ones (four and five slots, up to seven
+"""`verify --thorough`: the default bounds and larger ones (four to six slots, up to seven
 requests: two sessions of one or two turns and up to four plain requests, overlap off and on;
 the prefix cache on three to five slots beside one or two sessions with two to four plain
 donors)."""

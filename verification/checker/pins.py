@@ -55,6 +55,8 @@ THOROUGH_COUNTS = {  # bounds only `verify --thorough` checks, pinned from a ful
     "slots=5 requests=5 sessions=1 overlap=on nodes=2": (588681, 4308284),
     "slots=5 requests=7 sessions=2 overlap=on": (3185992, 33492841),
     "slots=4 requests=6 sessions=2 overlap=on nodes=2": (1339316, 11421047),
+    "slots=5 requests=6 sessions=2 overlap=on nodes=2": (4143363, 35647829),
+    "slots=6 requests=7 sessions=2 overlap=on": (7916292, 85855219),
 }
 
 
