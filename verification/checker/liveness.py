@@ -126,6 +126,11 @@ class Graph:
         if code in FAIR:
             self._fair = True
 
+    def absorbed(self) -> tuple | None:
+        """What `_search.Absorb` needs to add this graph's edges as `edge` does (the graph, each
+        action kind's code, the fair codes), or None where `edge` is not the one it restates."""
+        return (self, dict(CODE), frozenset(FAIR)) if type(self).edge is EDGE else None
+
     def _extend(self, targets: list, kinds: list, parents: list) -> None:
         """The edges of one world at once (`_search.Absorb`, which does what `edge` does)."""
         self.targets.extend(targets)

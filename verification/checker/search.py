@@ -188,9 +188,10 @@ def _search(bounds, policy, max_states, symmetry, lifecycle, on_level, graph) ->
         return found(prop, depth, pos, last)
 
     absorb = None  # the bookkeeping of a world in C, where nothing stops the search early or watches it
-    if Absorb is not None and expand is not None and max_states is None and _plain_graph(graph):
+    edges = () if graph is None else graph.absorbed()  # None: a graph that takes its edges one by one
+    if Absorb is not None and expand is not None and max_states is None and edges is not None:
         compiled = codec._compiled if keyof == codec.key else None  # the key in C, with `keyof` behind it
-        absorb = Absorb(seen, judged, fired, keyof, compiled, judge_world, judge_launch, policy, *_edges(graph))
+        absorb = Absorb(seen, judged, fired, keyof, compiled, judge_world, judge_launch, policy, *edges)
     if judge_world(root):
         return found(judge_world(root)[0], 0, 0)
     if graph is not None:
@@ -258,20 +259,6 @@ def _search(bounds, policy, max_states, symmetry, lifecycle, on_level, graph) ->
         live = graph.judge(codec, keyof, policy, bounds)
         return done(live.violation, True)._replace(liveness=live)
     return done(None, True)
-
-
-def _plain_graph(graph) -> bool:
-    """No graph, or a `liveness.Graph` whose edges `Absorb` adds as `Graph.edge` does."""
-    from slotwarden.verification.checker import liveness
-
-    return graph is None or type(graph) is liveness.Graph and liveness.Graph.edge is liveness.EDGE
-
-
-def _edges(graph) -> tuple:
-    """`Absorb`'s graph arguments: none, or the graph, each action kind's code and the fair codes."""
-    from slotwarden.verification.checker import liveness
-
-    return () if graph is None else (graph, dict(liveness.CODE), frozenset(liveness.FAIR))
 
 
 def _path(levels: list, depth: int, pos: int) -> list:
