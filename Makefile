@@ -55,4 +55,5 @@ bench: $(STAMP)
 	$(BIN)/slotwarden bench pool --device cpu --json benchmarks/pool-cpu.json
 
 clean:
-	rm -rf $(VENV) build *.egg-info .hypothesis kernels/*.so
+	rm -rf $(VENV) build *.egg-info .hypothesis
+	find runtime verification -name '*.so' -delete  # the C extensions built in place

@@ -164,9 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the full verification (the main job)",
         description="The full verification: the declaration's derived forms agree; CrossHair proves the model's "
         "safety properties; the exhaustive model checker covers the abstract scheduler within its bounds, firing "
-        "every declared rule, reaching every `sometimes` goal and proving its liveness properties under weak fairness "
-        "(every admitted request ends, every released slot becomes free, a waiting request is admitted when a slot is "
-        "free); the abstract scheduler follows the runtime's on "
+        "every declared rule, reaching every `sometimes` goal and, on every bounds of up to a million states, proving "
+        "its liveness properties under weak fairness (every admitted request ends, every released slot becomes "
+        "free, a waiting request is admitted when a slot is free); the abstract scheduler follows the runtime's on "
         "random workloads (differential); the Hypothesis machines run the pool, a guarded engine allocator and the "
         "scheduler (overlap off and on); the "
         "runtime's own transition path agrees with the model; every finished request's tokens and state equal a "
@@ -286,7 +286,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", choices=("pool", "scheduler", "trace", "checker"), help="what to measure")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
-    p.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run, noisier numbers)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run, noisier numbers (pool, scheduler, trace: fewer repetitions; checker: the tests' small "
+        "bounds, two rounds)",
+    )
     p.set_defaults(func=_bench)
 
     p = sub.add_parser(

@@ -1,8 +1,8 @@
 /* The abstract scheduler's successors in C, for the correct policy (see successors_compiled.py).
    `Successors(...)` binds one run's fixed facts: the record types, the events, the actors of
    each request and session, the model's memoised pool operations (their tables and their
-   Python functions, called on a miss, so every slot move is still the model's) and the states
-   the cache owns. `Successors.expand(world)` returns the list of outcomes
+   Python functions, called on a miss, so every slot move is still the model's), `memo.FORGOTTEN`
+   and the states the cache owns. `Successors.expand(world)` returns the list of outcomes
    `actions.successors(world, Policy(), overlap)` yields: equal, of the same record types, in
    the same order. On any error (the model refusing a move, a value of an unexpected type) it
    returns None and the caller asks the Python, which reports the refusal as it always has. */
@@ -112,7 +112,7 @@ typedef struct {
     PyTypeObject *type[RECORDS];
     PyObject *event[EVENTS], *kind[ACTIONS], *memo[MEMOS], *fill[MEMOS];
     Table known[MEMOS];        /* each memo's answers by identity */
-    Py_ssize_t sizes[MEMOS];   /* each memo table's size when last seen: smaller, it was forgotten */
+    PyObject *forgotten, *seen; /* memo.FORGOTTEN (a list), and its count when last read */
     PyObject *req_actor[MAX_REQ], *ses_actor[MAX_SES];
     PyObject *actor_cache, *actor_fence; /* Actor.cache, Actor.fence */
     PyObject *cached, *cache_owned;      /* State.CACHED; the states the cache owns (a frozenset) */
@@ -856,9 +856,11 @@ static int expand_into(Successors *s, PyObject *world, PyObject *out) {
 static PyObject *expand(Successors *s, PyObject *world) {
     if (!s->ready) return PyErr_SetString(PyExc_RuntimeError, "Successors is not bound"), NULL;
     if (!fits(s, world)) Py_RETURN_NONE;
-    int forgotten = 0;
-    for (int m = 0; m < MEMOS; m++) forgotten |= PyDict_GET_SIZE(s->memo[m]) < s->sizes[m];
-    for (int m = 0; m < MEMOS && forgotten; m++) forget_all(&s->known[m]); /* `memo.forget`: perhaps another model */
+    PyObject *count = PyList_GET_SIZE(s->forgotten) ? PyList_GET_ITEM(s->forgotten, 0) : NULL;
+    if (count != s->seen) { /* `memo.forget` has run (perhaps for another model): the answers go too */
+        for (int m = 0; m < MEMOS; m++) forget_all(&s->known[m]);
+        Py_XSETREF(s->seen, Py_XNewRef(count));
+    }
     PyObject *out = PyList_New(0);
     if (out == NULL) return NULL;
     if (expand_into(s, world, out) < 0) {
@@ -867,7 +869,6 @@ static PyObject *expand(Successors *s, PyObject *world) {
         PyErr_Clear(); /* a refusal or a surprise: the Python expands this world and reports it */
         Py_RETURN_NONE;
     }
-    for (int m = 0; m < MEMOS; m++) s->sizes[m] = PyDict_GET_SIZE(s->memo[m]);
     return out;
 }
 
@@ -879,14 +880,16 @@ static PyObject *tuple_of(PyObject *v, Py_ssize_t n, const char *what) {
 
 static int successors_init(Successors *s, PyObject *args, PyObject *kw) {
     PyObject *types, *events, *kinds, *memos, *fills, *reqs, *sess, *phases, *statuses;
-    PyObject *actor_cache, *actor_fence, *cached, *cache_owned, *nobody;
+    PyObject *actor_cache, *actor_fence, *cached, *cache_owned, *nobody, *forgotten;
     long session_base, node_base, max_readers;
     int overlap;
     if (s->ready || s->type[0] != NULL) return PyErr_SetString(PyExc_RuntimeError, "Successors is bound once"), -1;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOlllp", &types, &events, &kinds, &memos, &fills, &reqs, &sess,
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOlllpO!", &types, &events, &kinds, &memos, &fills, &reqs, &sess,
                           &actor_cache, &actor_fence, &cached, &cache_owned, &nobody, &phases, &statuses,
-                          &session_base, &node_base, &max_readers, &overlap))
+                          &session_base, &node_base, &max_readers, &overlap, &PyList_Type, &forgotten))
         return -1;
+    Py_XSETREF(s->forgotten, Py_NewRef(forgotten));
+    Py_XSETREF(s->seen, PyList_GET_SIZE(forgotten) ? Py_NewRef(PyList_GET_ITEM(forgotten, 0)) : NULL);
     Py_XSETREF(s->actor_cache, Py_NewRef(actor_cache));
     Py_XSETREF(s->actor_fence, Py_NewRef(actor_fence));
     Py_XSETREF(s->cached, Py_NewRef(cached));
@@ -933,7 +936,7 @@ static void successors_dealloc(Successors *s) {
     for (int p = 0; p <= DONE; p++) Py_XDECREF(s->phase[p]);
     for (int p = 0; p <= CLOSED; p++) Py_XDECREF(s->status[p]);
     Py_XDECREF(s->actor_cache), Py_XDECREF(s->actor_fence), Py_XDECREF(s->cached), Py_XDECREF(s->cache_owned);
-    Py_XDECREF(s->nobody);
+    Py_XDECREF(s->nobody), Py_XDECREF(s->forgotten), Py_XDECREF(s->seen);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 

@@ -12,6 +12,7 @@ _APPLY: dict = {}
 _ALLOC: dict = {}
 _FENCE: dict = {}
 _FORGETTERS: list = []  # other memo tables' clear(): the judges register theirs
+FORGOTTEN = [0]  # how many times `forget` has run: what remembers the memos' answers elsewhere reads it
 
 
 def apply(pool: Pool, event: Event, ids: tuple, actor: Actor, target: int, epoch: int) -> Pool:
@@ -49,6 +50,7 @@ def fence(pool: Pool, completed: int) -> Pool:
 
 def forget() -> None:
     """Drop the memo tables (the checker calls it after each run to give the memory back)."""
+    FORGOTTEN[0] += 1
     _APPLY.clear()
     _ALLOC.clear()
     _FENCE.clear()

@@ -7,7 +7,7 @@ order), or None for a world it does not expand: one where the model refuses a mo
 another shape. The caller then asks the Python, which reports the refusal. Every slot move is
 still the model's: the C reads the memo tables of `memo` (and `actions._shifted`) and calls
 their Python on a miss, so a declaration mutant's model is obeyed; it remembers their answers by
-the identity of the arguments, and forgets them when `memo.forget` has run. It is None where the
+the identity of the arguments, and forgets them whenever `memo.forget` has run. It is None where the
 extension is not built, where the policy changes any decision the C restates (`POLICY`: a
 mutant), where `actions` has changed any part the C restates (`ACTIONS`, `_Txn`, `_BY_PHASE`), or
 where the workload does not fit the C tables.
@@ -115,6 +115,7 @@ def compiled_successors(root: World, policy, overlap: bool):
             NODE_BASE,
             MAX_READERS,
             bool(overlap),
+            memo.FORGOTTEN,
         )
     except ValueError:  # a workload beyond the C tables: expanded in Python
         return None

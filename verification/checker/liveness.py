@@ -153,8 +153,9 @@ EDGE = Graph.edge
 """`Graph.edge` as `_search.Absorb` restates it: a graph whose `edge` is another gets its edges in Python."""
 
 GRAPH_LIMIT = 1_000_000
-"""A bounds whose pinned state count is larger is searched without its graph (`verify
---thorough`'s largest: the edges would cost hundreds of MB), for the safety properties only."""
+"""A bounds whose pinned state count is larger is searched without its graph (the default run's
+largest and `--thorough`'s larger ones: the edges would cost hundreds of MB), for the safety
+properties only."""
 
 
 def check_live(bounds: Bounds, policy: Policy | None = None, **options) -> CheckResult:

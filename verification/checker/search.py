@@ -188,7 +188,7 @@ def _search(bounds, policy, max_states, symmetry, lifecycle, on_level, graph) ->
         return found(prop, depth, pos, last)
 
     absorb = None  # the bookkeeping of a world in C, where nothing stops the search early or watches it
-    edges = () if graph is None else graph.absorbed()  # None: a graph that takes its edges one by one
+    edges = () if graph is None else getattr(graph, "absorbed", lambda: None)()  # None: edges one by one
     if Absorb is not None and expand is not None and max_states is None and edges is not None:
         compiled = codec._compiled if keyof == codec.key else None  # the key in C, with `keyof` behind it
         absorb = Absorb(seen, judged, fired, keyof, compiled, judge_world, judge_launch, policy, *edges)
