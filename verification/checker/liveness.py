@@ -152,10 +152,10 @@ class Graph:
 EDGE = Graph.edge
 """`Graph.edge` as `_search.Absorb` restates it: a graph whose `edge` is another gets its edges in Python."""
 
-GRAPH_LIMIT = 1_000_000
-"""A bounds whose pinned state count is larger is searched without its graph (the default run's
-largest and `--thorough`'s larger ones: the edges would cost hundreds of MB), for the safety
-properties only."""
+GRAPH_LIMIT = 2_000_000
+"""A bounds whose pinned state count is larger is searched without its graph, for the safety
+properties only (`--thorough`'s largest: their graphs would cost gigabytes). Every bounds of the
+default run keeps its graph (its largest, about 650 MB)."""
 
 
 def check_live(bounds: Bounds, policy: Policy | None = None, **options) -> CheckResult:

@@ -9,7 +9,7 @@ import pytest
 
 from slotwarden.verification.abstract import Bounds, Policy
 from slotwarden.verification.checker import liveness
-from slotwarden.verification.checker.bounds import TEST_BOUNDS
+from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS
 from slotwarden.verification.checker.cycles import components, tarjan
 from slotwarden.verification.checker.liveness import LIVENESS, check_live
 from slotwarden.verification.checker.pins import pin_of
@@ -130,7 +130,7 @@ def test_the_largest_thorough_bounds_keep_no_graph(monkeypatch):
     from slotwarden.verification.checker.bounds import THOROUGH_BOUNDS
 
     big = [b for b in THOROUGH_BOUNDS if pin_of(b)[0] > liveness.GRAPH_LIMIT]
-    assert big and all(pin_of(b)[0] <= liveness.GRAPH_LIMIT for b in TEST_BOUNDS)
+    assert big and all(pin_of(b)[0] <= liveness.GRAPH_LIMIT for b in TEST_BOUNDS + DEFAULT_BOUNDS)
     seen = []
     monkeypatch.setattr(liveness, "check", lambda b, p, **o: seen.append(o.get("graph")))
     check_live(big[0]), check_live(TEST_BOUNDS[0])
