@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: verify test docs bench clean coverage mutation
 
-$(STAMP): pyproject.toml setup.py runtime/ledger/_move.c runtime/ledger/_lane.c runtime/ledger/_ledger_lane.c runtime/ledger/_move.h runtime/_step.c verification/checker/_key.c verification/checker/_decode.c verification/checker/_search.c verification/abstract/_successors.c requirements/sglang.txt requirements/torch.txt
+$(STAMP): pyproject.toml setup.py runtime/ledger/_move.c runtime/ledger/_lane.c runtime/ledger/_ledger_lane.c runtime/ledger/_move.h runtime/_step.c verification/checker/_key.c verification/checker/_decode.c verification/checker/_search.c verification/abstract/_successors.c verification/_records.h requirements/sglang.txt requirements/torch.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
 	# also builds the ledger's compiled move (runtime/ledger/_move.c, _lane.c, _ledger_lane.c), the checker's key,

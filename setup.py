@@ -25,6 +25,7 @@ setup(
         Extension(
             "slotwarden.verification.abstract._successors",
             ["verification/abstract/_successors.c"],
+            depends=["verification/_records.h"],
             extra_compile_args=FLAGS,
             optional=True,
         ),
@@ -37,6 +38,7 @@ setup(
         Extension(
             "slotwarden.verification.checker._key",
             ["verification/checker/_key.c", "verification/checker/_decode.c"],
+            depends=["verification/_records.h"],
             extra_compile_args=FLAGS,
             optional=True,
         ),

@@ -1,6 +1,6 @@
 """The abstract scheduler's reachable worlds, for tests that judge every one of them, the bounds
-the compiled codec's tests (key, decoding) walk, and `same`, the equality those tests ask of C
-and Python records."""
+the compiled codec's tests (key, decoding) walk, `same`, the equality those tests ask of C and
+Python records, and declaration mutants as lifecycles, for the tests that search under them."""
 
 from slotwarden.verification.abstract import Bounds, Policy, initial, successors
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS
@@ -41,3 +41,26 @@ def same(a, b) -> bool:
     if isinstance(a, (tuple, list, frozenset)):
         return a == b and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     return a == b
+
+
+def mutant_lifecycles(every: int = 9) -> list:
+    """Every `every`-th declaration mutant that declares, as a lifecycle."""
+    from slotwarden.model.declaration import DeclarationError
+    from slotwarden.verification.mutants import declaration
+
+    out = []
+    for n, m in enumerate(declaration.mutants()):
+        if n % every == 0:
+            try:
+                out.append(declaration.declare(m.name, declaration.STATES, declaration.EVENTS, m.rules))
+            except DeclarationError:
+                continue
+    return out
+
+
+def mutant_lifecycle(name: str):
+    """The declaration mutant named `name`, as a lifecycle."""
+    from slotwarden.verification.mutants import declaration
+
+    mutant = next(m for m in declaration.mutants() if m.name == name)
+    return declaration.declare(name, declaration.STATES, declaration.EVENTS, mutant.rules)

@@ -8,6 +8,7 @@
    returns None and the caller asks the Python, which reports the refusal as it always has. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "../_records.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,18 +136,6 @@ enum { S_ID, S_STATUS, S_HANDLE, S_TURN, S_TURNS };
 enum { ST_EPOCH, ST_SLOTS, ST_REQUESTS, ST_COPIES };
 enum { P_SLOTS, P_FREE, P_LOCKS };
 enum { SL_STATE, SL_OWNER, SL_BORROWER, SL_FENCE, SL_READERS };
-
-/* a record of `type` from `n` new references (stolen; NULL if one failed), as tuple.__new__ makes it */
-static PyObject *record(PyTypeObject *type, PyObject **items, Py_ssize_t n) {
-    PyObject *out = NULL;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (items[i] == NULL) goto done;
-    if ((out = type->tp_alloc(type, n)) == NULL) goto done;
-    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(out, i, items[i]), items[i] = NULL;
-done:
-    for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(items[i]);
-    return out;
-}
 
 /* a copy of record `rec` with field `at` set to `v` (stolen), as `_renewed` makes it */
 static PyObject *renewed(PyObject *rec, Py_ssize_t at, PyObject *v) {
@@ -613,11 +602,6 @@ done:
     Py_XDECREF(ids);
     Py_XDECREF(copies);
     return rc;
-}
-
-static int by_pair(const void *a, const void *b) {
-    const long *x = a, *y = b;
-    return x[0] != y[0] ? (x[0] > y[0]) - (x[0] < y[0]) : (x[1] > y[1]) - (x[1] < y[1]);
 }
 
 static int act_complete(Txn *t, int unused, PyObject *unused2) {

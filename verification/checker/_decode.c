@@ -9,6 +9,7 @@
    again, as the Python keeps them. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "../_records.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -31,18 +32,6 @@ typedef struct {
     PyObject *node[MAX_SLOTS + 1], *nobody, *cache_owned, *slot_sets, *slot_back, *nodes;
     PyObject *actors, *pools; /* (place, plain part) -> Request or Session; pool part -> Pool */
 } Decoder;
-
-/* a record of `type` from `n` new references (stolen; NULL if one failed), as tuple.__new__ makes it */
-static PyObject *record(PyTypeObject *type, PyObject **items, Py_ssize_t n) {
-    PyObject *out = NULL;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (items[i] == NULL) goto done;
-    if ((out = type->tp_alloc(type, n)) == NULL) goto done;
-    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(out, i, items[i]), items[i] = NULL;
-done:
-    for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(items[i]);
-    return out;
-}
 
 static PyObject *value_of(uint8_t b) { return b == 0 ? Py_NewRef(Py_None) : PyLong_FromLong(b - 3); } /* packing */
 static PyObject *flag_of(uint8_t b) { return PyBool_FromLong(b != 0 && b != 3); } /* bool(value_of(b)) */
@@ -80,11 +69,6 @@ typedef struct { /* the actors' masks, read from their blocks */
     uint64_t members[MAX_STEPS];
 } Masks;
 
-static int by_actor(const void *a, const void *b) { /* (actor id, slot) pairs, as sorted() sorts them */
-    const long *x = a, *y = b;
-    return x[0] != y[0] ? (x[0] > y[0]) - (x[0] < y[0]) : (x[1] > y[1]) - (x[1] < y[1]);
-}
-
 /* Decoding._pool_of: the pool of header part `head` (`len` bytes) and the masks; NULL + no error: unsure */
 static PyObject *pool_of(Decoder *d, const uint8_t *head, Py_ssize_t len, const Masks *m) {
     PyObject *slots = PyTuple_New(d->n), *free = PyTuple_New(len - 3 * d->n - 1), *locks = Py_None;
@@ -117,7 +101,7 @@ static PyObject *pool_of(Decoder *d, const uint8_t *head, Py_ssize_t len, const 
         for (int p = 0; p < d->nplaces; p++)
             for (int k = 0; k < 8; k++)
                 if (m->locks[p] >> k & 1) pairs[count][0] = d->place[p].actor_id, pairs[count++][1] = k + 1;
-        qsort(pairs, (size_t)count, sizeof pairs[0], by_actor);
+        qsort(pairs, (size_t)count, sizeof pairs[0], by_pair); /* (actor id, slot) pairs */
         if ((locks = PyTuple_New(count)) == NULL) goto fail;
         for (int i = 0; i < count; i++) {
             PyObject *pair = Py_BuildValue("(ll)", pairs[i][0], pairs[i][1]);

@@ -82,7 +82,7 @@ static PyObject *absorb_world(Absorb *a, PyObject *const *args, Py_ssize_t nargs
     if (parents_len < 0) return NULL;
     if (n == 0) Py_RETURN_NONE; /* no action enabled: the Python judges whether the world is final */
     PyObject *added = PyList_New(0), *rules = PyList_New(0), *parents_size = PyLong_FromSsize_t(parents_len);
-    PyObject *keys = PyList_New(0); /* every next world's key, in order: the graph's edges */
+    PyObject *keys = a->graph == Py_None ? NULL : PyList_New(0); /* every next key, in order: the graph's edges */
     Py_ssize_t nmoves = 0, r = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *out = PyList_GET_ITEM(outcomes, i);
@@ -90,7 +90,8 @@ static PyObject *absorb_world(Absorb *a, PyObject *const *args, Py_ssize_t nargs
             nmoves += PyTuple_GET_SIZE(PyTuple_GET_ITEM(out, MOVES));
     }
     PyObject **fires = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nmoves + 1)); /* borrowed from `judged` */
-    int ok = added != NULL && rules != NULL && parents_size != NULL && fires != NULL && keys != NULL, launched = 0;
+    int ok = added != NULL && rules != NULL && parents_size != NULL && fires != NULL, launched = 0;
+    ok = ok && (keys != NULL || a->graph == Py_None);
     if (fires == NULL) PyErr_NoMemory();
     for (Py_ssize_t i = 0; ok == 1 && i < n; i++) { /* first every verdict the Python keeps */
         PyObject *out = PyList_GET_ITEM(outcomes, i);
@@ -134,7 +135,7 @@ static PyObject *absorb_world(Absorb *a, PyObject *const *args, Py_ssize_t nargs
         PyObject *next = PyTuple_GET_ITEM(PyList_GET_ITEM(outcomes, i), WORLD);
         PyObject *key = a->compiled == Py_None ? Py_NewRef(Py_None) : PyObject_CallOneArg(a->compiled, next);
         if (key == Py_None) Py_SETREF(key, PyObject_CallOneArg(a->keyof, next)); /* the codec's Python packs it */
-        if (key == NULL || PyList_Append(keys, key) < 0) { Py_XDECREF(key); ok = -1; break; }
+        if (key == NULL || (keys != NULL && PyList_Append(keys, key) < 0)) { Py_XDECREF(key); ok = -1; break; }
         Py_ssize_t size = PySet_GET_SIZE(a->seen);
         if (PySet_Add(a->seen, key) < 0) {
             ok = -1;

@@ -8,14 +8,14 @@ from array import array
 
 import pytest
 
-from slotwarden.model.declaration import DeclarationError
 from slotwarden.verification.abstract import Bounds, Policy, initial, judge_launch
 from slotwarden.verification.abstract.successors_compiled import compiled_successors
 from slotwarden.verification.checker import liveness, search
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS, TEST_BOUNDS
 from slotwarden.verification.checker.liveness import check_live
 from slotwarden.verification.checker.symmetry import Codec
-from slotwarden.verification.mutants import declaration, search_checks
+from slotwarden.verification.mutants import search_checks
+from worlds import mutant_lifecycles
 
 pytest.importorskip("slotwarden.verification.checker._search")
 pytest.importorskip("slotwarden.verification.abstract._successors")
@@ -59,17 +59,6 @@ def test_a_graph_whose_edge_changed_gets_its_edges_in_python(monkeypatch):
     assert _live(check_live(bounds)) != _live(ours)  # every edge a submit: the Python added them
 
 
-def _declared(every: int = 9) -> list:
-    out = []
-    for n, m in enumerate(declaration.mutants()):
-        if n % every == 0:
-            try:
-                out.append(declaration.declare(m.name, declaration.STATES, declaration.EVENTS, m.rules))
-            except DeclarationError:
-                continue
-    return out
-
-
 def _results(lifecycles) -> list:
     out = []
     for lifecycle in lifecycles:
@@ -87,7 +76,7 @@ def _results(lifecycles) -> list:
 
 
 def test_under_declaration_mutants_the_search_in_c_reports_what_the_python_reports(monkeypatch):
-    lifecycles = _declared()
+    lifecycles = mutant_lifecycles()
     ours = _results(lifecycles)
     broken = {r[3].property for r in ours if r != "no replay" and r[3] is not None}
     assert {"conserved", "exclusive", "legal", "session_kept"} <= broken  # worlds, moves, refusals

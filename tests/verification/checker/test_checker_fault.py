@@ -28,11 +28,9 @@ def test_verify_reports_it_as_a_checker_fault():
 def test_a_trace_that_does_not_replay_is_a_checker_fault():
     # a declaration mutant (a donated slot left with no owner) under which the trace to the
     # violation the search found does not replay: before, a bare StopIteration escaped
-    from slotwarden.verification.mutants import declaration, search_checks
+    from slotwarden.verification.mutants import search_checks
+    from worlds import mutant_lifecycle
 
-    name = "RUNNING --INSERT [OWNER]: owner from CLEAR"
-    mutant = next(m for m in declaration.mutants() if m.name == name)
-    lifecycle = declaration.declare(mutant.name, declaration.STATES, declaration.EVENTS, mutant.rules)
-    with search_checks.declared_as(lifecycle):
+    with search_checks.declared_as(mutant_lifecycle("RUNNING --INSERT [OWNER]: owner from CLEAR")):
         with pytest.raises(search.CheckerFault, match="the trace to the violation .* did not replay"):
             search.check(Bounds(slots=3, requests=3, sessions=0, nodes=1))

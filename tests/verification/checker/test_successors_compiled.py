@@ -7,7 +7,6 @@ the extension keeps the Python. A binding handed its facts wrongly is caught."""
 
 import pytest
 
-from slotwarden.model.declaration import DeclarationError
 from slotwarden.model.vocabulary import State
 from slotwarden.verification.abstract import Bounds, Policy, actions, initial, successors
 from slotwarden.verification.abstract.actions import perform
@@ -15,9 +14,9 @@ from slotwarden.verification.abstract import successors_compiled as compiled
 from slotwarden.verification.abstract.world import RUNNING
 from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS
 from slotwarden.verification.checker.search import check
-from slotwarden.verification.mutants import declaration, search_checks
+from slotwarden.verification.mutants import search_checks
 from slotwarden.verification.mutants.history import MUTANTS
-from worlds import CODEC_BOUNDS, reachable, same
+from worlds import CODEC_BOUNDS, mutant_lifecycle, mutant_lifecycles, reachable, same
 
 pytest.importorskip("slotwarden.verification.abstract._successors")
 
@@ -38,20 +37,10 @@ def test_the_c_outcomes_are_the_pythons_on_every_reachable_world(bounds):
     assert len(worlds) > 50 and mismatches(bounds, worlds) == []
 
 
-def _lifecycles(every: int = 9):
-    """Every `every`-th declaration mutant that declares, as a lifecycle."""
-    for n, m in enumerate(declaration.mutants()):
-        if n % every == 0:
-            try:
-                yield declaration.declare(m.name, declaration.STATES, declaration.EVENTS, m.rules)
-            except DeclarationError:
-                continue
-
-
 def test_under_declaration_mutants_a_refused_move_is_left_to_the_python_and_the_rest_agree():
     refused = agreed = 0
     policy = Policy()
-    for lifecycle in _lifecycles():
+    for lifecycle in mutant_lifecycles():
         with search_checks.declared_as(lifecycle):
             for bounds in (Bounds(slots=2, requests=3, sessions=1), Bounds(slots=2, requests=3, nodes=1, sessions=0)):
                 expand = compiled.compiled_successors(initial(bounds), policy, bounds.overlap)
@@ -126,9 +115,7 @@ def test_answers_remembered_before_the_memo_forgot_them_are_not_given_again(refi
     expand = compiled.compiled_successors(initial(bounds), Policy(), bounds.overlap)
     for w in worlds[:40]:
         expand(w)
-    name = "FREE --ALLOC [NONE]: owner from KEEP"
-    mutant = next(m for m in declaration.mutants() if m.name == name)
-    with search_checks.declared_as(declaration.declare(name, declaration.STATES, declaration.EVENTS, mutant.rules)):
+    with search_checks.declared_as(mutant_lifecycle("FREE --ALLOC [NONE]: owner from KEEP")):
         if refilled:
             python = [list(successors(w, Policy(), False)) for w in worlds]
         ours = [expand(w) for w in worlds]
