@@ -55,6 +55,7 @@ DONATE = Effect(Source.TARGET, Source.CLEAR, Source.EPOCH, Source.CLEAR)
 PUBLISH = Effect(Source.KEEP, Source.CLEAR, Source.CLEAR, Source.CLEAR)
 READ_LOCK = Effect(Source.KEEP, Source.KEEP, Source.KEEP, Source.INC)
 READ_UNLOCK = Effect(Source.KEEP, Source.KEEP, Source.KEEP, Source.DEC)
+STAMP = Effect(Source.KEEP, Source.KEEP, Source.EPOCH, Source.KEEP)
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,17 @@
 """THE slot lifecycle, declared once. Everything in slotwarden reads it from here.
 
-A request takes a free slot (TAKEN) while the batch builder considers it; it either does not fit
-and rolls back, or is admitted (RUNNING). A running request finishes, is retracted or aborted
-(RELEASED, FREE at the fence of the step in flight), or, at the end of a session's first turn,
-parks its state in the session (PARKED). A session lends its parked slot to its next turn
-(LENT, then LENT_RUNNING once admitted); whatever happens to that turn, the slot goes back to
-the session. Only the owning session's close moves a session-owned slot out of the session.
+A request takes a free slot (TAKEN) while the batch is built; it rolls back or is admitted
+(RUNNING). A running request finishes, is retracted or aborted (RELEASED, FREE at the fence of
+the step in flight), or parks its state in its session (PARKED). A session lends its slot to its
+next turn (LENT, then LENT_RUNNING); whatever happens to that turn, the slot goes back to the
+session, and only the session's close moves it out.
 
-The prefix cache owns slots too: a running request donates its state to a tree node (CACHING);
-the node becomes matchable (CACHED) only at the fence of the step that wrote it, so a write that
-is aborted before then is never read. Requests lock a cached slot to copy from it and unlock it
-after; the cache evicts only an unlocked node, whose slot is released and free at the fence.
-A cached slot is read, never written, by requests.
+The prefix cache owns slots too: a donated state (CACHING) is matchable (CACHED) only at the
+fence of the step that wrote it; requests lock a cached slot to copy from it and never write it;
+the cache evicts only an unlocked node. In speculative decoding a request holds a window beside
+its committed slot: one slot it took per verified position (DRAFT), written by the verify step
+(VERIFYING) and readable only at its fence (VERIFIED). COMMIT copies the accepted position into
+the committed slot and gives the window back; ROLLBACK gives it back and never touches it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from slotwarden.model.declaration import (
     READ_LOCK,
     READ_UNLOCK,
     RELEASE,
+    STAMP,
     RETURN,
     TAKE,
     EventSpec,
@@ -62,6 +63,15 @@ STATES = (
         shared=True,
         doc="published by a tree node; requests lock it to copy from it",
     ),
+    StateSpec(S.DRAFT, Group.BATCH_OWNED, owner=K.REQUEST, doc="one position of its request's speculative window"),
+    StateSpec(
+        S.VERIFYING,
+        Group.BATCH_OWNED,
+        owner=K.REQUEST,
+        fenced=True,
+        doc="written by the verify step in flight; read only once that step is fenced",
+    ),
+    StateSpec(S.VERIFIED, Group.BATCH_OWNED, owner=K.REQUEST, doc="a verified position's state, not committed"),
 )
 
 EVENTS = (
@@ -79,6 +89,9 @@ EVENTS = (
     EventSpec(E.LOCK, K.REQUEST, doc="a request locks a cached slot to copy from it"),
     EventSpec(E.UNLOCK, K.REQUEST, doc="the request's copy is fenced; it lets go of the cached slot"),
     EventSpec(E.EVICT, K.CACHE, doc="the prefix cache drops the node's slot"),
+    EventSpec(E.DRAFT, K.REQUEST, doc="a slot the request took becomes one position of its speculative window"),
+    EventSpec(E.VERIFY, K.REQUEST, doc="the verify step writes one state per drafted position into the window"),
+    EventSpec(E.COMMIT, K.REQUEST, doc="the accepted position's state is copied into the committed slot"),
 )
 
 RULES = (
@@ -129,6 +142,43 @@ RULES = (
         RELEASE,
         "only an unlocked node is evicted (SGLang #27038, LMDeploy #4700)",
     ),
+    Rule(S.TAKEN, E.DRAFT, R.OWNER, S.DRAFT, KEEP, "a slot a running request took joins its window"),
+    Rule(S.DRAFT, E.VERIFY, R.OWNER, S.VERIFYING, STAMP, "the verify step in flight writes it"),
+    Rule(
+        S.VERIFYING,
+        E.FENCE,
+        R.DUE,
+        S.VERIFIED,
+        PUBLISH,
+        "a verified state and the accepted count are read only after the step's fence (vLLM #50021)",
+    ),
+    Rule(
+        S.RUNNING,
+        E.COMMIT,
+        R.OWNER,
+        S.RUNNING,
+        KEEP,
+        "the accepted state is copied into the committed slot (SGLang #26351)",
+    ),
+    Rule(S.LENT_RUNNING, E.COMMIT, R.BORROWER, S.LENT_RUNNING, KEEP, "the accepted state is copied into the lent slot"),
+    Rule(
+        S.VERIFIED,
+        E.COMMIT,
+        R.OWNER,
+        S.RELEASED,
+        RELEASE,
+        "the window goes back; the copy in flight may still read it: free at its fence",
+    ),
+    Rule(S.DRAFT, E.ROLLBACK, R.OWNER, S.FREE, CLEAR, "never written: free at once"),
+    Rule(
+        S.VERIFYING,
+        E.ROLLBACK,
+        R.OWNER,
+        S.RELEASED,
+        RELEASE,
+        "an abandoned verify: its step still writes the window, never the committed slot",
+    ),
+    Rule(S.VERIFIED, E.ROLLBACK, R.OWNER, S.FREE, CLEAR, "no step reads a window that is not committed"),
 )
 
 LIFECYCLE = declare("slot lifecycle", STATES, EVENTS, RULES)
@@ -143,12 +193,14 @@ ROWS = (
         writes=(
             Access(S.RUNNING, R.OWNER, "the slot it runs on"),
             Access(S.LENT_RUNNING, R.BORROWER, "its session's slot, lent to it"),
+            Access(S.DRAFT, R.OWNER, "a slot of its window: a verify row writes one position's state"),
         ),
         reads=(
             Access(S.RUNNING, R.OWNER, "the slot it runs on"),
             Access(S.LENT_RUNNING, R.BORROWER, "its session's slot, lent to it"),
             Access(S.CACHED, R.READER, "a published cached slot it holds a lock on: a copy's source"),
             Access(S.CACHED, R.FULL, "the same, at the lock bound"),
+            Access(S.DRAFT, R.OWNER, "a slot of its window: the position before, written by the same step"),
         ),
         doc="a request of the running batch",
     ),

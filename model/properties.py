@@ -368,3 +368,53 @@ def reads_filled(rows: tuple, fills: tuple) -> bool:
                 if 1 <= i <= len(fills) and fills[i - 1] is Fill.STALE:
                     return False
     return True
+
+
+# -- 16. speculative windows -------------------------------------------------------------------
+WINDOW = (State.DRAFT, State.VERIFYING, State.VERIFIED)
+"""The states of a slot of a speculative window: it never holds committed state."""
+VERIFIED_STATE = (State.VERIFYING, State.VERIFIED)
+"""A window slot a verify step has written: uncommitted state no later step may read."""
+
+
+def publishes_committed(before: Slot, after: Slot) -> bool:
+    """Only committed state is published to the prefix cache, parked with a session or shared:
+    a window slot stays in the window until it goes back (FREE, or RELEASED to wait for the
+    fence of a step that may still use it) (vLLM #48375)."""
+    if before.state not in WINDOW:
+        return True
+    return after.state in WINDOW or after.state in (State.FREE, State.RELEASED)
+
+
+def commit_fenced(before: Slot, event: Event, actor: Actor, after: Slot) -> bool:
+    """The accepted count is read only after the fence of the step that produced it: a written
+    window slot is verified only by a fence at or past its step, and committed only once
+    verified (vLLM #50021)."""
+    if before.state is State.VERIFYING and after.state is State.VERIFIED:
+        return actor.kind is ActorKind.SCHEDULER and actor.id >= before.fence
+    if event is Event.COMMIT and before.state in WINDOW:
+        return before.state is State.VERIFIED
+    return True
+
+
+def reads_committed(rows: tuple, slots: tuple) -> bool:
+    """The next step reads only committed state: no row reads or writes a window slot a verify
+    has written and nobody has committed or given back (vLLM #56531)."""
+    for r in rows:
+        if r.kind is not RowKind.PAD:
+            for i in (r.write, r.source):
+                if 1 <= i <= len(slots) and slots[i - 1].state in VERIFIED_STATE:
+                    return False
+    return True
+
+
+def rollback_restores(rows: tuple, slots: tuple) -> bool:
+    """A rollback restores the committed state by never having lost it: a request whose rows
+    write its window writes nothing else, so the verify step leaves its committed slot as it
+    was (llama.cpp #26695)."""
+    verifying = {r.actor for r in rows if r.kind is not RowKind.PAD and _in(slots, r.write, State.DRAFT)}
+    return not any(r.actor in verifying and not _in(slots, r.write, State.DRAFT) for r in rows)
+
+
+def _in(slots: tuple, i: int, state: State) -> bool:
+    return 1 <= i <= len(slots) and slots[i - 1].state is state

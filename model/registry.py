@@ -24,6 +24,10 @@ from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.properties import (
     authority,
     borrow_safe,
+    commit_fenced,
+    publishes_committed,
+    reads_committed,
+    rollback_restores,
     cache_read_only,
     evict_unlocked,
     lock_counted,
@@ -331,6 +335,57 @@ _ALL = (
         reads_filled,
         ("reads_filled",),
         (LAUNCH, CHECKER),
+    ),
+    Property(
+        "publishes_committed",
+        16,
+        "only committed state is published to the prefix cache, parked with a session or shared: "
+        "a speculative window's slot leaves the window only to go back",
+        Kind.MOVE,
+        publishes_committed,
+        ("publishes_committed",),
+        (CHECKER, MUTANTS),
+        lambda b, e, a, t, ep, x, L: publishes_committed(b, x),
+    ),
+    Property(
+        "commit_fenced",
+        16,
+        "the accepted count is read only after the fence of the step that produced it: a window "
+        "slot is verified at that fence and committed only once verified",
+        Kind.MOVE,
+        commit_fenced,
+        ("commit_fenced",),
+        (CHECKER, MUTANTS),
+        lambda b, e, a, t, ep, x, L: commit_fenced(b, e, a, x),
+    ),
+    Property(
+        "reads_committed",
+        16,
+        "the next step reads only committed state: no row addresses a window slot a verify wrote",
+        Kind.STEP,
+        reads_committed,
+        ("reads_committed",),
+        (LAUNCH, CHECKER),
+    ),
+    Property(
+        "rollback_restores",
+        16,
+        "a verify step writes only its window, never the committed slot: a rollback restores the "
+        "committed state by keeping it, and never succeeds without it",
+        Kind.STEP,
+        rollback_restores,
+        (),
+        (CHECKER,),
+    ),
+    Property(
+        "reads_current",
+        16,
+        "no request runs on a committed slot behind its tokens: a commit copies the accepted state "
+        "into the committed slot before the request's next step",
+        Kind.WORLD,
+        None,
+        (),
+        (CHECKER,),
     ),
     Property(
         "legal",

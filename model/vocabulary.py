@@ -32,6 +32,9 @@ class State(IntEnum):
     RELEASED = 6  # given back; may still be used by a step on the device until its fence
     CACHING = 7  # cache-owned: donated to a prefix-tree node, not matchable until its write is fenced
     CACHED = 8  # cache-owned: published; any number of requests may lock it to read (copy) it
+    DRAFT = 9  # batch-owned: one position of its request's speculative window, not yet written
+    VERIFYING = 10  # batch-owned: written by the verify step in flight; unreadable until its fence
+    VERIFIED = 11  # batch-owned: a verified position's state, never committed state itself
 
 
 class Group(IntEnum):
@@ -62,6 +65,9 @@ class Event(IntEnum):
     LOCK = 11  # a request locks a cached slot to read it (copy-on-write source)
     UNLOCK = 12  # the request is done reading the cached slot
     EVICT = 13  # the prefix cache drops a node's slot
+    DRAFT = 14  # a slot a running request took becomes one position of its speculative window
+    VERIFY = 15  # the verify step writes one state per drafted position into the window
+    COMMIT = 16  # the accepted position's state is copied into the committed slot; the window goes back
 
 
 class ActorKind(IntEnum):

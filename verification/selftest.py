@@ -85,8 +85,11 @@ _MOVES = {  # property -> (before, event, actor, target, epoch, after): a move t
     ),  # fmt: skip
     "lock_counted": (CACHED, Event.LOCK, F(0), NOBODY, 1, _slot(State.CACHED, NODE, readers=2)),
     "reads_published": (_slot(State.CACHING, NODE, fence=1), Event.FENCE, F(0), NOBODY, 1, CACHED),
+    "publishes_committed": (_slot(State.VERIFIED, 1), Event.INSERT, R(1), NODE, 1, _slot(State.CACHING, NODE, fence=1)),
+    "commit_fenced": (_slot(State.VERIFYING, 1, fence=1), Event.COMMIT, R(1), NOBODY, 1, _slot(State.RELEASED, fence=1)),
 }
 CHECKER_MOVES = ("session_kept", "freed_once", "fence_respected", "cache_read_only", "lock_counted", "reads_published")
+CHECKER_MOVES += ("publishes_committed", "commit_fenced")
 
 
 def _row(rid: int, write: int, source: int | None = None) -> Row:
@@ -127,9 +130,30 @@ class Stale(Policy):
         return (Fill.STALE,) * len(world.pool.slots)
 
 
+WINDOW_WORLD = STEP_WORLD._replace(  # STEP_WORLD, and r0 holds slot 3 for its window (DRAFT)
+    pool=Pool(STEP_WORLD.pool.slots + (_slot(State.DRAFT, 0),), (), None)
+)
+VERIFIED_WORLD = STEP_WORLD._replace(  # STEP_WORLD, and r0's window slot 3 is verified, not committed
+    pool=Pool(STEP_WORLD.pool.slots + (_slot(State.VERIFIED, 0),), (), None)
+)
+BEHIND_WORLD = STEP_WORLD._replace(behind=frozenset({0}))  # r0's verified state is not copied in
+BAD_STEPS = {  # property -> (world, rows over it that break it first)
+    "reads_committed": (VERIFIED_WORLD, (_row(0, 1, source=3), _row(1, 2))),  # r0 reads its verified window
+    "rollback_restores": (WINDOW_WORLD, (_row(0, 3, source=1), _row(0, 1), _row(1, 2))),  # verify writes slot 1
+    "reads_current": (BEHIND_WORLD, (_row(0, 1), _row(1, 2))),  # r0 runs on its stale committed slot
+}
+
+
 def bad_step(name: str) -> Policy:
-    """The policy whose launch in `STEP_WORLD` breaks step property `name` first."""
+    """The policy whose launch in `STEP_WORLD` (`step_world(name)`) breaks step property `name` first."""
+    if name in BAD_STEPS:
+        return Rows(BAD_STEPS[name][1])
     return Stale() if name == "reads_filled" else Rows(BAD_ROWS[name])
+
+
+def step_world(name: str) -> A.World:
+    """The world `bad_step(name)` launches in."""
+    return BAD_STEPS[name][0] if name in BAD_STEPS else STEP_WORLD
 
 
 class _IllegalAdmit(Policy):
@@ -171,8 +195,8 @@ def checker_properties() -> list[Finding]:
         elif name in CHECKER_MOVES:
             b, e, a, _, _, x = _MOVES[name]
             got = _first(judge_move(Move(1, b, e, a, x)))
-        elif name in STEP_PROPERTIES:
-            found = judge_launch(STEP_WORLD, bad_step(name))
+        elif name in STEP_PROPERTIES or name in BAD_STEPS:
+            found = judge_launch(step_world(name), bad_step(name))
             got = found[0] if found else "nothing"
         elif name in BAD_POLICIES:
             policy, bounds = BAD_POLICIES[name]

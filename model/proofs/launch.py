@@ -24,6 +24,7 @@ from slotwarden.model.properties import (  # noqa: F401  the contracts in the do
     exclusive,
     ids_in_pool,
     pads_to_pad,
+    reads_committed,
     reads_filled,
     reads_held,
     writes_disjoint,
@@ -124,6 +125,16 @@ def prove_reads_filled(kind: RowKind, actor: int, source: int, state: State, own
     post: not __return__.accepted or reads_filled(__return__.rows, __return__.fills)
     """
     return beside(kind, actor, source, state, owner, borrower, readers, fill, lock, own_fill)
+
+
+def prove_reads_committed(kind: RowKind, actor: int, write: int, source: int, state: State, owner: int,
+                          borrower: int, readers: int, fill: Fill, lock: int) -> Launch:  # fmt: skip
+    """Property 16, one row: an accepted row addresses no window slot a verify has written.
+
+    pre: exclusive(record_of(state, owner, borrower, 0, readers, SUBJECT[0]), SUBJECT[0])
+    post: not __return__.accepted or reads_committed(__return__.rows, __return__.slots)
+    """
+    return alone(kind, actor, write, source, state, owner, borrower, readers, fill, lock)
 
 
 def prove_writes_disjoint(first: RowKind, a1: int, w1: int, second: RowKind, a2: int, w2: int) -> Launch:

@@ -15,6 +15,7 @@ from slotwarden.model.properties import (
     authority,
     borrow_safe,
     cache_read_only,
+    commit_fenced,
     evict_unlocked,
     exclusive,
     fence_respected,
@@ -22,6 +23,7 @@ from slotwarden.model.properties import (
     handles_follow,
     lock_counted,
     parks_what_ran,
+    publishes_committed,
     reads_published,
     release_waits,
     session_kept,
@@ -110,6 +112,8 @@ MOVE_CLAIMS = {
     "evict_unlocked": lambda m, lc: evict_unlocked(m.before, m.after, m.epoch, lc),
     "lock_counted": lambda m, lc: lock_counted(m.before, m.event, m.after, lc),
     "reads_published": lambda m, lc: reads_published(m.before, m.actor, m.after, lc),
+    "publishes_committed": lambda m, lc: publishes_committed(m.before, m.after),
+    "commit_fenced": lambda m, lc: commit_fenced(m.before, m.event, m.actor, m.after),
 }
 """The postcondition of each one-move proof, on its `Move` and the lifecycle under proof."""
 

@@ -276,6 +276,46 @@ def prove_reads_published(
     return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
 
 
+def prove_publishes_committed(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
+    """Property 16, one move: a window slot leaves its window only to go back.
+
+    pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])
+    post: holds("publishes_committed", __return__)
+    """
+    return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
+
+
+def prove_commit_fenced(
+    state: State,
+    owner: int,
+    borrower: int,
+    fence: int,
+    readers: int,
+    event: Event,
+    kind: ActorKind,
+    actor: int,
+    target: int,
+    epoch: int,
+) -> Move:
+    """Property 16, one move: a window slot is verified at its step's fence, committed once verified.
+
+    pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])
+    post: holds("commit_fenced", __return__)
+    """
+    return move(state, owner, borrower, fence, readers, event, kind, actor, target, epoch)
+
+
 def prove_every_move(
     state: State,
     owner: int,
@@ -290,7 +330,7 @@ def prove_every_move(
 ) -> Move:
     """Every one-move proof above at once: the conjunction of their postconditions, over the
     same moves. CrossHair explores each postcondition of a function separately, so the
-    thirteen one-move proofs cost thirteen explorations of the same paths; this is one. verify
+    fifteen one-move proofs cost fifteen explorations of the same paths; this is one. verify
     runs it, and each one-move proof alone only when it fails, to name which properties break.
 
     pre: exclusive(record_of(state, owner, borrower, fence, readers, SUBJECT[0]), SUBJECT[0])

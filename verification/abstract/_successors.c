@@ -17,7 +17,7 @@ enum { MAX_REQ = 32, MAX_SES = 16, MAX_SLOTS = 64 };
 enum { PENDING, WAITING, CANDIDATE, RUNNING, DONE };
 enum { OPEN, CLOSING, CLOSED };
 enum { WORLD, REQUEST, SESSION, STEP, MOVE, OUTCOME, ACTION, RECORDS };
-static const Py_ssize_t SIZE[RECORDS] = {7, 7, 5, 4, 5, 4, 3};
+static const Py_ssize_t SIZE[RECORDS] = {10, 7, 5, 4, 5, 4, 3};
 /* the events fired, in the order the binding hands them in */
 enum { E_ALLOC, E_LEND, E_ADMIT, E_ROLLBACK, E_PARK, E_FINISH, E_RETRACT, E_ABORT, E_CLOSE, E_LOCK, E_UNLOCK,
        E_INSERT, E_EVICT, E_FENCE, EVENTS };
@@ -130,7 +130,7 @@ typedef struct {
 
 #define F(rec, i) PyTuple_GET_ITEM((rec), (i))
 /* the fields read (their order is checked by the binding against the records' `_fields`) */
-enum { W_POOL, W_REQUESTS, W_SESSIONS, W_LAUNCHED, W_COMPLETED, W_STEPS, W_NODES };
+enum { W_POOL, W_REQUESTS, W_SESSIONS, W_LAUNCHED, W_COMPLETED, W_STEPS, W_NODES, W_DRAFTS, W_WINDOWS, W_BEHIND };
 enum { R_ID, R_SESSION, R_PHASE, R_HANDLE, R_LENT, R_RAN, R_SRC };
 enum { S_ID, S_STATUS, S_HANDLE, S_TURN, S_TURNS };
 enum { ST_EPOCH, ST_SLOTS, ST_REQUESTS, ST_COPIES };
@@ -659,7 +659,7 @@ fail:
 static PyObject *freeze(Txn *t) {
     Successors *s = t->s;
     PyObject *completed = PyLong_FromLong(t->completed), *before = t->pool, *got, *actor = NULL;
-    PyObject *pool = NULL, *steps = NULL, *f[7] = {NULL};
+    PyObject *pool = NULL, *steps = NULL, *f[10] = {NULL};
     if (completed == NULL) return NULL;
     PyObject *known[KEYS] = {before, completed};
     got = memo(s, M_FENCE, known, known, 2, known, 2);
@@ -709,10 +709,10 @@ static PyObject *freeze(Txn *t) {
     for (int i = 0; i < s->nreq; i++) PyTuple_SET_ITEM(f[1], i, Py_NewRef(t->req[i]));
     for (int j = 0; j < s->nses; j++) PyTuple_SET_ITEM(f[2], j, Py_NewRef(t->ses[j]));
     f[0] = pool, f[3] = PyLong_FromLong(t->launched - base), f[4] = PyLong_FromLong(0), f[5] = steps;
-    f[6] = Py_NewRef(F(t->world, W_NODES));
+    for (int k = W_NODES; k <= W_BEHIND; k++) f[k] = Py_NewRef(F(t->world, k)); /* fixed, or empty: see `fits` */
     Py_XDECREF(actor);
     Py_DECREF(completed);
-    return record(s->type[WORLD], f, 7);
+    return record(s->type[WORLD], f, SIZE[WORLD]);
 fail_got:
     Py_XDECREF(got);
 fail:
@@ -749,6 +749,11 @@ static int fits(Successors *s, PyObject *world) {
     if (Py_TYPE(world) != s->type[WORLD] || PyTuple_GET_SIZE(world) != SIZE[WORLD]) return 0;
     PyObject *pool = F(world, W_POOL), *reqs = F(world, W_REQUESTS), *sess = F(world, W_SESSIONS);
     PyObject *steps = F(world, W_STEPS);
+    /* speculative decoding (drafts, windows, verified state behind) is the Python's alone */
+    if (!PyLong_CheckExact(F(world, W_DRAFTS)) || PyLong_AsLong(F(world, W_DRAFTS)) != 0 ||
+        !PyAnySet_CheckExact(F(world, W_WINDOWS)) || PySet_GET_SIZE(F(world, W_WINDOWS)) != 0 ||
+        !PyAnySet_CheckExact(F(world, W_BEHIND)) || PySet_GET_SIZE(F(world, W_BEHIND)) != 0)
+        return 0;
     if (!PyTuple_Check(pool) || PyTuple_GET_SIZE(pool) != 3 || !PyTuple_Check(F(pool, P_SLOTS)) ||
         PyTuple_GET_SIZE(F(pool, P_SLOTS)) > MAX_SLOTS || !PyTuple_CheckExact(reqs) || PyTuple_GET_SIZE(reqs) != s->nreq ||
         !PyTuple_CheckExact(sess) || PyTuple_GET_SIZE(sess) != s->nses || !PyTuple_CheckExact(steps))

@@ -34,6 +34,7 @@ from slotwarden.verification.abstract.world import (
     World,
     cached_ids,
     session_of,
+    window_of,
 )
 
 # The model's rules:
@@ -122,6 +123,8 @@ class _Txn:
         self.steps = world.steps
         self.launched = world.launched
         self.completed = world.completed
+        self.windows = world.windows
+        self.behind = world.behind
         self.moves: list = []
         self.epoch = None  # the policy's `release_epoch`, asked when a decision needs it
 
@@ -170,6 +173,13 @@ class _Txn:
         self.sessions[sid - SESSION_BASE] = s = _renewed(self.sessions[sid - SESSION_BASE], changes)
         return s
 
+    def drop_window(self, rid: int) -> None:
+        """The request no longer believes it holds a window, nor that its state is behind."""
+        if self.windows:
+            self.windows = frozenset(p for p in self.windows if p[0] != rid)
+        if rid in self.behind:
+            self.behind = self.behind - {rid}
+
     def leave_steps(self, rid: int) -> None:
         """The request stopped running: no step in flight advances it any more."""
         for st in self.steps:
@@ -197,7 +207,7 @@ class _Txn:
         w = self.world
         return w._replace(
             pool=self.pool, requests=tuple(self.requests), sessions=tuple(self.sessions), launched=self.launched,
-            completed=self.completed, steps=tuple(self.steps),
+            completed=self.completed, steps=tuple(self.steps), windows=self.windows, behind=self.behind,
         )  # fmt: skip
 
     def freeze(self) -> World:
@@ -214,8 +224,9 @@ class _Txn:
         if base:
             pool = _shifted(pool, base)
             steps = tuple([_new(Step, (st.epoch - base, st.slots, st.requests, st.copies)) for st in steps])
-        values = (pool, tuple(self.requests), tuple(self.sessions), self.launched - base, 0, steps, self.world.nodes)
-        return _new(World, values)
+        w = self.world
+        values = (pool, tuple(self.requests), tuple(self.sessions), self.launched - base, 0, steps, w.nodes, w.drafts)
+        return _new(World, values + (self.windows, self.behind))
 
 
 def _shifted(pool: Pool, base: int) -> Pool:
@@ -299,7 +310,7 @@ def _rollback(world: World, rid: int, policy: Policy):
 
 def _finish(world: World, rid: int, policy: Policy):
     r = world.requests[rid]
-    if r.phase != RUNNING or not r.ran:
+    if r.phase != RUNNING or not r.ran or _speculating(world, rid):
         return None
     t = _Txn(world, policy)
     plan = policy.finish_events(world, r)
@@ -318,7 +329,7 @@ def _finish(world: World, rid: int, policy: Policy):
 
 def _donate(world: World, rid: int, policy: Policy):
     r = world.requests[rid]
-    if r.phase != RUNNING or not r.ran or not policy.can_donate(world, r):
+    if r.phase != RUNNING or not r.ran or _speculating(world, rid) or not policy.can_donate(world, r):
         return None
     if len(cached_ids(world)) >= world.nodes:
         return None
@@ -345,6 +356,7 @@ def _retract(world: World, rid: int, policy: Policy):
     t.fire(policy.retract_events(world, r))
     t.put_request(_new(Request, (rid, r.session, WAITING, None, False, False, None)))
     t.leave_steps(rid)
+    t.drop_window(rid)
     return t
 
 
@@ -356,6 +368,7 @@ def _abort(world: World, rid: int, policy: Policy):
     t.fire(policy.abort_events(world, r))
     t.put_request(_new(Request, (rid, r.session, DONE, None, False, False, None)))
     t.leave_steps(rid)
+    t.drop_window(rid)
     if r.session is not None:
         t.turn_over(r.session, policy.turn_after_abort(world, t.session(r.session), r))
     return t
@@ -379,17 +392,24 @@ def _close(world: World, sid: int, policy: Policy):
 def _launch(world: World, policy: Policy, overlap: bool):
     if len(world.steps) >= (2 if overlap else 1):
         return None
-    running = [r for r in world.requests if r.phase == RUNNING]
+    if world.windows:
+        running = [r for r in world.requests if r.phase == RUNNING and policy.runs_in_step(world, r)]
+    else:
+        running = [r for r in world.requests if r.phase == RUNNING]
     if not running:
         return None
     t = _Txn(world, policy)
     t.launched = world.launched + 1
     used = frozenset(r.handle for r in running if r.handle is not None)
+    if world.windows:
+        used |= frozenset(i for rid, i in world.windows if rid in {r.id for r in running})
     copies = frozenset((r.id, r.src) for r in running if r.src is not None)
     for rid, _ in copies:  # the step performs the copy: its fence lets go of the lock
         t.set_request(rid, src=None)
     t.steps = tuple(t.steps) + (Step(t.launched, used, frozenset(r.id for r in running), copies),)
     t.fire(policy.launch_events(t.frozen_world(), copies))
+    for r in running if world.windows else ():
+        t.fire(policy.verify_events(world, r))
     return t
 
 
@@ -406,9 +426,52 @@ def _complete(world: World, policy: Policy):
             t.leave_steps(rid)
         else:
             t.set_request(rid, ran=True)
+            if t.windows and any((rid, i) in t.windows for i in done.slots):  # it verified: state in its window
+                t.behind = t.behind | {rid}
     for rid, slot in sorted(done.copies):
         t.fire(policy.copy_done_events(world, rid, slot))
     t.completed = done.epoch
+    return t
+
+
+def _speculating(world: World, rid: int) -> bool:
+    """Whether the request holds a window or has verified state not yet committed."""
+    return bool(world.windows) and bool(window_of(world, rid)) or rid in world.behind
+
+
+def _draft(world: World, rid: int, policy: Policy):
+    r = world.requests[rid]
+    if r.phase != RUNNING or not world.drafts or _speculating(world, rid) or not policy.can_draft(world, r):
+        return None
+    t = _Txn(world, policy)
+    ids = t.fire(policy.draft_take(world, r))
+    if ids is None:
+        return None
+    t.fire(policy.draft_events(world, r, ids))
+    t.windows = t.windows | frozenset((rid, i) for i in ids)
+    return t
+
+
+def _commit(world: World, rid: int, policy: Policy):
+    r = world.requests[rid]
+    if r.phase != RUNNING or not window_of(world, rid) or not policy.can_commit(world, r):
+        return None
+    t = _Txn(world, policy)
+    t.fire(policy.commit_events(world, r))
+    copied = any(m.event is Event.COMMIT and m.slot_id == r.handle for m in t.moves)
+    behind = t.behind
+    t.drop_window(rid)
+    t.behind = t.behind if copied else behind  # only a copy into the committed slot brings it up to date
+    return t
+
+
+def _reject(world: World, rid: int, policy: Policy):
+    r = world.requests[rid]
+    if r.phase != RUNNING or not window_of(world, rid):
+        return None
+    t = _Txn(world, policy)
+    t.fire(policy.reject_events(world, r))
+    t.drop_window(rid)
     return t
 
 
@@ -419,6 +482,8 @@ _BY_PHASE = {  # the actions a request may take in each phase, in a fixed order
     RUNNING: (("finish", _finish), ("donate", _donate), ("retract", _retract), ("abort", _abort)),
     DONE: (),
 }
+_SPECULATIVE = (("draft", _draft), ("commit", _commit), ("reject", _reject))
+"""A running request's actions in speculative decoding (`Bounds.drafts` > 0), after `_BY_PHASE`'s."""
 
 
 def _attempt(kind: str, who: int | None, fn, *args, slot: int | None = None) -> Outcome | None:
@@ -449,6 +514,11 @@ def successors(world: World, policy: Policy, overlap: bool) -> Iterator[Outcome]
             out = _attempt(kind, r.id, fn, world, r.id, policy)
             if out is not None:
                 yield out
+        if r.phase == RUNNING and world.drafts:
+            for kind, fn in _SPECULATIVE:
+                out = _attempt(kind, r.id, fn, world, r.id, policy)
+                if out is not None:
+                    yield out
         if r.phase == WAITING:
             for i in published:
                 out = _attempt("match", r.id, _match, world, r.id, policy, i, slot=i)
@@ -473,7 +543,8 @@ def successors(world: World, policy: Policy, overlap: bool) -> Iterator[Outcome]
 
 ACTIONS = {  # every action by name, for callers that drive the model one action at a time
     "submit": _submit, "take": _take, "admit": _admit, "rollback": _rollback, "finish": _finish,
-    "retract": _retract, "abort": _abort, "close": _close, "donate": _donate,
+    "retract": _retract, "abort": _abort, "close": _close, "donate": _donate, "draft": _draft, "commit": _commit,
+    "reject": _reject,
 }  # fmt: skip
 
 

@@ -12,6 +12,8 @@ from slotwarden.model.pool import Pool
 from slotwarden.model.write_set import RowKind
 from slotwarden.model.properties import (
     cache_read_only,
+    commit_fenced,
+    publishes_committed,
     conserved,
     exclusive,
     fence_respected,
@@ -23,9 +25,11 @@ from slotwarden.model.properties import (
     no_orphans,
     pads_to_pad,
     quiescent,
+    reads_committed,
     reads_filled,
     reads_held,
     reads_published,
+    rollback_restores,
     session_kept,
     writes_disjoint,
     writes_held,
@@ -37,7 +41,7 @@ from slotwarden.verification.abstract.actions import Move
 from slotwarden.verification.abstract.memo import _FORGETTERS
 from slotwarden.verification.abstract.words import show_handles, show_slot, show_slots
 from slotwarden.verification.abstract.rows import lock_holders
-from slotwarden.verification.abstract.world import CLOSED, DONE, RUNNING, World, is_final
+from slotwarden.verification.abstract.world import CLOSED, DONE, RUNNING, World, is_final, window_of
 
 STATE_PROPERTIES = texts(
     (
@@ -50,13 +54,35 @@ STATE_PROPERTIES = texts(
         "reads_published",
         "locks_match",
         "quiescent",
+        "reads_current",
     )
 )
 MOVE_PROPERTIES = texts(
-    ("legal", "session_kept", "freed_once", "fence_respected", "cache_read_only", "lock_counted", "reads_published")
+    (
+        "legal",
+        "session_kept",
+        "freed_once",
+        "fence_respected",
+        "cache_read_only",
+        "lock_counted",
+        "reads_published",
+        "publishes_committed",
+        "commit_fenced",
+    )
 )
 RUN_PROPERTIES = {"deadlock": text("deadlock")}  # judged over the search (rule coverage and goals: checker.coverage)
-STEP_PROPERTIES = texts(("pads_to_pad", "ids_in_pool", "writes_held", "writes_disjoint", "reads_held", "reads_filled"))
+STEP_PROPERTIES = texts(
+    (
+        "pads_to_pad",
+        "ids_in_pool",
+        "writes_held",
+        "writes_disjoint",
+        "reads_held",
+        "reads_filled",
+        "reads_committed",
+        "rollback_restores",
+    )
+)
 """The write-set properties judged on the rows of every launch (`judge_launch`), in the order named."""
 PROPERTIES = {**STATE_PROPERTIES, **MOVE_PROPERTIES, **RUN_PROPERTIES, **STEP_PROPERTIES}
 """The properties the checker judges, in the registry's words (`slotwarden.model.registry`)."""
@@ -65,7 +91,7 @@ PROPERTIES = {**STATE_PROPERTIES, **MOVE_PROPERTIES, **RUN_PROPERTIES, **STEP_PR
 def _handles(world: World) -> dict:
     found = {}
     for r in world.requests:
-        found[Actor.request(r.id)] = () if r.handle is None else (r.handle,)
+        found[Actor.request(r.id)] = (() if r.handle is None else (r.handle,)) + window_of(world, r.id)
     for s in world.sessions:
         found[Actor.session(s.id)] = () if s.handle is None else (s.handle,)
     return found
@@ -119,6 +145,7 @@ def _judge_holders(world: World) -> tuple[str, str] | None:
         slots,
         tuple(r.handle if r.phase != DONE else -2 - (r.handle or 0) for r in world.requests),
         tuple(s.handle if s.status != CLOSED else -2 - (s.handle or 0) for s in world.sessions),
+        world.windows,
     )
     try:
         return _HOLDER_VERDICTS[key]
@@ -189,6 +216,8 @@ def judge_move(move: Move) -> tuple[str, str] | None:
         ("cache_read_only", lambda: cache_read_only(b, a, x)),
         ("lock_counted", lambda: lock_counted(b, e, x)),
         ("reads_published", lambda: reads_published(b, a, x)),
+        ("publishes_committed", lambda: publishes_committed(b, x)),
+        ("commit_fenced", lambda: commit_fenced(b, e, a, x)),
     ):
         if not holds():
             found = name, f"{e.name} by {a} on slot {move.slot_id}: {show_slot(b)} -> {show_slot(x)}"
@@ -210,9 +239,17 @@ def _show_row(r) -> str:
     return text if r.source == r.write else f"{text}<-{r.source}"
 
 
+def launched(world: World, policy) -> list:
+    """The requests a step launched in `world` runs (a request whose window awaits its commit
+    does not run: `Policy.runs_in_step`)."""
+    if world.windows:
+        return [r for r in world.requests if r.phase == RUNNING and policy.runs_in_step(world, r)]
+    return [r for r in world.requests if r.phase == RUNNING]
+
+
 def launch_rows(world: World, policy) -> tuple:
     """The rows `policy` builds for a step launched in `world` (its running requests)."""
-    return tuple(policy.step_rows(world, [r for r in world.requests if r.phase == RUNNING]))
+    return tuple(policy.step_rows(world, launched(world, policy)))
 
 
 def judge_launch(world: World, policy) -> tuple[str, str] | None:
@@ -220,9 +257,13 @@ def judge_launch(world: World, policy) -> tuple[str, str] | None:
     against the world's slot records, fills and locks, as (name, message), or None. A step the
     model's check refuses names the first of `STEP_PROPERTIES` its rows break ("legal" if
     none: the check refused what no property names); an accepted step that breaks one names it."""
-    if not any(r.phase == RUNNING for r in world.requests):
+    running = launched(world, policy)
+    if not running:
         return None
-    rows = launch_rows(world, policy)
+    late = [r.id for r in running if r.id in world.behind]
+    if late:
+        return "reads_current", f"r{late[0]} runs a step on its committed slot before its verified state is copied in"
+    rows = tuple(policy.step_rows(world, running))
     key = (rows, world.pool.slots, tuple(policy.fills(world)), world.pool.locks)
     try:
         return _STEP_VERDICTS[key]
@@ -241,6 +282,8 @@ def _judge_step(rows: tuple, slots: tuple, fills: tuple, locks) -> tuple[str, st
         "writes_disjoint": lambda: writes_disjoint(rows),
         "reads_held": lambda: reads_held(rows, slots, holders),
         "reads_filled": lambda: reads_filled(rows, fills),
+        "reads_committed": lambda: reads_committed(rows, slots),
+        "rollback_restores": lambda: rollback_restores(rows, slots),
     }
     broken = next((name for name in STEP_PROPERTIES if not holds[name]()), None)
     try:

@@ -17,7 +17,17 @@ from typing import NamedTuple
 from slotwarden.model.vocabulary import MAX_READERS, NOBODY, Actor, Event, State
 
 from slotwarden.verification.abstract import rows as _rows
-from slotwarden.verification.abstract.world import PENDING, WAITING, Request, Session, World, node_of, session_of
+from slotwarden.verification.abstract.world import (
+    PENDING,
+    RUNNING,
+    WAITING,
+    Request,
+    Session,
+    World,
+    node_of,
+    session_of,
+    window_of,
+)
 
 
 class Fire(NamedTuple):
@@ -125,13 +135,16 @@ class Policy:
     def retract_events(self, world: World, r: Request) -> tuple:
         """RETRACT gives back what the request holds, to where it came from (a lent slot to its
         session)."""
-        return (Fire(Event.RETRACT, req_actor(r), (r.handle,)),) + self.unmatch_events(world, r)
+        own = (Fire(Event.RETRACT, req_actor(r), (r.handle,)),) + self.unmatch_events(world, r)
+        return self.reject_events(world, r) + own if world.windows else own
 
     def abort_events(self, world: World, r: Request) -> tuple:
-        """A queued or waiting request holds nothing; anything else gives back what it holds."""
+        """A queued or waiting request holds nothing; anything else gives back what it holds
+        (its speculative window first)."""
         if r.phase in (PENDING, WAITING) or r.handle is None:
             return ()
-        return (Fire(Event.ABORT, req_actor(r), (r.handle,)),) + self.unmatch_events(world, r)
+        own = (Fire(Event.ABORT, req_actor(r), (r.handle,)),) + self.unmatch_events(world, r)
+        return self.reject_events(world, r) + own if world.windows else own
 
     def turn_after_abort(self, world: World, s: Session, r: Request) -> int | None:
         """The session's turn in flight once its turn `r` is aborted: none if `r` was it, else
@@ -200,3 +213,50 @@ class Policy:
         """The node drops its slot: released, free at the fence (an unpublished write is
         dropped unread)."""
         return (Fire(Event.EVICT, Actor.cache(world.pool.slots[slot - 1].owner), (slot,)),)
+
+    # -- speculative decoding (worlds with `Bounds.drafts` > 0) ----------------------------
+    def can_draft(self, world: World, r: Request) -> bool:
+        """A running request that has run, copies from no cached slot and holds no window may
+        open one: its next step verifies drafts instead of decoding one token."""
+        return r.ran and r.src is None
+
+    def draft_take(self, world: World, r: Request) -> tuple:
+        """The window's slots: one per verified position, drafts + 1 (none free: no window)."""
+        return (Alloc(req_actor(r), world.drafts + 1),)
+
+    def draft_events(self, world: World, r: Request, ids: tuple) -> tuple:
+        """The slots taken become the request's window."""
+        return (Fire(Event.DRAFT, req_actor(r), ids),)
+
+    def runs_in_step(self, world: World, r: Request) -> bool:
+        """A running request runs in the next step unless its window was verified and waits for
+        its commit or rollback: the step reads only committed state."""
+        return r.phase == RUNNING and not any(
+            world.pool.slots[i - 1].state in _VERIFIED_OR_VERIFYING for i in window_of(world, r.id)
+        )
+
+    def verify_events(self, world: World, r: Request) -> tuple:
+        """At a launch, a request with a window verifies: the step launched now writes every
+        window slot, which waits for that step's fence (not the one before)."""
+        window = window_of(world, r.id)
+        return (Fire(Event.VERIFY, req_actor(r), window, epoch=world.launched + 1),) if window else ()
+
+    def can_commit(self, world: World, r: Request) -> bool:
+        """The accepted count is read, and the window committed, only once the verify step is
+        fenced: every window slot is VERIFIED."""
+        return all(world.pool.slots[i - 1].state is State.VERIFIED for i in window_of(world, r.id))
+
+    def commit_events(self, world: World, r: Request) -> tuple:
+        """The accepted position's state is copied into the committed slot (COMMIT on it), then
+        the window goes back (COMMIT on its slots: released, free at the fence)."""
+        actor = req_actor(r)
+        return (Fire(Event.COMMIT, actor, (r.handle,)), Fire(Event.COMMIT, actor, window_of(world, r.id)))
+
+    def reject_events(self, world: World, r: Request) -> tuple:
+        """A verify that fails or is abandoned: ROLLBACK gives the window back; the committed
+        slot is untouched."""
+        window = window_of(world, r.id)
+        return (Fire(Event.ROLLBACK, req_actor(r), window),) if window else ()
+
+
+_VERIFIED_OR_VERIFYING = (State.VERIFYING, State.VERIFIED)

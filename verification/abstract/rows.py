@@ -18,7 +18,7 @@ from __future__ import annotations
 from slotwarden.model.vocabulary import NOBODY, PAD_SLOT, State
 from slotwarden.model.write_set import Fill, Row, RowKind
 
-from slotwarden.verification.abstract.world import CANDIDATE, RUNNING, World
+from slotwarden.verification.abstract.world import CANDIDATE, RUNNING, World, window_of
 
 
 def captured_sizes(max_running: int) -> tuple:
@@ -47,17 +47,29 @@ def request_row(r) -> Row:
 PAD_ROW = Row(RowKind.PAD, NOBODY, PAD_SLOT, PAD_SLOT)
 
 
+def window_rows(r, window: tuple) -> tuple:
+    """A verifying request's rows: one per window slot, in order, each reading the position
+    before it (the first reads the committed slot); the committed slot is not written."""
+    sources = (r.handle,) + window[:-1]
+    return tuple(Row(RowKind.REQUEST, r.id, w, src) for w, src in zip(window, sources))
+
+
 def step_rows(world: World, running, pad: bool = True) -> tuple:
-    """The rows of the step launched now over `running`: one per request, then the pad rows."""
-    rows = tuple(request_row(r) for r in batch(running))
+    """The rows of the step launched now over `running`: one per request (a verifying one's
+    window rows), then the pad rows."""
+    rows: tuple = ()
+    for r in batch(running):
+        window = window_of(world, r.id) if world.windows else ()
+        rows += window_rows(r, window) if window else (request_row(r),)
     return rows + (PAD_ROW,) * (padded(len(rows), len(world.requests)) - len(rows) if pad else 0)
 
 
 def unwritten(world: World) -> frozenset:
     """The slots requests hold since their ALLOC that no launched step has written: a candidate's
-    or a running request's own slot before its first launched step."""
+    or a running request's own slot before its first launched step, a window not yet verified."""
     launched = frozenset().union(*(st.requests for st in world.steps)) if world.steps else frozenset()
-    return frozenset(
+    drafted = frozenset(i for _, i in world.windows if world.pool.slots[i - 1].state is State.DRAFT)
+    return drafted | frozenset(
         r.handle
         for r in world.requests
         if r.handle is not None and not r.lent and (r.phase == CANDIDATE or (r.phase == RUNNING and not r.ran))

@@ -3,8 +3,8 @@ correct policy.
 
 `compiled_successors(root, policy, overlap)` gives a function world -> the list of outcomes
 `actions.successors(world, policy, overlap)` yields (equal, of the same record types, in the same
-order), or None for a world it does not expand: one where the model refuses a move, or of
-another shape. The caller then asks the Python, which reports the refusal. Every slot move is
+order), or None for a world it does not expand: one where the model refuses a move, one of
+speculative decoding (`Bounds.drafts` > 0), or of another shape. The caller then asks the Python, which reports the refusal. Every slot move is
 still the model's: the C reads the memo tables of `memo` (and `actions._shifted`) and calls
 their Python on a miss, so a declaration mutant's model is obeyed; it remembers their answers by
 the identity of the arguments, and forgets them whenever `memo.forget` has run. It is None where the
@@ -40,7 +40,7 @@ except ImportError:  # built without a C compiler: the successors are the Python
     Successors = None
 
 RECORDS = (  # the records the C side reads and builds, in its order, with the fields it assumes
-    (World, ("pool", "requests", "sessions", "launched", "completed", "steps", "nodes")),
+    (World, ("pool", "requests", "sessions", "launched", "completed", "steps", "nodes", "drafts", "windows", "behind")),
     (Request, ("id", "session", "phase", "handle", "lent", "ran", "src")),
     (Session, ("id", "status", "handle", "turn", "turns")),
     (Step, ("epoch", "slots", "requests", "copies")),

@@ -49,6 +49,7 @@ class Bounds(NamedTuple):
     overlap: bool = False
     turns: int = 2  # at most this many turns per session
     nodes: int = 0  # at most this many cache nodes (slots owned by the prefix cache); 0: no cache
+    drafts: int = 0  # speculative decoding: a window holds this many drafts (drafts + 1 slots); 0: off
 
     def assignment(self) -> tuple:
         """The session id of each request (None: plain), as the module docstring says."""
@@ -63,7 +64,8 @@ class Bounds(NamedTuple):
             f"overlap={'on' if self.overlap else 'off'}"
         )
         text = text if self.turns == 2 else text + f" turns={self.turns}"
-        return text if not self.nodes else text + f" nodes={self.nodes}"
+        text = text if not self.nodes else text + f" nodes={self.nodes}"
+        return text if not self.drafts else text + f" drafts={self.drafts}"
 
 
 class Request(NamedTuple):
@@ -101,11 +103,19 @@ class World(NamedTuple):
     completed: int  # the newest completed step (always 0 once normalised)
     steps: tuple  # tuple[Step, ...], oldest first: launched, not completed
     nodes: int = 0  # the bound on cache nodes (`Bounds.nodes`), fixed for a run
+    drafts: int = 0  # the drafts of a speculative window (`Bounds.drafts`), fixed for a run
+    windows: frozenset = frozenset()  # (request id, slot id): the window slots each request believes it holds
+    behind: frozenset = frozenset()  # request ids whose verified state is not yet copied into their committed slot
 
 
 def session_of(world: World, sid: int) -> Session:
     """The session with id `sid`."""
     return world.sessions[sid - SESSION_BASE]
+
+
+def window_of(world: World, rid: int) -> tuple:
+    """The window slots request `rid` believes it holds, in id order."""
+    return tuple(sorted(i for r, i in world.windows if r == rid)) if world.windows else ()
 
 
 def cached_ids(world: World) -> tuple:
@@ -120,13 +130,15 @@ def initial(bounds: Bounds) -> World:
         Session(SESSION_BASE + j, OPEN, turns=tuple(i for i, s in enumerate(owners) if s == SESSION_BASE + j))
         for j in range(bounds.sessions)
     )
-    return World(new_pool(bounds.slots, locks=bounds.nodes > 0), requests, sessions, 0, 0, (), bounds.nodes)
+    pool = new_pool(bounds.slots, locks=bounds.nodes > 0)
+    return World(pool, requests, sessions, 0, 0, (), bounds.nodes, bounds.drafts)
 
 
 def is_final(world: World) -> bool:
     """Every request done, every session closed, no step in flight, the prefix cache empty."""
     return (
         not world.steps
+        and not world.windows
         and not cached_ids(world)
         and all(r.phase == DONE for r in world.requests)
         and all(s.status == CLOSED for s in world.sessions)

@@ -15,7 +15,7 @@
 
 enum { MAX_SLOTS = 8, MAX_STEPS = 8, MAX_PLACES = 64, POOLS_KEPT = 1 << 17 };
 enum { WORLD, POOL, SLOT, REQUEST, SESSION, STEP, RECORDS }; /* decode_compiled.RECORDS' order */
-static const Py_ssize_t SIZE[RECORDS] = {7, 3, 5, 7, 5, 4};  /* each record's fields */
+static const Py_ssize_t SIZE[RECORDS] = {10, 3, 5, 7, 5, 4};  /* each record's fields */
 
 typedef struct { /* an actor's block: (is a request, its index, its id, the offset) */
     int is_request, index, offset;
@@ -215,9 +215,12 @@ static PyObject *decoder_world(Decoder *d, PyObject *key) {
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NONE;
     }
-    PyObject *f[7] = {pool, requests, sessions, PyLong_FromLong(k[0] - 8), PyLong_FromLong(k[1] - 8), steps,
-                      Py_NewRef(d->nodes)};
-    return record(d->type[WORLD], f, 7);
+    /* the world's fields after its steps (the cache's bound and what is fixed or empty for a packed
+       world) are the `rest` tuple handed in at binding */
+    Py_ssize_t nrest = PyTuple_GET_SIZE(d->nodes);
+    PyObject *f[16] = {pool, requests, sessions, PyLong_FromLong(k[0] - 8), PyLong_FromLong(k[1] - 8), steps};
+    for (Py_ssize_t i = 0; i < nrest; i++) f[6 + i] = Py_NewRef(PyTuple_GET_ITEM(d->nodes, i));
+    return record(d->type[WORLD], f, 6 + nrest);
 }
 
 /* -- the codec, bound once ------------------------------------------------------------------- */
@@ -267,6 +270,8 @@ static int decoder_init(Decoder *d, PyObject *args, PyObject *kwds) {
                           &owned, &PyTuple_Type, &sets, &PyDict_Type, &slot_back, &bound))
         return -1;
     d->nobody = Py_NewRef(nobody), d->cache_owned = Py_NewRef(owned), d->slot_sets = Py_NewRef(sets);
+    if (!PyTuple_Check(bound) || PyTuple_GET_SIZE(bound) < 1 || PyTuple_GET_SIZE(bound) > 10)
+        return bad("the world's fields after its steps, as a tuple");
     d->slot_back = Py_NewRef(slot_back), d->nodes = Py_NewRef(bound);
     if ((d->actors = PyDict_New()) == NULL || (d->pools = PyDict_New()) == NULL) return -1;
     if (d->n < 1 || d->n > MAX_SLOTS || PyTuple_GET_SIZE(nodes) != d->n + 1) return bad("a pool of another size");

@@ -48,6 +48,12 @@ DEFAULT_BOUNDS = (
     Bounds(slots=4, requests=5, sessions=1, overlap=True, nodes=2),
     # five slots, six requests, two two-turn sessions, overlapped (s100 = r0, r1; s101 = r2, r3; r4, r5 plain)
     Bounds(slots=5, requests=6, sessions=2, overlap=True),
+    # speculative windows of one and two drafts (two and three slots), overlapped, kept exactly (no
+    # renaming): beside a two-turn session and a plain request (s100 = r0, r1; r2 plain), and beside
+    # the prefix cache with two plain requests
+    Bounds(slots=3, requests=3, sessions=1, overlap=True, drafts=1),
+    Bounds(slots=4, requests=3, sessions=1, overlap=True, drafts=2),
+    Bounds(slots=4, requests=2, sessions=0, overlap=True, nodes=1, drafts=1),
 )
 """The default run (the reachable-state counts are pinned in verification/checker/pins.py)."""
 
@@ -77,6 +83,7 @@ TEST_BOUNDS = (
     Bounds(slots=1, requests=4, sessions=2, overlap=False),
     Bounds(slots=3, requests=3, sessions=0, overlap=False, nodes=1),  # two readers of one node
     Bounds(slots=2, requests=3, sessions=0, overlap=True, nodes=2),  # an unfenced write dropped
+    Bounds(slots=3, requests=3, sessions=1, overlap=True, drafts=1),  # every rule of a speculative window
     Bounds(slots=3, requests=4, sessions=0, overlap=True),  # a padded launch; rows condensed under a step
 )
 """Small bounds for the tests; their state counts are pinned in verification/checker/pins.py."""

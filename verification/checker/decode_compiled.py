@@ -49,7 +49,7 @@ def compiled_world(codec, base: type):
             CACHE_OWNED,
             SLOT_SETS,
             codec._slot_back,
-            codec.nodes,
+            (codec.nodes, codec.drafts, frozenset(), frozenset()),  # the world's fields after its steps
         )
     except ValueError:  # a workload beyond the C tables (actors, slots): decoded in Python
         return None

@@ -67,7 +67,7 @@ class Decoding:
             )
             for n in range(n_steps)
         )
-        return World(pool, tuple(requests), tuple(sessions), key[0] - 8, key[1] - 8, steps, self.nodes)
+        return World(pool, tuple(requests), tuple(sessions), key[0] - 8, key[1] - 8, steps, self.nodes, self.drafts)
 
     def _request_back(self, index: int, plain: bytes) -> Request:
         rid, sid = self.requests[index]

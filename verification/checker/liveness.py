@@ -1,14 +1,14 @@
 """Liveness: `eventually` properties of the abstract scheduler under weak fairness, proved on the
 reachable graph the search builds (`Graph`: one int id per world, its successors as int arrays).
 
-Fair (weak fairness, per action and its request): take, admit, finish, launch, complete. Unfair:
-the clients' submit, abort and close, the cache's match, donate and evict. Rollback and retract
-(did not fit, preempted) answer pressure, assumed to pass: a fair cycle takes neither. A world may also repeat forever
+Fair (weak fairness, per action and its request): take, admit, finish, launch, complete, commit.
+Unfair: the clients' submit, abort and close, the cache's match, donate and evict. Rollback and
+retract answer pressure, assumed to pass, and a request drafts and rejects finitely often (each
+verify emits a token of its budget): a fair cycle takes none of these. A world may also repeat
 (stutter) when no fair action is enabled in it. A violation is a fair cycle, or a stutter, where
-the goal never holds (`LIVENESS`), reported as a lasso (the trace to the cycle, then the cycle:
-`Violation.loop`). Cycles are found among the strongly connected components of the graph of
-renamed worlds (iterative Tarjan); a component no quick test proves unfair is explored again
-over worlds as they are (ids not renamed), where fairness and the goal are judged exactly.
+the goal never holds (`LIVENESS`), reported as a lasso (`Violation.loop`). Cycles are found among
+the strongly connected components of the graph of renamed worlds (iterative Tarjan); a component
+no quick test proves unfair is explored again over worlds as they are, judged exactly.
     >>> from slotwarden.verification.abstract import Bounds
     >>> check_live(Bounds(slots=1, requests=2, sessions=1)).liveness.violation is None
     True
@@ -47,10 +47,10 @@ LIVENESS = {
 """The liveness properties, in the order they are judged."""
 
 KINDS = ("submit", "take", "match", "admit", "rollback", "finish", "donate", "retract", "abort", "close")
-KINDS += ("evict", "launch", "complete")
+KINDS += ("evict", "launch", "complete", "draft", "commit", "reject")
 CODE = {k: i for i, k in enumerate(KINDS)}
-FAIR = frozenset(CODE[k] for k in ("take", "admit", "finish", "launch", "complete"))
-FAILURES = frozenset(CODE[k] for k in ("rollback", "retract"))  # in no fair cycle
+FAIR = frozenset(CODE[k] for k in ("take", "admit", "finish", "launch", "complete", "commit"))
+FAILURES = frozenset(CODE[k] for k in ("rollback", "retract", "draft", "reject"))  # in no fair cycle
 _STEPS = frozenset(CODE[k] for k in ("launch", "complete"))  # fair actions of nobody in particular
 _LIFT_LIMIT = 200_000  # worlds as they are, at most, behind one component of renamed worlds
 

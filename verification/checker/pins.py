@@ -4,7 +4,7 @@ scheduler's policy or the state reduction shows here. `slotwarden verify` compar
 exhaustive row with its pin (a mismatch fails the row; a bounds with no pin is "unpinned", which
 fails only for a bounds of the default run); tests/verification/checker/test_search.py
 re-checks the cheap ones. The counts are of classes of worlds under the renaming of requests,
-sessions and slot ids (`symmetry`).
+sessions and slot ids (`symmetry`), but for speculative windows, whose worlds are kept exactly.
 """
 
 from __future__ import annotations
@@ -42,6 +42,10 @@ DEFAULT_COUNTS = {  # checker.DEFAULT_BOUNDS, in order
     "slots=5 requests=6 sessions=2 overlap=on turns=1": (438256, 4527653),
     "slots=4 requests=5 sessions=1 overlap=on nodes=2": (187017, 1345320),
     "slots=5 requests=6 sessions=2 overlap=on": (1648278, 15455451),
+    # speculative windows: worlds kept exactly, not classes under renaming (`symmetry.Codec.exact`)
+    "slots=3 requests=3 sessions=1 overlap=on drafts=1": (22550, 121495),
+    "slots=4 requests=3 sessions=1 overlap=on drafts=2": (153572, 846074),
+    "slots=4 requests=2 sessions=0 overlap=on nodes=1 drafts=1": (45960, 212036),
 }
 
 THOROUGH_COUNTS = {  # bounds only `verify --thorough` checks, pinned from a full run (too long for a test)

@@ -153,7 +153,8 @@ def _search(bounds, policy, max_states, symmetry, lifecycle, on_level, graph) ->
     keyof = codec.key if symmetry and getattr(policy, "symmetric", True) else codec.plain_key
     root_key = keyof(root)
     restated = successors is actions.successors  # the successors the C restates (not a variant put here)
-    expand = compiled_successors(root, policy, bounds.overlap) if restated else None  # None: all in Python
+    in_c = restated and not bounds.drafts  # speculative windows are expanded in Python
+    expand = compiled_successors(root, policy, bounds.overlap) if in_c else None  # None: all in Python
     seen = {root_key}
     levels: list = [([root_key], array("I", [0]))]  # per depth: the keys, each one's parent's position
     transitions = 0

@@ -32,7 +32,7 @@ from slotwarden.verification.checker.packing import (
 from slotwarden.verification.checker.slot_order import SlotOrder
 
 FIELDS = {  # the fields the codec packs, per record; a field added elsewhere must be classified here
-    World: ("pool", "requests", "sessions", "launched", "completed", "steps", "nodes"),
+    World: ("pool", "requests", "sessions", "launched", "completed", "steps", "nodes", "drafts", "windows", "behind"),
     Request: ("id", "session", "phase", "handle", "lent", "ran", "src"),
     Session: ("id", "status", "handle", "turn", "turns"),
     Step: ("epoch", "slots", "requests", "copies"),
@@ -86,7 +86,10 @@ class Codec(SlotOrder, Decoding):
         self.tail = 2 + self.cache + self.step_bytes
         self.req_block = len(FIELDS[Request]) - 2 + self.tail  # plain fields, then the tail
         self.ses_block = 2 + len(FIELDS[Session]) - 2  # plain fields (turn as a position), then owns, borrows
-        self.exact = self.slots > 8  # a slot mask is one byte: larger pools are kept exactly
+        self.drafts = root.drafts  # speculative windows: fixed for the workload
+        # a slot mask is one byte: larger pools are kept exactly; so are the worlds of speculative
+        # decoding, whose windows (request, slot) and requests behind the packing does not hold
+        self.exact = self.slots > 8 or self.drafts > 0
         self._req: dict = {}  # slot renaming -> Request -> its block's plain part
         self._ses: dict = {}  # slot renaming -> Session -> its block's plain part
         self._pools: dict = {}  # Pool -> (its header part, the tails of the actors' blocks)
@@ -349,6 +352,7 @@ def codec(world: World) -> Codec:
         tuple((s.id, s.turns) for s in world.sessions),
         len(world.pool.slots),
         world.nodes,
+        world.drafts,
         world.pool.locks is not None,
     )
     found = _CODECS.get(shape)

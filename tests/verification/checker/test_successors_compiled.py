@@ -16,7 +16,7 @@ from slotwarden.verification.checker.bounds import DEFAULT_BOUNDS
 from slotwarden.verification.checker.search import check
 from slotwarden.verification.mutants import search_checks
 from slotwarden.verification.mutants.history import MUTANTS
-from worlds import CODEC_BOUNDS, mutant_lifecycle, mutant_lifecycles, reachable, same
+from worlds import CODEC_BOUNDS, SPECULATIVE_BOUNDS, mutant_lifecycle, mutant_lifecycles, reachable, same
 
 pytest.importorskip("slotwarden.verification.abstract._successors")
 
@@ -35,6 +35,16 @@ def mismatches(bounds, worlds, policy=None) -> list:
 def test_the_c_outcomes_are_the_pythons_on_every_reachable_world(bounds):
     worlds = reachable(bounds, limit=3000)
     assert len(worlds) > 50 and mismatches(bounds, worlds) == []
+
+
+def test_a_world_of_speculative_decoding_is_left_to_the_python():
+    bounds = SPECULATIVE_BOUNDS[0]
+    expand = compiled.compiled_successors(initial(bounds._replace(drafts=0)), Policy(), bounds.overlap)
+    worlds = reachable(bounds, limit=400)
+    assert any(w.windows for w in worlds)
+    assert all(expand(w) is None for w in worlds)  # drafts > 0: none is expanded in C
+    plain = [w._replace(drafts=0) for w in worlds if not w.windows and not w.behind]
+    assert plain and all(expand(w) is not None for w in plain if not any(r.src for r in w.requests))
 
 
 def test_under_declaration_mutants_a_refused_move_is_left_to_the_python_and_the_rest_agree():

@@ -29,7 +29,7 @@ from slotwarden.verification.checker.packing import (
 from slotwarden.verification.checker.reference.slot_order import SlotOrder
 
 FIELDS = {  # the fields the codec packs, per record; a field added elsewhere must be classified here
-    World: ("pool", "requests", "sessions", "launched", "completed", "steps", "nodes"),
+    World: ("pool", "requests", "sessions", "launched", "completed", "steps", "nodes", "drafts", "windows", "behind"),
     Request: ("id", "session", "phase", "handle", "lent", "ran", "src"),
     Session: ("id", "status", "handle", "turn", "turns"),
     Step: ("epoch", "slots", "requests", "copies"),
@@ -76,6 +76,7 @@ class Codec(SlotOrder, Decoding):
         self.req_turns = tuple(tuple(self.req_index[i] for i in s.turns) for s in root.sessions)
         self.units = tuple(tuple((j, self.req_turns[j]) for j in c) for c in self.classes)
         self.nodes = root.nodes  # the prefix cache's bound: fixed for the workload
+        self.drafts = root.drafts  # speculative windows (the reference models none): fixed for the workload
         self.cache = root.pool.locks is not None  # the prefix cache runs: locks and copies are packed
         # a request's tail: owns, borrows, (the slots it holds a lock on,) then its step part:
         # (the slot it copies from in each step in flight, up to two,) the steps that advance it
