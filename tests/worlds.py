@@ -12,7 +12,9 @@ SYMMETRY_WORKLOADS = (  # test_symmetry's workloads: turns=1 classes, two two-tu
     Bounds(slots=3, requests=3, sessions=0, overlap=True, nodes=2),
 )
 CODEC_BOUNDS = tuple(
-    b for b in dict.fromkeys(TEST_BOUNDS + SYMMETRY_WORKLOADS + tuple(b for b in DEFAULT_BOUNDS if b.nodes)) if not b.drafts
+    b
+    for b in dict.fromkeys(TEST_BOUNDS + SYMMETRY_WORKLOADS + tuple(b for b in DEFAULT_BOUNDS if b.nodes))
+    if not b.drafts
 )
 """The tests' bounds, test_symmetry's workloads and the default run's cache bounds, but those of
 speculative windows (kept exactly, expanded in Python: `SPECULATIVE_BOUNDS`)."""

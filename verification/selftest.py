@@ -86,7 +86,14 @@ _MOVES = {  # property -> (before, event, actor, target, epoch, after): a move t
     "lock_counted": (CACHED, Event.LOCK, F(0), NOBODY, 1, _slot(State.CACHED, NODE, readers=2)),
     "reads_published": (_slot(State.CACHING, NODE, fence=1), Event.FENCE, F(0), NOBODY, 1, CACHED),
     "publishes_committed": (_slot(State.VERIFIED, 1), Event.INSERT, R(1), NODE, 1, _slot(State.CACHING, NODE, fence=1)),
-    "commit_fenced": (_slot(State.VERIFYING, 1, fence=1), Event.COMMIT, R(1), NOBODY, 1, _slot(State.RELEASED, fence=1)),
+    "commit_fenced": (
+        _slot(State.VERIFYING, 1, fence=1),
+        Event.COMMIT,
+        R(1),
+        NOBODY,
+        1,
+        _slot(State.RELEASED, fence=1),
+    ),
 }
 CHECKER_MOVES = ("session_kept", "freed_once", "fence_respected", "cache_read_only", "lock_counted", "reads_published")
 CHECKER_MOVES += ("publishes_committed", "commit_fenced")

@@ -4,7 +4,8 @@ A candidate takes its slot first (a fresh one, or its session's parked slot lent
 then is checked against the token budget and the running limit; one that does not fit is rolled
 back: what it took goes back where it came from. The candidates that fit are admitted together,
 in one multi-actor pool call. Once one finds no free slot, only turns whose session holds a slot
-may pass it. With no prefill work, the batch decodes one token for every running request.
+may pass it. With no prefill work, the batch decodes one token for every running request, or
+verifies the windows of speculative ones (`windows.py`).
 
 Retraction: a head of queue starved for `retract_after` steps (of a slot or a seat) retracts one
 running request (`pick_victim`), which waits again and is recomputed later.
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from slotwarden.model.vocabulary import Actor, Event, State
 from slotwarden.runtime.scheduler.request import Phase, Request
 from slotwarden.runtime.scheduler.sessions import turn_input
+from slotwarden.runtime.scheduler.windows import open_windows
 
 if TYPE_CHECKING:
     from slotwarden.runtime.pool import StatePool
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 
 
 class Batch(NamedTuple):
-    kind: str  # "prefill" or "decode"
+    kind: str  # "prefill", "decode" or "verify" (speculative windows: windows.py)
     items: list  # (request, input tokens it feeds this step)
 
 
@@ -75,6 +77,7 @@ class BatchBuilder:
         self.pool, self.config, self.moves = pool, config, moves
         self.waiting, self.running, self.sessions = waiting, running, sessions
         self.tally, self.cache = tally, cache
+        self.verified_last = False  # the last batch verified windows: plain requests go next
 
     def build(self) -> tuple[Batch, list]:
         cfg = self.config
@@ -119,8 +122,13 @@ class BatchBuilder:
         self.admit_all(fits)
         if items:
             return Batch("prefill", items), retracted
-        decode = [(r, 1) for r in self.running if not r.prefilling and r.remaining() > 0]
-        return Batch("decode", decode), retracted
+        ready = [r for r in self.running if not r.prefilling and r.remaining() > 0]
+        plain_waits = self.verified_last and any(not r.spec_k for r in ready)
+        verify, starved = open_windows(ready, self.moves, plain_waits)
+        self.verified_last = bool(verify)
+        if verify:
+            return Batch("verify", verify), retracted
+        return Batch("decode", [(r, 1) for r in ready if not r.spec_k or r in starved]), retracted
 
     def take_fresh_slots(self, budget: int) -> None:
         """The leading waiting candidates that the loop of `build_batch` would each give a fresh

@@ -21,6 +21,7 @@ import torch
 from slotwarden.kernels.sample import sample
 from slotwarden.runtime.pool import to_device
 from slotwarden.runtime.scheduler.admission import Batch
+from slotwarden.runtime.scheduler import speculative
 from slotwarden.runtime.scheduler.rows import PersistentBatch, Step, captured_sizes, prefill_step
 
 
@@ -56,7 +57,10 @@ class Forward:
         """The step's rows (`rows.Step`), built once per batch: the launch check and the kernel
         read the same row -> slot index."""
         if self._planned[0] is not batch:
-            step = prefill_step(batch.items) if batch.kind == "prefill" else self.batch.decode(batch.items)
+            if batch.kind == "verify":
+                step = speculative.plan([(req, req.window) for req, _ in batch.items])
+            else:
+                step = prefill_step(batch.items) if batch.kind == "prefill" else self.batch.decode(batch.items)
             self._planned = (batch, step)
         return self._planned[1]
 
@@ -65,6 +69,10 @@ class Forward:
         Returns the tokens tensor (a device future, one token per request in row order) and, per
         request, (request, generation, its token's row in that tensor or None). No host sync."""
         step = self.plan(batch)
+        if batch.kind == "verify":  # the rows to commit once fenced: (request, generation, window, first row)
+            self.written = True
+            tokens = speculative.run(step, self.model, self.pool)
+            return tokens, [(req, req.generation, win, row) for (req, win), row in zip(step.items, step.first_row)]
         items = step.items
         slots = self.pool.on_device(step.slots)
         conv, ssm = self.pool.conv[0], self.pool.ssm

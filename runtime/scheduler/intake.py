@@ -108,3 +108,16 @@ def sampling_seed(seed, default: int) -> int:
     if not is_int(seed):
         raise BadRequest(f"seed must be an int or None, not {shown(seed)}")
     return to_int64(int(seed))
+
+
+MAX_DRAFTS = 16  # a window of 17 slots: past it, a request would hold most of a small pool
+
+
+def draft_count(spec_k, temperature: float) -> int:
+    """`spec_k`, the drafts a speculative request verifies per step (0: off): an int in
+    0..MAX_DRAFTS, and greedy only (acceptance compares the target's greedy tokens)."""
+    if not is_int(spec_k) or not 0 <= spec_k <= MAX_DRAFTS:
+        raise BadRequest(f"spec_k must be an int in 0..{MAX_DRAFTS} (0: off), not {shown(spec_k)}")
+    if spec_k and temperature > 0:
+        raise BadRequest(f"speculative decoding (spec_k {int(spec_k)}) accepts greedily: it needs temperature 0")
+    return int(spec_k)

@@ -56,13 +56,53 @@ class Moves:
         self.pool.fire_each(Event.FINISH, [req.slot for req in reqs], [req.rid for req in reqs])
 
     def release_aborted(self, req: "Request") -> None:
-        """A running request is cancelled: its slot goes back where it came from."""
+        """A running request is cancelled: its window goes back, then its slot goes back where
+        it came from."""
+        self.rollback_window(req)
         self.pool.abort([req.slot], Actor.request(req.rid))
 
     def release_retracted(self, req: "Request") -> None:
-        """A running request is preempted, to be recomputed: its slot goes back where it came
-        from (its own is released, a lent one returns to its session)."""
+        """A running request is preempted, to be recomputed: its window goes back, then its slot
+        goes back where it came from (its own is released, a lent one returns to its session)."""
+        self.rollback_window(req)
         self.pool.retract([req.slot], Actor.request(req.rid))
+
+    # speculative decoding (runtime/scheduler/speculative.py)
+    def open_window(self, req: "Request", n: int):
+        """Take `n` slots for the request's window (ALLOC, then DRAFT makes them its window);
+        None, taking nothing, when fewer are free."""
+        actor = Actor.request(req.rid)
+        ids = self.pool.alloc(n, actor)
+        if ids is None:
+            return None
+        try:
+            self.pool.fire(Event.DRAFT, ids, actor)
+        except BaseException:
+            self.pool.rollback(ids, actor)  # TAKEN, never used: free at once
+            raise
+        return tuple(ids.tolist())
+
+    def verify_windows(self, reqs: list) -> None:
+        """The verify step just launched writes every window: VERIFY, stamped with that step."""
+        ids = [i for req in reqs for i in req.window.slots]
+        self.pool.fire_each(Event.VERIFY, ids, [req.rid for req in reqs for _ in req.window.slots])
+
+    def commit_window(self, req: "Request", position: int) -> None:
+        """The verify is fenced: the state at window `position` is copied into the committed slot
+        (COMMIT on it), then the window goes back (COMMIT: released, free at the next fence)."""
+        actor = Actor.request(req.rid)
+        window = req.window.slots
+        self.pool.fire(Event.COMMIT, [req.slot], actor)
+        self.pool.copy([window[position]], [req.slot], actor)
+        self.pool.fire(Event.COMMIT, list(window), actor)
+        req.window = None
+
+    def rollback_window(self, req: "Request") -> None:
+        """A verify that fails or is abandoned: the window goes back (ROLLBACK); the committed
+        slot was never written. No window: nothing to do."""
+        if req.window is not None:
+            self.pool.rollback(list(req.window.slots), Actor.request(req.rid))
+            req.window = None
 
     def turn_retracted(self, s: "Session", req: "Request", lent: bool) -> None:
         """Session `s`'s turn `req` was retracted. A turn that ran on the lent slot advanced the

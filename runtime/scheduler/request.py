@@ -50,6 +50,8 @@ class Request:
     donated: int | None = None  # the tree node it donated its slot to, if any
     shares: int | None = None  # a sibling: the node its group's prompt request donated (evicted last)
     siblings: list = field(default_factory=list)  # a group's prompt request: the siblings waiting for it
+    spec_k: int = 0  # drafts verified per step (speculative decoding; 0: off)
+    window: object = None  # its `speculative.Window` from the verify's launch until its commit or rollback
 
     @property
     def prefilling(self) -> bool:
@@ -123,6 +125,9 @@ class Counters(NamedTuple):
     dropped: int  # queued session turns dropped by the session's close
     rollbacks: int  # candidates that took a slot, did not fit the step and gave it back
     retractions: int  # running requests preempted to free a slot or a seat (each recomputes later)
+    verified: int = 0  # windows verified and committed (speculative decoding)
+    drafted: int = 0  # drafts proposed in them
+    accepted: int = 0  # drafts the target agreed with
 
 
 class StepReport(NamedTuple):

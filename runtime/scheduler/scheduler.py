@@ -17,20 +17,22 @@ from __future__ import annotations
 
 from collections import deque
 
-import torch
 
 from slotwarden.kernels.layer import TinyMamba
 from slotwarden.kernels.sample import sibling_seed
 from slotwarden.model.vocabulary import Actor
 
 from slotwarden.runtime.scheduler import intake
-from slotwarden.runtime.scheduler.admission import Batch, BatchBuilder
+from slotwarden.runtime.scheduler.admission import BatchBuilder
 from slotwarden.runtime.scheduler.device import SimulatedDevice
 from slotwarden.runtime.pool import StatePool
 from slotwarden.runtime.radix.cache import PrefixCache
 from slotwarden.runtime.scheduler.config import SchedulerConfig
+from slotwarden.runtime.scheduler.drafter import NgramDrafter
+from slotwarden.runtime.scheduler.launching import Launching
 from slotwarden.runtime.scheduler.moves import Moves
-from slotwarden.runtime.scheduler.forward import Forward, InFlight, ended_words, sample_rows
+from slotwarden.runtime.scheduler.windows import Windows
+from slotwarden.runtime.scheduler.forward import Forward, InFlight
 from slotwarden.runtime.scheduler.request import (
     Counters,
     Phase,
@@ -50,14 +52,14 @@ from slotwarden.runtime.scheduler.sessions import (
     turn_finished,
     turn_input,
 )
-from slotwarden.runtime.scheduler.errors import AuditFailed, NotIdle, SchedulerBroken, SessionClosed, StepFailed
+from slotwarden.runtime.scheduler.errors import AuditFailed, NotIdle, SchedulerBroken, SessionClosed
 from slotwarden.runtime.scheduler.shapes import check_fits
 from slotwarden.runtime.scheduler.signals import Deferred
 
 _COUNTED_AS = {"length": "finished", "abort": "aborts", "session closed": "dropped"}  # else "step N failed: ..."
 
 
-class Scheduler(Moves):
+class Scheduler(Launching, Moves, Windows):
     """Build it with `slotwarden.build(...)` (runtime/scheduler/build.py), which sizes the pool from the
     layer; built by hand, a pool whose state does not fit the layer raises `PoolMismatch` here."""
 
@@ -74,6 +76,8 @@ class Scheduler(Moves):
         self.running: list[Request] = []
         self.inflight: InFlight | None = None  # overlap: the step launched last, not yet processed
         self.landed: deque[InFlight] = deque()  # finished steps whose results are not all processed
+        self.verified: deque[InFlight] = deque()  # verify steps whose windows are not all committed
+        self.drafter = NgramDrafter()  # what speculative requests propose (drafter.py)
         self.finishing: deque[Request] = deque()  # requests at their budget whose slot is not yet released
         self.outbox: list[Result] = []  # results of ended requests, not yet returned to the user
         self._next_rid = 0
@@ -107,16 +111,19 @@ class Scheduler(Moves):
     # -- the user's side ---------------------------------------------------------------------
     @_guarded
     def submit(
-        self, prompt, max_new_tokens: int, session: int | None = None, *, temperature=0.0, seed: int | None = None
+        self, prompt, max_new_tokens: int, session: int | None = None, *, temperature=0.0, seed=None, spec_k=0
     ) -> int:
         """Queue a request (or the next turn of `session`); returns its id. `temperature` 0 is
         greedy; above 0 a token's noise is a pure function of `seed` (None: the id) and its
-        position (`kernels/sample.py`). Refuses, recording nothing: a prompt empty or with a
-        token outside the vocabulary, a budget not a positive int, a session unknown or not open,
-        a temperature not finite and >= 0 (or below `MIN_TEMPERATURE`), a seed not an int."""
+        position (`kernels/sample.py`). `spec_k` > 0: it decodes speculatively, verifying up to
+        that many drafts a step (`windows.py`; greedy only, tokens as without). Refuses, recording
+        nothing: a prompt empty or with a token outside the vocabulary, a budget not a positive
+        int, a session unknown or not open, a temperature not finite and >= 0 (or below
+        `MIN_TEMPERATURE`), a seed not an int, a `spec_k` outside 0..16 or with a temperature."""
         prompt = intake.prompt_tokens(prompt, self.vocab)
         max_new_tokens = intake.new_token_budget(max_new_tokens)
         temperature = intake.temperature(temperature)
+        spec_k = intake.draft_count(spec_k, temperature)
         seed = intake.sampling_seed(seed, self._next_rid)
         s = None
         if session is not None:
@@ -124,7 +131,7 @@ class Scheduler(Moves):
             s = self.sessions.get(sid)
             if s is None or s.status is not SessionStatus.OPEN:
                 raise SessionClosed(f"session {sid} is {'closing' if s else 'closed'}: it takes no more turns")
-        rid = self._new_request(prompt, max_new_tokens, s.sid if s else None, temperature, seed).rid
+        rid = self._new_request(prompt, max_new_tokens, s.sid if s else None, temperature, seed, spec_k=spec_k).rid
         if s is None:
             return rid
         s.turns.append(rid)
@@ -160,12 +167,12 @@ class Scheduler(Moves):
         self._next_rid = first + n + (n > 1)
         return tuple(range(first, first + n))
 
-    def _new_request(self, prompt, max_new_tokens, sid, temperature, seed, rid=None) -> Request:
+    def _new_request(self, prompt, max_new_tokens, sid, temperature, seed, rid=None, spec_k=0) -> Request:
         """A request in the tables (a plain one queued: a session turn waits for `_start_turn`)."""
         if rid is None:
             rid = self._next_rid
             self._next_rid += 1
-        req = Request(rid, prompt, max_new_tokens, sid, temperature=temperature, seed=seed)
+        req = Request(rid, prompt, max_new_tokens, sid, temperature=temperature, seed=seed, spec_k=spec_k)
         self.requests[rid] = req
         if sid is None:
             req.input = list(prompt)
@@ -252,6 +259,7 @@ class Scheduler(Moves):
             and not self.running
             and self.inflight is None
             and not self.landed
+            and not self.verified
             and not self.finishing
             and not self.pool.awaits_fence()
             and not any(s.status is SessionStatus.CLOSING for s in self.sessions.values())  # a close to retry
@@ -277,14 +285,15 @@ class Scheduler(Moves):
         before = self._tally["rollbacks"]
         batch, retracted = self.batches.build()
         current = self._launch(batch) if batch.items else None
+        verify = current is not None and current.kind == "verify"  # lands at once: its commit reads its fence
         if self.config.overlap:
-            previous, self.inflight = self.inflight, current
-            if previous is not None:
-                self.landed.append(previous)
+            previous, self.inflight = self.inflight, None if verify else current
+            self.landed.extend(s for s in (previous, current if verify else None) if s is not None)
         elif current is not None:
             self.landed.append(current)
         self._catch_up()
         self.fence_finished()
+        self.commit_verified()
         if self.idle and self.config.audit_when_idle:
             self.check_audit()
         return StepReport(
@@ -332,47 +341,6 @@ class Scheduler(Moves):
         """Evict every unlocked published node (what is locked or unpublished stays, and while
         requests run, what waiting siblings will copy). Returns how many were evicted."""
         return 0 if self.prefix is None else self.cache_evict(len(self.prefix.tree.holding()))
-
-    # -- the forward pass --------------------------------------------------------------------
-    def _launch(self, batch: Batch) -> InFlight:
-        """Launch `batch`. A fault before the model is called leaves its requests admitted and
-        unfed (the next step feeds them); once it was called, they end (see the contract). Its
-        rows are planned once (`Forward.plan`): the launch checks the row -> slot index the
-        kernel reads, and a refused step is not launched."""
-        rows = self.forward.plan(batch)
-        step = self.pool.launch(self.device.marker(self.pool.ledger.launched + 1), slots=rows.slots, actors=rows.actors)
-        self._tally["steps"] += 1
-        self.forward.written = False
-        try:
-            tokens, rows = self._forward(batch)
-        except BaseException as exc:
-            self.device.finish(step)  # nothing more of this step will run
-            if not self.forward.written:
-                raise
-            ended = ended_words(batch)  # before `_fail` ends them (a prompt request forgets its siblings)
-            self._fail(batch, step, exc)
-            if isinstance(exc, Exception):
-                raise StepFailed(f"the forward pass of step {step} raised: {exc!r}; {ended}") from exc
-            raise
-        return InFlight(step, batch.kind, tokens, deque(rows))
-
-    def _fail(self, batch: Batch, step: int, exc: BaseException) -> None:
-        """The slots of a failed step may hold anything: end its requests (a session turn's
-        lent slot goes back to its session, marked stale). A fault in here breaks the scheduler."""
-        self._critical = f"ending the requests of failed step {step}"
-        for req, _ in batch.items:
-            if not req.done:
-                self._abort_running(req, f"step {step} failed: {exc!r}")
-                self._turn_ended(req)
-        self._critical = None
-
-    def _forward(self, batch: Batch) -> tuple:  # (tests replace it to record batches)
-        return self.forward.run(batch)
-
-    @staticmethod
-    def _sample(logits: torch.Tensor, items: list) -> torch.Tensor:
-        """Each row's next token (see `forward.sample_rows`)."""
-        return sample_rows(logits, items)
 
     def _catch_up(self) -> None:
         """Process every landed step, release every request at its budget. Each unit leaves its

@@ -1,7 +1,8 @@
 """`slotwarden bench checker`: the exhaustive checker's speed against today's, in one run.
 
 For each bounds (default: the default run's, `checker.bounds.DEFAULT_BOUNDS`; --quick: the
-tests' small ones; both without speculative windows, which the reference does not model), the checker (`checker.search.check`) and the reference it was made from
+tests' small ones; neither with speculative windows, which the reference does not model), the
+checker (`checker.search.check`) and the reference it was made from
 (`checker.reference.search.check`, the checker as it was) each search the whole state space,
 interleaved, `rounds` times; the least CPU seconds of each (`time.process_time`: what other
 processes take on a shared machine is not counted) give states and transitions per CPU-second

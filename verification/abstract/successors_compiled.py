@@ -3,11 +3,11 @@ correct policy.
 
 `compiled_successors(root, policy, overlap)` gives a function world -> the list of outcomes
 `actions.successors(world, policy, overlap)` yields (equal, of the same record types, in the same
-order), or None for a world it does not expand: one where the model refuses a move, one of
-speculative decoding (`Bounds.drafts` > 0), or of another shape. The caller then asks the Python, which reports the refusal. Every slot move is
-still the model's: the C reads the memo tables of `memo` (and `actions._shifted`) and calls
-their Python on a miss, so a declaration mutant's model is obeyed; it remembers their answers by
-the identity of the arguments, and forgets them whenever `memo.forget` has run. It is None where the
+order), or None for a world it does not expand: one where the model refuses a move, one with
+speculative windows (`Bounds.drafts` > 0), or of another shape. The caller then asks the Python.
+Every slot move is still the model's: the C reads the memo tables of `memo` and calls their
+Python on a miss, so a declaration mutant's model is obeyed; it remembers their answers by the
+identity of the arguments, and forgets them whenever `memo.forget` has run. It is None where the
 extension is not built, where the policy changes any decision the C restates (`POLICY`: a
 mutant), where `actions` has changed any part the C restates (`ACTIONS`, `_Txn`, `_BY_PHASE`), or
 where the workload does not fit the C tables.

@@ -11,7 +11,8 @@ hang bugs (`LIVENESS_MUTANTS`) make only legal moves too: the checker's liveness
 catch them (`checker.liveness`); the livelock's runtime variant never lets the scheduler go idle
 (the machine's teardown); the hangs' runtime variants are not written yet (`cls` None). The index bugs (`write_set.py`)
 make only legal moves and break the step's write set: the launch check refuses them, and the
-checker's launch judge (its twin's rows, `policies.py`) catches them.
+checker's launch judge (its twin's rows, `policies.py`) catches them. The speculative-decoding
+bugs (`SPECULATIVE_MUTANTS`) are the checker's alone so far (`cls` None), on bounds with windows.
 """
 
 from __future__ import annotations
@@ -55,6 +56,15 @@ from slotwarden.verification.mutants.policies import (
     AbstractReleaseAwaitsLostNotice,
     AbstractRequeueNearCeiling,
     AbstractTurnAwaitsLostHandoff,
+)
+from slotwarden.verification.mutants.speculative import (
+    AbstractCountBeforeFence,
+    AbstractLookaheadCached,
+    AbstractRollbackInPlace,
+    AbstractStaleWindowRead,
+    AbstractVerifyBeforeAlloc,
+    AbstractVerifyNeverCommits,
+    AbstractWindowOneSlot,
 )
 from slotwarden.verification.mutants.write_set import (
     MinusOnePad,
@@ -113,6 +123,8 @@ _PADDED = Bounds(slots=3, requests=4, sessions=0, overlap=False)  # three runnin
 _PADDED_OVERLAP = Bounds(slots=4, requests=4, sessions=0, overlap=True)  # four rows in flight, then three
 _CACHE = Bounds(slots=2, requests=3, sessions=0, overlap=False, nodes=1)  # a donor and two readers
 _CACHE_OVERLAP = Bounds(slots=2, requests=2, sessions=0, overlap=True, nodes=1)
+_SPEC = Bounds(slots=3, requests=2, sessions=0, overlap=True, drafts=1)  # a window of two slots, overlapped
+_SPEC_CACHE = Bounds(slots=4, requests=2, sessions=0, overlap=True, nodes=1, drafts=1)
 
 MUTANTS = (
     Mutant(
@@ -432,3 +444,79 @@ LIVENESS_MUTANTS = (
 )
 """The livelock and hang class: every move legal, each caught by the liveness property it names
 (the same bounds pass under the correct policy); the mutant matrix runs them after `MUTANTS`."""
+
+SPECULATIVE_MUTANTS = (
+    Mutant(
+        "lookahead_cached",
+        None,
+        AbstractLookaheadCached,
+        _SPEC_CACHE,
+        "vLLM #48375",
+        "only committed state is published to the prefix cache",
+        {},
+        checker_catch=("legal", "publishes_committed"),
+    ),
+    Mutant(
+        "stale_window_read",
+        None,
+        AbstractStaleWindowRead,
+        _SPEC,
+        "vLLM #56531",
+        "the next step reads only the committed state",
+        {},
+        checker_catch=("reads_committed", "reads_current"),
+    ),
+    Mutant(
+        "verify_never_commits",
+        None,
+        AbstractVerifyNeverCommits,
+        _SPEC,
+        "SGLang #26351",
+        "a commit copies the accepted state into the committed slot",
+        {},
+        checker_catch=("reads_current",),
+    ),
+    Mutant(
+        "window_one_slot",
+        None,
+        AbstractWindowOneSlot,
+        _SPEC,
+        "vLLM #41233",
+        "a verify writes only the window slots its request holds",
+        {},
+        checker_catch=("writes_held", "ids_in_pool"),
+    ),
+    Mutant(
+        "rollback_in_place",
+        None,
+        AbstractRollbackInPlace,
+        _SPEC,
+        "llama.cpp #26695",
+        "a rollback restores the committed state: the verify never writes it",
+        {},
+        checker_catch=("rollback_restores",),
+    ),
+    Mutant(
+        "verify_before_alloc",
+        None,
+        AbstractVerifyBeforeAlloc,
+        _SPEC,
+        "SGLang #28484",
+        "a verify addresses only window slots already allocated",
+        {},
+        checker_catch=("ids_in_pool",),
+    ),
+    Mutant(
+        "count_before_fence",
+        None,
+        AbstractCountBeforeFence,
+        _SPEC,
+        "vLLM #50021",
+        "the accepted count is read only after the fence of the step that produced it",
+        {},
+        checker_catch=("legal", "commit_fenced"),
+    ),
+)
+"""The speculative-decoding class (`speculative.py`), on bounds with windows: each caught by the
+property it names in the checker; their runtime variants are not written yet (`cls` None). The
+mutant matrix runs them after `LIVENESS_MUTANTS`."""

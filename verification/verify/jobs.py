@@ -46,7 +46,7 @@ from slotwarden.verification.machines.pool import PoolMachine
 from slotwarden.verification.machines.radix import RadixMachine
 from slotwarden.verification.machines.scheduler import machine_for
 from slotwarden.verification.mutants import declaration as declaration_mutants
-from slotwarden.verification.mutants.history import LIVENESS_MUTANTS, MUTANTS
+from slotwarden.verification.mutants.history import LIVENESS_MUTANTS, MUTANTS, SPECULATIVE_MUTANTS
 from slotwarden.verification.mutants.runtime_checks import rejudge_listed, witness
 from slotwarden.verification.mutants.seeded import SEEDED_BUGS, hunt
 from slotwarden.verification.verify.fault_job import fault_row
@@ -411,7 +411,7 @@ def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
 
 
 def mutant_job(name: str, budget: Budget, seed, shrink: bool) -> Row:
-    return _mutant({m.name: m for m in MUTANTS + LIVENESS_MUTANTS}[name], budget, seed, shrink)
+    return _mutant({m.name: m for m in MUTANTS + LIVENESS_MUTANTS + SPECULATIVE_MUTANTS}[name], budget, seed, shrink)
 
 
 def _simulation(bounds, seconds: float, seed) -> Row:
@@ -464,7 +464,10 @@ def jobs(level: dict, proof_timeout: float, seed, only, walks: float | None = No
     out.append(("interrupts", "settrace sweep", lambda: _interrupts(events, seed)))
     stages = seeded_bug_stages(runtime, level, seed)
     out += [("faults", f.name, lambda f=f: _seeded_bug(f, stages)) for f in SEEDED_BUGS]
-    out += [("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"])) for m in MUTANTS + LIVENESS_MUTANTS]
+    out += [
+        ("mutants", m.name, (m.name, level["mutant"], seed, level["shrink"]))
+        for m in MUTANTS + LIVENESS_MUTANTS + SPECULATIVE_MUTANTS
+    ]
     junk = [("pool, ledger, guard", BadInputMachine), ("scheduler", SchedulerBadInputMachine)]
     out += [
         ("bad input", n, lambda n=n, m=m: _machine(n, m, level["scheduler"], seed)._replace(stage="bad input"))
