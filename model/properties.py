@@ -86,13 +86,16 @@ def conserved(slots: tuple, free: tuple, lifecycle: Lifecycle = LIFECYCLE) -> bo
 # -- 4. a released slot is free only after the fence of the step that may use it -------------
 IN_BATCH = (State.RUNNING, State.LENT_RUNNING)
 """The states of a slot in the running batch: a step in flight may read and write it."""
+IN_FLIGHT = IN_BATCH + (State.VERIFYING,)
+"""The states of a slot a step in flight may use: the running batch's, and a window being verified."""
 
 
 def fence_respected(before: Slot, actor: Actor, after: Slot) -> bool:
     """A RELEASED slot becomes FREE only by the scheduler's fence of a step at or past the
-    one it waits for, and a slot in the running batch is never freed at once (it is released,
-    to wait for that fence, or stays in its session)."""
-    if after.state is State.FREE and before.state in IN_BATCH:
+    one it waits for, and a slot a step in flight may use (the running batch's, a window being
+    verified) is never freed at once (it is released, to wait for that fence, or stays in its
+    session)."""
+    if after.state is State.FREE and before.state in IN_FLIGHT:
         return False
     if before.state is State.RELEASED and after.state is State.FREE:
         return actor.kind is ActorKind.SCHEDULER and actor.id >= before.fence
@@ -378,11 +381,12 @@ VERIFIED_STATE = (State.VERIFYING, State.VERIFIED)
 
 
 def publishes_committed(before: Slot, after: Slot) -> bool:
-    """Only committed state is published to the prefix cache, parked with a session or shared:
-    a window slot stays in the window until it goes back (FREE, or RELEASED to wait for the
-    fence of a step that may still use it) (vLLM #48375)."""
+    """Only committed state is published to the prefix cache, parked with a session or shared,
+    and committed state never joins a window: a window slot stays in the window until it goes
+    back (FREE, or RELEASED to wait for the fence of a step that may still use it), and a slot
+    joins a window only fresh, taken for it (vLLM #48375; llama.cpp #26695)."""
     if before.state not in WINDOW:
-        return True
+        return after.state not in WINDOW or before.state is State.TAKEN
     return after.state in WINDOW or after.state in (State.FREE, State.RELEASED)
 
 
@@ -392,7 +396,7 @@ def commit_fenced(before: Slot, event: Event, actor: Actor, after: Slot) -> bool
     verified (vLLM #50021)."""
     if before.state is State.VERIFYING and after.state is State.VERIFIED:
         return actor.kind is ActorKind.SCHEDULER and actor.id >= before.fence
-    if event is Event.COMMIT and before.state in WINDOW:
+    if event is Event.COMMIT and before.state in WINDOW and after != before:
         return before.state is State.VERIFIED
     return True
 

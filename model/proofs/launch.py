@@ -127,14 +127,14 @@ def prove_reads_filled(kind: RowKind, actor: int, source: int, state: State, own
     return beside(kind, actor, source, state, owner, borrower, readers, fill, lock, own_fill)
 
 
-def prove_reads_committed(kind: RowKind, actor: int, write: int, source: int, state: State, owner: int,
-                          borrower: int, readers: int, fill: Fill, lock: int) -> Launch:  # fmt: skip
-    """Property 16, one row: an accepted row addresses no window slot a verify has written.
+def prove_reads_committed(kind: RowKind, actor: int, source: int, state: State, owner: int, borrower: int,
+                          readers: int, fill: Fill, lock: int) -> Launch:  # fmt: skip
+    """Property 16, one row: an accepted row reads no window slot a verify has written.
 
     pre: exclusive(record_of(state, owner, borrower, 0, readers, SUBJECT[0]), SUBJECT[0])
     post: not __return__.accepted or reads_committed(__return__.rows, __return__.slots)
     """
-    return alone(kind, actor, write, source, state, owner, borrower, readers, fill, lock)
+    return beside(kind, actor, source, state, owner, borrower, readers, fill, lock, Fill.WRITTEN)
 
 
 def prove_writes_disjoint(first: RowKind, a1: int, w1: int, second: RowKind, a2: int, w2: int) -> Launch:

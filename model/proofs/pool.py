@@ -56,7 +56,7 @@ def prove_conserved(
 
 def shut_down(slot: Slot, completed: int, lifecycle: Lifecycle) -> Slot:
     """Everyone lets go of `slot`: the request it is lent to aborts, the request that owns it
-    aborts, the session that owns it closes, each request reading it unlocks it, the cache
+    aborts (or rolls back, a slot of its window), the session that owns it closes, each request reading it unlocks it, the cache
     evicts it (each only if there is one, in that order), and
     the scheduler fences step `completed`, which every release so far waits for. An illegal
     move leaves the slot as it was."""
@@ -70,7 +70,10 @@ def shut_down(slot: Slot, completed: int, lifecycle: Lifecycle) -> Slot:
     if lifecycle.spec(slot.state).lent:
         slot = fire(slot, Event.ABORT, Actor.request(slot.borrower))
     if lifecycle.spec(slot.state).owner is ActorKind.REQUEST:
-        slot = fire(slot, Event.ABORT, Actor.request(slot.owner))
+        owner = slot.owner
+        slot = fire(slot, Event.ABORT, Actor.request(owner))
+        if lifecycle.spec(slot.state).owner is ActorKind.REQUEST and slot.owner == owner:  # its window goes back
+            slot = fire(slot, Event.ROLLBACK, Actor.request(owner))
     if lifecycle.spec(slot.state).owner is ActorKind.SESSION:
         slot = fire(slot, Event.CLOSE, Actor.session(slot.owner))
     while lifecycle.spec(slot.state).shared and slot.readers > 0:  # each reader lets go of its lock

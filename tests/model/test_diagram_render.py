@@ -181,7 +181,7 @@ def test_the_png_check_rejects_empty_boxes(monkeypatch):
 def test_highlight_an_event_colours_every_edge_of_it_and_nothing_else():
     text = diagram.dot(highlight=Event.ROLLBACK)
     lit = [line for line in text.splitlines() if palette.HIGHLIGHT in line and "->" in line]
-    assert len(lit) == sum(r.event is Event.ROLLBACK for r in LIFECYCLE.rules) == 2
+    assert len(lit) == sum(r.event is Event.ROLLBACK for r in LIFECYCLE.rules) == 5
     assert all('label="rollback (' in line and "abort" not in line for line in lit)
     assert "highlighted: rollback" in texts(diagram.render("svg", highlight=Event.ROLLBACK))
 

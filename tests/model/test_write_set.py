@@ -138,6 +138,7 @@ def _with(rows=ROWS, pad=PAD_SLOT, readable=READABLE):
 
 PARKED_ANYBODY = Access(State.PARKED, Relation.NONE)
 RUNNING_ANYBODY = Access(State.RUNNING, Relation.NONE)
+VERIFIED_OWN = Access(State.VERIFIED, Relation.OWNER)  # its own window's verified state, not committed
 ALIASING_PAD = RowSpec(RowKind.PAD, ActorKind.REQUEST, (Access(State.RUNNING, Relation.OWNER),),
                        (Access(State.RUNNING, Relation.OWNER),))  # fmt: skip
 
@@ -149,6 +150,7 @@ WRONG_FOR = {  # proof: a write-set declaration wrong in the way its property fo
     "ids_in_pool": _with(pad=NOBODY),  # PADDING_SLOT_ID = -1 used as an index (vLLM #43810)
     "reads_held": _with((_request_spec(reads=ROWS[0].reads + (RUNNING_ANYBODY,)), ROWS[1])),  # (vLLM #53142)
     "reads_filled": _with(readable=READABLE + (Fill.STALE,)),  # a reused slot never zeroed (vLLM #56524)
+    "reads_committed": _with((_request_spec(reads=ROWS[0].reads + (VERIFIED_OWN,)), ROWS[1])),  # (vLLM #56531)
 }  # fmt: skip
 
 

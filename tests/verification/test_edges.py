@@ -13,7 +13,7 @@ from slotwarden.model import diagram, document, errors, free, palette
 from slotwarden.runtime import config, guard, guarded_allocator, inputs, launch, pool, trace
 from slotwarden.runtime.ledger import audit, batch, checks, ledger
 from slotwarden.runtime.radix import node, tree
-from slotwarden.runtime.scheduler import admission, scheduler
+from slotwarden.runtime.scheduler import admission, launching, scheduler
 from slotwarden.verification.edges import (
     admission_plan,
     audits,
@@ -80,9 +80,9 @@ VARIANTS = {  # id -> (module whose problems() must see it, owner, function, old
         "if bad < 0",
         "slot 0 is the pad slot",
     ),
-    "steps counted two a step (scheduler.py NumberReplacer:38)": (
+    "steps counted two a step (launching.py; scheduler.py NumberReplacer:38 before it moved)": (
         scheduler_runs,
-        scheduler.Scheduler,
+        launching.Launching,
         "_launch",
         'self._tally["steps"] += 1',
         'self._tally["steps"] += 2',
@@ -220,7 +220,7 @@ VARIANTS = {  # id -> (module whose problems() must see it, owner, function, old
     ),
     "a forward failure ends no request": (
         scheduler_runs,
-        scheduler.Scheduler,
+        launching.Launching,
         "_fail",
         "if not req.done:",
         "if False:",

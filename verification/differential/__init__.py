@@ -41,8 +41,10 @@ CACHE_ONLY = tuple(
     )
 )
 """The prefix cache's own events: made only by a run with the cache on."""
-FOLLOWED = tuple(e for e in Event if e is not Event.FENCE and e not in CACHE_ONLY)  # each at least once
-FOLLOWED_WITH_CACHE = tuple(e for e in Event if e is not Event.FENCE)
+WINDOW_ONLY = (Event.DRAFT, Event.VERIFY, Event.COMMIT)
+"""Speculative windows' events: the workloads send no `spec_k`, so the model follows no window."""
+FOLLOWED = tuple(e for e in Event if e is not Event.FENCE and e not in CACHE_ONLY + WINDOW_ONLY)  # each at least once
+FOLLOWED_WITH_CACHE = tuple(e for e in Event if e is not Event.FENCE and e not in WINDOW_ONLY)
 ROWS = ("pad rows", "condensed rows", "in-flight row")
 """What the launched steps' rows must show at least once (`Pair._rows`): pad rows beside request
 rows, the persistent batch's rows condensed, a row kept for a request whose token is in flight

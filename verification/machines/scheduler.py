@@ -167,7 +167,8 @@ class SchedulerMachine(RuleBasedStateMachine):
             held = ledger.held_by(Actor.session(s.sid)).tolist()
             assert held == ([s.slot] if s.slot is not None else []), f"session {s.sid} handle {s.slot}, pool {held}"
         handles = {
-            Actor.request(r.rid): [r.slot] + window(r) if r.phase is Phase.RUNNING else [] for r in sched.requests.values()
+            Actor.request(r.rid): [r.slot] + window(r) if r.phase is Phase.RUNNING else []
+            for r in sched.requests.values()
         }
         handles.update({Actor.session(s.sid): [] if s.slot is None else [s.slot] for s in sched.sessions.values()})
         assert handles_match(records, handles), f"a held slot nobody has a handle on: {records}"

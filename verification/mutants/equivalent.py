@@ -70,8 +70,87 @@ _CACHE = {
 }
 """The prefix cache's equivalent mutants (and the other rules' mutants of the lock count)."""
 
+_WINDOW_BACK = (
+    "a window slot goes back under another event's name: to FREE as its rollback does (no step used it), "
+    "or RELEASED to wait for the fence: later, never unsafe"
+)
+_REUSED = "a verified window slot becomes a window position again: the next verify writes it before any read"
+_FRESH = "a slot the request took joins its window written by the step at once, skipping DRAFT: the same slot"
+_OWN_STEP = (
+    "a window slot's only user is its verify step: the fence of that step (KEEP) frees it as safely as a later one"
+)
+_WINDOW = {
+    **{
+        f"{rule}: also from {state}": _WINDOW_BACK
+        for rule in (
+            "TAKEN --ABORT [OWNER]",
+            "RUNNING --FINISH [OWNER]",
+            "RUNNING --RETRACT [OWNER]",
+            "RUNNING --ABORT [OWNER]",
+        )
+        for state in ("DRAFT", "VERIFYING", "VERIFIED")
+        if (rule, state) != ("TAKEN --ABORT [OWNER]", "VERIFYING")  # freed under its verify: killed
+    },
+    **{f"{r}: owner from ACTOR": _ACTOR_IS_OWNER for r in ("TAKEN --DRAFT [OWNER]", "DRAFT --VERIFY [OWNER]")},
+    **{
+        f"{r}: borrower from {src}": _NO_BORROWER
+        for r, src in (
+            ("TAKEN --DRAFT [OWNER]", "CLEAR"),
+            ("DRAFT --VERIFY [OWNER]", "CLEAR"),
+            ("VERIFYING --FENCE [DUE]", "KEEP"),
+            ("RUNNING --COMMIT [OWNER]", "CLEAR"),
+            ("VERIFIED --COMMIT [OWNER]", "KEEP"),
+            ("DRAFT --ROLLBACK [OWNER]", "KEEP"),
+            ("VERIFYING --ROLLBACK [OWNER]", "KEEP"),
+            ("VERIFIED --ROLLBACK [OWNER]", "KEEP"),
+        )
+    },
+    **{
+        f"{r}: fence from {src}": _NO_FENCE
+        for r, src in (
+            ("TAKEN --DRAFT [OWNER]", "CLEAR"),
+            ("RUNNING --COMMIT [OWNER]", "CLEAR"),
+            ("LENT_RUNNING --COMMIT [BORROWER]", "CLEAR"),
+            ("DRAFT --ROLLBACK [OWNER]", "KEEP"),
+            ("VERIFIED --ROLLBACK [OWNER]", "KEEP"),
+        )
+    },
+    **{
+        f"{r}: readers from {src}": _NO_COUNT
+        for r, src in (
+            ("TAKEN --DRAFT [OWNER]", "CLEAR"),
+            ("DRAFT --VERIFY [OWNER]", "CLEAR"),
+            ("VERIFYING --FENCE [DUE]", "KEEP"),
+            ("RUNNING --COMMIT [OWNER]", "CLEAR"),
+            ("LENT_RUNNING --COMMIT [BORROWER]", "CLEAR"),
+            ("VERIFIED --COMMIT [OWNER]", "KEEP"),
+            ("DRAFT --ROLLBACK [OWNER]", "KEEP"),
+            ("VERIFYING --ROLLBACK [OWNER]", "KEEP"),
+            ("VERIFIED --ROLLBACK [OWNER]", "KEEP"),
+        )
+    },
+    "TAKEN --DRAFT [OWNER]: also from DRAFT": _NO_OP,
+    "TAKEN --DRAFT [OWNER]: also from VERIFIED": _REUSED,
+    "DRAFT --VERIFY [OWNER]: also from TAKEN": _FRESH,
+    "DRAFT --VERIFY [OWNER]: also from VERIFYING": "a window being verified is stamped again with a later step: "
+    "its fence comes later, never unsafe",
+    "DRAFT --VERIFY [OWNER]: also from VERIFIED": _REUSED,
+    "RUNNING --COMMIT [OWNER]: also by NONE": _NO_OP,
+    "RUNNING --COMMIT [OWNER]: owner from ACTOR": _ACTOR_IS_OWNER,
+    "RUNNING --COMMIT [OWNER]: also from TAKEN": _NO_OP,
+    "LENT_RUNNING --COMMIT [BORROWER]: also by NONE": _NO_OP,
+    "LENT_RUNNING --COMMIT [BORROWER]: borrower from ACTOR": _ACTOR_IS_BORROWER,
+    "LENT_RUNNING --COMMIT [BORROWER]: also from LENT": _NO_OP,
+    "VERIFIED --COMMIT [OWNER]: also from TAKEN": _LATER,
+    "VERIFYING --ROLLBACK [OWNER]: fence from KEEP": _OWN_STEP,
+    "VERIFYING --ROLLBACK [OWNER]: also from RUNNING": "a running slot released to wait for its fence under "
+    "another event's name: what its FINISH does",
+}
+"""Speculative windows' equivalent mutants."""
+
 EQUIVALENT: dict[str, str] = {
     **_CACHE,
+    **_WINDOW,
     "FREE --ALLOC [NONE]: borrower from KEEP": "a FREE record has no borrower (`exclusive`): KEEP and CLEAR both give "
     "NOBODY",
     "FREE --ALLOC [NONE]: fence from KEEP": "a FREE record has no fence (`exclusive`): KEEP and CLEAR both give 0",

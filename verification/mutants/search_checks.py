@@ -49,12 +49,14 @@ def _bounds() -> tuple:
     from slotwarden.verification.abstract import Bounds
 
     # a plain request; then a session with two turns (the lent paths) and a plain request; then
-    # the prefix cache: a donor and two readers of its node, and, overlapped, a dropped write
+    # the prefix cache: a donor and two readers of its node, and, overlapped, a dropped write;
+    # then speculative windows of one draft beside a two-turn session, overlapped
     return (
         Bounds(slots=1, requests=2, sessions=1),
         Bounds(slots=2, requests=3, sessions=1),
         Bounds(slots=3, requests=3, sessions=0, nodes=1),
         Bounds(slots=2, requests=3, sessions=0, overlap=True, nodes=2),
+        Bounds(slots=3, requests=3, sessions=1, overlap=True, drafts=1),
     )
 
 
