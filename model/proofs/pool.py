@@ -56,8 +56,8 @@ def prove_conserved(
 
 def shut_down(slot: Slot, completed: int, lifecycle: Lifecycle) -> Slot:
     """Everyone lets go of `slot`: the request it is lent to aborts, the request that owns it
-    aborts (or rolls back, a slot of its window), the session that owns it closes, each request reading it unlocks it, the cache
-    evicts it (each only if there is one, in that order), and
+    aborts (or rolls back, a slot of its window), the session that owns it closes, each request
+    reading it unlocks it, the cache evicts it (each only if there is one, in that order), and
     the scheduler fences step `completed`, which every release so far waits for. An illegal
     move leaves the slot as it was."""
 
