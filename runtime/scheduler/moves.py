@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from slotwarden.kernels.slots import copy_slots
 from slotwarden.model.vocabulary import Actor, Event
 
 if TYPE_CHECKING:
@@ -88,13 +91,16 @@ class Moves:
         self.pool.fire_each(Event.VERIFY, ids, [req.rid for req in reqs for _ in req.window.slots])
 
     def commit_window(self, req: "Request", position: int) -> None:
-        """The verify is fenced: the state at window `position` is copied into the committed slot
-        (COMMIT on it), then the window goes back (COMMIT: released, free at the next fence)."""
-        actor = Actor.request(req.rid)
+        """The verify is fenced: one COMMIT of the committed slot and the window, all or none;
+        once the ledger accepts it and before it writes, the state at window `position` is
+        copied into the committed slot (a refused commit copies nothing). The window goes back:
+        released, free at the next fence."""
         window = req.window.slots
-        self.pool.fire(Event.COMMIT, [req.slot], actor)
-        self.pool.copy([window[position]], [req.slot], actor)
-        self.pool.fire(Event.COMMIT, list(window), actor)
+        src, dst = self.pool.on_device([window[position]]), self.pool.on_device([req.slot])
+        ids = np.array((req.slot, *window), dtype=np.int64)
+        self.pool.ledger.apply(
+            Event.COMMIT, ids, Actor.request(req.rid), before_write=lambda _: copy_slots(self.pool.tensors, src, dst)
+        )
         req.window = None
 
     def rollback_window(self, req: "Request") -> None:

@@ -141,17 +141,18 @@ class Scheduler(Launching, Moves, Windows):
         return rid
 
     @_guarded
-    def submit_n(self, prompt, max_new_tokens: int, n: int, *, temperature=0.0, seed: int | None = None) -> tuple:
+    def submit_n(self, prompt, max_new_tokens: int, n: int, *, temperature=0.0, seed=None, spec_k=0) -> tuple:
         """Queue `n` samples of one plain prompt; returns the `n` sibling ids, consecutive. Sibling
         i samples with `sibling_seed(seed, i)`. With n > 1 the next id is reserved for the group's
         prompt request: with the cache on it prefills the prompt once and donates it, and the
         siblings wait until it is published, then copy it (docs/contracts.md, "Sampling").
-        Tokens are bit-identical with the cache off. Refusals as in `submit`, and `n` not an int
-        in 1..256."""
+        Tokens are bit-identical with the cache off. Each sibling decodes speculatively with
+        `spec_k` > 0. Refusals as in `submit`, and `n` not an int in 1..256."""
         prompt = intake.prompt_tokens(prompt, self.vocab)
         max_new_tokens = intake.new_token_budget(max_new_tokens)
         n = intake.sample_count(n)
         temperature = intake.temperature(temperature)
+        spec_k = intake.draft_count(spec_k, temperature)
         seed = intake.sampling_seed(seed, self._next_rid)
         first = self._next_rid
         lead = None
@@ -160,7 +161,9 @@ class Scheduler(Launching, Moves, Windows):
                 lead = self._new_request(prompt[:-1], 1, None, 0.0, 0, rid=first + n)
                 lead.shared = True
         for i in range(n):
-            sib = self._new_request(prompt, max_new_tokens, None, temperature, sibling_seed(seed, i), rid=first + i)
+            sib = self._new_request(
+                prompt, max_new_tokens, None, temperature, sibling_seed(seed, i), rid=first + i, spec_k=spec_k
+            )
             if lead is not None:
                 sib.awaits = lead
                 lead.siblings.append(sib)

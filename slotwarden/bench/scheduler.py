@@ -4,7 +4,8 @@ The real `Scheduler` and `StatePool` run with only the model replaced by `StubMo
 `prefill`/`decode` return a constant token tensor: what is timed is `step()` minus the layer.
 Workloads at N = 16, 256 and 1024 running requests: `decode` (steady state: launch and fence)
 and `churn` (about N/32 requests finish, allocate and admit every step). Then a shared-prefix
-workload with the real layer, the prefix cache off and on (`prefix.py`).
+workload with the real layer, the prefix cache off and on (`prefix.py`), and a speculative one,
+plain decoding against each drafter (`speculative.py`).
 
 Each runs with the pool's checks on and off: two schedulers fed the same seeded workload, in
 alternating turns of a few steps, the median of the repeats. A second, instrumented pass times
@@ -26,6 +27,7 @@ import torch
 
 from slotwarden.bench import common as bench_common
 from slotwarden.bench import prefix as bench_prefix
+from slotwarden.bench import speculative as bench_speculative
 from slotwarden.bench.common import device_of, host_clock, machine, sync_for, write_json  # noqa: F401 (write_json: the module's API)
 from slotwarden.cli.demo import build_scheduler
 from slotwarden.runtime.scheduler.intake import MAX_NEW_TOKENS
@@ -395,21 +397,32 @@ def format_report(result: dict) -> str:
     return "\n".join(lines)
 
 
-def measure_all(device=None, *, prefix: dict | None = None, log: Callable[[str], None] = lambda s: None, **settings):
+def measure_all(
+    device=None,
+    *,
+    prefix: dict | None = None,
+    speculative: dict | None = None,
+    log: Callable[[str], None] = lambda s: None,
+    **settings,
+):
     """`measure`, then the shared-prefix workload with the prefix cache on and off
-    (`bench_prefix`; its settings `prefix`, None for its defaults) under "prefix"."""
+    (`bench_prefix`; its settings `prefix`, None for its defaults) under "prefix", then the
+    speculative workload (`bench_speculative`; settings `speculative`) under "speculative"."""
     result = measure(device, log=log, **settings)
     log("shared-prefix workload: the prefix cache off, then on")
     result["prefix"] = bench_prefix.measure(device, **(prefix or bench_prefix.DEFAULT))
+    log("speculative workload: plain decoding, then each drafter")
+    result["speculative"] = bench_speculative.measure(device, **(speculative or bench_speculative.DEFAULT))
     return result
 
 
 def report_all(result: dict) -> str:
-    return format_report(result) + "\n\n" + bench_prefix.format_table(result["prefix"])
+    text = format_report(result) + "\n\n" + bench_prefix.format_table(result["prefix"])
+    return text + "\n\n" + bench_speculative.format_table(result["speculative"])
 
 
 def run(args, **params) -> int:
     """The CLI entry point: `slotwarden bench scheduler [--device D] [--json FILE] [--quick]`.
     `params` override `measure_all`'s arguments (the tests use tiny sizes)."""
-    quick = dict(QUICK, prefix=bench_prefix.QUICK)
+    quick = dict(QUICK, prefix=bench_prefix.QUICK, speculative=bench_speculative.QUICK)
     return bench_common.run(args, params, DEFAULT, quick, measure_all, report_all)

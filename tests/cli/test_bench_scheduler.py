@@ -6,6 +6,7 @@ import json
 import pytest
 
 from slotwarden.bench import prefix as bp
+from slotwarden.bench import speculative as bspec
 from slotwarden.bench import scheduler as bs
 from slotwarden.runtime.scheduler.scheduler import Scheduler
 from slotwarden.runtime.ledger.ledger import SlotLedger
@@ -55,7 +56,7 @@ def test_targets_are_reported_at_256_only(result):
 def test_report_and_json(tmp_path, capsys):
     out = tmp_path / "sched.json"
     args = argparse.Namespace(device="cpu", json=str(out), quick=False)
-    assert bs.run(args, **dict(TINY, ns=(3,), workloads=("churn",), prefix=bp.QUICK)) == 0
+    assert bs.run(args, **dict(TINY, ns=(3,), workloads=("churn",), prefix=bp.QUICK, speculative=bspec.QUICK)) == 0
     text = capsys.readouterr().out
     assert "checks on µs/step" in text and "checks off µs/step" in text and "checking share" in text
     assert "launch check share" in text
@@ -63,6 +64,7 @@ def test_report_and_json(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data["meta"]["device"] == "cpu" and len(data["rows"]) == 1
     assert data["prefix"]["same_tokens"] and data["prefix"]["on"]["hits"] > 0
+    assert "speculative workload" in text and data["speculative"]["same_tokens"]
 
 
 def test_the_prefix_cache_feeds_fewer_tokens_for_the_same_output(monkeypatch):
@@ -145,3 +147,21 @@ def test_launch_timer_times_each_pools_check_and_unwraps():
     assert id(works[1].sched.pool.ledger) not in timer.seconds  # it did not step
     timer.remove()
     assert pool_module.check_step is check
+
+
+def test_the_speculative_rows_report_acceptance_and_refuse_changed_tokens(monkeypatch):
+    rows = {r["drafter"]: r for r in bspec.measure("cpu", **bspec.QUICK)["rows"]}
+    assert set(rows) == {"plain", "ngram", "small model", "target"}
+    assert rows["plain"]["drafted"] == 0 and rows["target"]["acceptance"] == 1.0  # the target drafts itself
+    assert rows["target"]["steps"] < rows["plain"]["steps"] and rows["target"]["tokens_per_step"] > 1
+    assert all(r["generated"] == rows["plain"]["generated"] for r in rows.values())
+    from slotwarden.runtime.scheduler import moves
+
+    commit = moves.Moves.commit_window
+
+    def wrong(self, req, position):  # broken: the state before the accepted one is committed
+        commit(self, req, max(position - 1, 0))
+
+    monkeypatch.setattr(moves.Moves, "commit_window", wrong)
+    with pytest.raises(RuntimeError, match="drafter changed request"):
+        bspec.measure("cpu", **bspec.QUICK)

@@ -46,6 +46,7 @@ from slotwarden.verification.machines.pool import PoolMachine
 from slotwarden.verification.machines.radix import RadixMachine
 from slotwarden.verification.machines.scheduler import machine_for
 from slotwarden.verification.mutants import declaration as declaration_mutants
+from slotwarden.verification import speculative
 from slotwarden.verification.mutants.history import LIVENESS_MUTANTS, MUTANTS, SPECULATIVE_MUTANTS
 from slotwarden.verification.mutants.runtime_checks import rejudge_listed, witness
 from slotwarden.verification.mutants.seeded import SEEDED_BUGS, hunt
@@ -199,6 +200,19 @@ def seeded_bug_stages(runtime_level: dict, level: dict, seed) -> dict:
 
 
 INTERRUPT_EVENTS = {"quick": 30, "default": 100, "thorough": None}  # line events per configuration and exception
+
+
+def _speculative(_) -> Row:
+    start = time.perf_counter()
+    bad, totals = speculative.compare()
+    text = (
+        f"{totals['runs']} runs (k 1..3, {len(speculative.DRAFTERS)} drafters, overlap and prefix cache on and off): "
+        f"{totals['verified']} windows verified, {totals['accepted']} of {totals['drafted']} drafts accepted; "
+        + ("tokens and session states bit-identical to plain decoding" if not bad else "FAILED: " + "; ".join(bad))
+    )
+    return Row(
+        "continuity", "speculative = plain", not bad, time.perf_counter() - start, text, {"differ": bad, **totals}
+    )
 
 
 def _interrupts(per_config, seed) -> Row:
@@ -457,6 +471,7 @@ def jobs(level: dict, proof_timeout: float, seed, only, walks: float | None = No
             lambda: _continuity(runtime["cached"], seed, CachedContinuityMachine, "continuity+cache"),
         )
     )
+    out.append(("continuity", "speculative = plain", lambda: _speculative(None)))
     events = INTERRUPT_EVENTS[next((k for k, v in LEVELS.items() if v == level), "default")]
     out.append(
         ("contract", "pool-call faults", lambda: fault_row(next(k for k in LEVELS if LEVELS[k] == level), seed, Row))
