@@ -205,6 +205,42 @@ def test_a_scheduler_workloads_trace_replays_clean_on_the_model(monkeypatch, ove
     assert not check_trace.check(lines[:first_fence] + lines[first_fence + 1 :], capacity=4).clean
 
 
+@pytest.mark.parametrize("overlap", [False, True], ids=["sync", "overlap"])
+def test_a_speculative_workloads_trace_replays_clean_and_an_early_commit_is_a_finding(overlap):
+    """Windows drafted, verified and committed, beside a session and an abort, replay clean;
+    the same trace with a commit moved before its verify's fence (vLLM #50021 offline) is not."""
+    from slotwarden.runtime.scheduler.drafter import ModelDrafter
+    from slotwarden.runtime.trace import attach
+    from scheduling import MODEL, make_scheduler
+
+    buf = io.StringIO()
+    sched = make_scheduler(8, overlap=overlap)
+    attach(sched.pool.ledger, TraceWriter(buf, sched.pool.capacity))
+    sched.drafter = ModelDrafter(MODEL)
+    sid = sched.open_session()
+    sched.submit([1, 2, 3, 4], 6, spec_k=2)
+    sched.submit([5, 6], 5, session=sid, spec_k=1)
+    sched.run()
+    sched.submit([7], 4, session=sid, spec_k=2)
+    rid = sched.submit([9, 9, 9], 9, spec_k=3)
+    sched.step(), sched.step()
+    sched.abort(rid)
+    sched.close_session(sid)
+    sched.run()
+    lines = [x for x in enumerate(buf.getvalue().splitlines(), 1) if isinstance(x[1], str)]
+    lines = [(n, parse(t, n)) for n, t in lines]
+    lines = [x for x in lines if isinstance(x[1], TraceLine)]
+    report = check_trace.check(lines, capacity=8)
+    assert report.clean and {"draft", "verify", "commit", "abort"} <= set(report.events), check_trace.render(
+        report, "speculative"
+    )
+    commit = next(i for i, (_, ln) in enumerate(lines) if ln.event is Event.COMMIT)
+    verify = max(i for i, (_, ln) in enumerate(lines[:commit]) if ln.event is Event.VERIFY)
+    early = lines[: verify + 1] + [lines[commit]] + [x for i, x in enumerate(lines) if i > verify and i != commit]
+    bad = check_trace.check(early, capacity=8)
+    assert not bad.clean and "VERIFYING" in bad.findings[0].error
+
+
 def test_a_pool_traced_to_a_path_has_every_line_on_disk_without_a_close(tmp_path):
     path = tmp_path / "pool.jsonl"
     pool = StatePool(CFG, trace=path)

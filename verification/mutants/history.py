@@ -12,7 +12,7 @@ catch them (`checker.liveness`); the livelock's runtime variant never lets the s
 (the machine's teardown); the hangs' runtime variants are not written yet (`cls` None). The index bugs (`write_set.py`)
 make only legal moves and break the step's write set: the launch check refuses them, and the
 checker's launch judge (its twin's rows, `policies.py`) catches them. The speculative-decoding
-bugs (`SPECULATIVE_MUTANTS`) are the checker's alone so far (`cls` None), on bounds with windows.
+bugs (`SPECULATIVE_MUTANTS`: `speculative.py`, `windows.py`) run on bounds with windows.
 """
 
 from __future__ import annotations
@@ -65,6 +65,15 @@ from slotwarden.verification.mutants.speculative import (
     AbstractVerifyBeforeAlloc,
     AbstractVerifyNeverCommits,
     AbstractWindowOneSlot,
+)
+from slotwarden.verification.mutants.windows import (
+    CountBeforeFence,
+    LookaheadCached,
+    RollbackInPlace,
+    StaleWindowRead,
+    VerifyBeforeAlloc,
+    VerifyNeverCommits,
+    WindowOneSlot,
 )
 from slotwarden.verification.mutants.write_set import (
     MinusOnePad,
@@ -448,75 +457,84 @@ LIVENESS_MUTANTS = (
 SPECULATIVE_MUTANTS = (
     Mutant(
         "lookahead_cached",
-        None,
+        LookaheadCached,
         AbstractLookaheadCached,
         _SPEC_CACHE,
         "vLLM #48375",
         "only committed state is published to the prefix cache",
         {},
         checker_catch=("legal", "publishes_committed"),
+        runtime_catch=("IllegalMove",),
     ),
     Mutant(
         "stale_window_read",
-        None,
+        StaleWindowRead,
         AbstractStaleWindowRead,
         _SPEC,
         "vLLM #56531",
         "the next step reads only the committed state",
         {},
         checker_catch=("reads_committed", "reads_current"),
+        runtime_catch=("IllegalStep",),
     ),
     Mutant(
         "verify_never_commits",
-        None,
+        VerifyNeverCommits,
         AbstractVerifyNeverCommits,
         _SPEC,
         "SGLang #26351",
         "a commit copies the accepted state into the committed slot",
         {},
         checker_catch=("reads_current",),
+        runtime_catch=("AssertionError",),
+        machine="continuity",
     ),
     Mutant(
         "window_one_slot",
-        None,
+        WindowOneSlot,
         AbstractWindowOneSlot,
         _SPEC,
         "vLLM #41233",
         "a verify writes only the window slots its request holds",
         {},
         checker_catch=("writes_held", "ids_in_pool"),
+        runtime_catch=("IllegalStep",),
     ),
     Mutant(
         "rollback_in_place",
-        None,
+        RollbackInPlace,
         AbstractRollbackInPlace,
         _SPEC,
         "llama.cpp #26695",
         "a rollback restores the committed state: the verify never writes it",
         {},
         checker_catch=("rollback_restores",),
+        runtime_catch=("AssertionError",),
+        machine="continuity",
     ),
     Mutant(
         "verify_before_alloc",
-        None,
+        VerifyBeforeAlloc,
         AbstractVerifyBeforeAlloc,
         _SPEC,
         "SGLang #28484",
         "a verify addresses only window slots already allocated",
         {},
         checker_catch=("ids_in_pool",),
+        runtime_catch=("IllegalStep",),
     ),
     Mutant(
         "count_before_fence",
-        None,
+        CountBeforeFence,
         AbstractCountBeforeFence,
         _SPEC,
         "vLLM #50021",
         "the accepted count is read only after the fence of the step that produced it",
         {},
         checker_catch=("legal", "commit_fenced"),
+        runtime_catch=("IllegalMove",),
     ),
 )
-"""The speculative-decoding class (`speculative.py`), on bounds with windows: each caught by the
-property it names in the checker; their runtime variants are not written yet (`cls` None). The
-mutant matrix runs them after `LIVENESS_MUTANTS`."""
+"""The speculative-decoding class, on bounds with windows: each caught by the property it names in
+the checker (`speculative.py`) and by the error it names at the runtime (`windows.py`: the
+machines draw speculative requests). The mutant matrix runs them after `LIVENESS_MUTANTS`."""

@@ -1,6 +1,6 @@
 """The speculative-decoding bugs in the checker's twin: each a `Policy` subclass that overrides
 one decision about a request's window (verification/abstract/policy.py). Their runtime variants
-are not written yet: the scheduler does not decode speculatively.
+are in `windows.py`.
 """
 
 from __future__ import annotations
