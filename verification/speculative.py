@@ -75,3 +75,14 @@ def compare(ks=(1, 2, 3), configs=CONFIGS) -> tuple[list, dict]:
                 for key in ("verified", "drafted", "accepted", "retractions", "aborts"):
                     totals[key] += getattr(c, key)
     return bad, totals
+
+
+def verdict() -> tuple[bool, str, dict]:
+    """`compare` as verify's row: (ok, its line, its detail)."""
+    bad, totals = compare()
+    text = (
+        f"{totals['runs']} runs (k 1..3, {len(DRAFTERS)} drafters, overlap and prefix cache on and off): "
+        f"{totals['verified']} windows verified, {totals['accepted']} of {totals['drafted']} drafts accepted; "
+        + ("tokens and session states bit-identical to plain decoding" if not bad else "FAILED: " + "; ".join(bad))
+    )
+    return not bad, text, {"differ": bad, **totals}

@@ -52,7 +52,7 @@ from slotwarden.runtime.scheduler.sessions import (
     turn_finished,
     turn_input,
 )
-from slotwarden.runtime.scheduler.errors import AuditFailed, NotIdle, SchedulerBroken, SessionClosed
+from slotwarden.runtime.scheduler.errors import AuditFailed, NotIdle, SchedulerBroken, SessionClosed, StepFailed  # noqa: F401 (StepFailed: the callers import it here)
 from slotwarden.runtime.scheduler.shapes import check_fits
 from slotwarden.runtime.scheduler.signals import Deferred
 

@@ -3,9 +3,8 @@
 The real `Scheduler` and `StatePool` run with only the model replaced by `StubModel`, whose
 `prefill`/`decode` return a constant token tensor: what is timed is `step()` minus the layer.
 Workloads at N = 16, 256 and 1024 running requests: `decode` (steady state: launch and fence)
-and `churn` (about N/32 requests finish, allocate and admit every step). Then a shared-prefix
-workload with the real layer, the prefix cache off and on (`prefix.py`), and a speculative one,
-plain decoding against each drafter (`speculative.py`).
+and `churn` (about N/32 requests finish, allocate and admit every step). Then, with the real
+layer, the prefix cache off and on (`prefix.py`) and plain against speculative (`speculative.py`).
 
 Each runs with the pool's checks on and off: two schedulers fed the same seeded workload, in
 alternating turns of a few steps, the median of the repeats. A second, instrumented pass times

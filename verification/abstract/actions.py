@@ -9,14 +9,18 @@ retraction) is in the comment below the imports.
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple
+from functools import partial
+from typing import Iterator
 
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.lifecycle import LIFECYCLE
 from slotwarden.model.pool import Pool
-from slotwarden.model.vocabulary import Actor, Event, Slot, State
+from slotwarden.model.vocabulary import Actor, Event, State
 
+from slotwarden.verification.abstract import windows
 from slotwarden.verification.abstract.memo import _FORGETTERS, alloc, apply, fence
+from slotwarden.verification.abstract.records import Action, Move, Outcome
+from slotwarden.verification.abstract.windows import speculating as _speculating
 from slotwarden.verification.abstract.policy import Alloc, Fire, Policy
 from slotwarden.verification.abstract.world import (
     CANDIDATE,
@@ -34,7 +38,6 @@ from slotwarden.verification.abstract.world import (
     World,
     cached_ids,
     session_of,
-    window_of,
 )
 
 # The model's rules:
@@ -59,41 +62,8 @@ from slotwarden.verification.abstract.world import (
 #   running batch, which this model does not count): it waits again, holding nothing. A session
 #   turn keeps its place as its session's turn in flight; its lent slot goes back to the session
 #   (LENT_RUNNING --RETRACT--> PARKED) and is lent to it again when it is taken again.
-
-
-class Move(NamedTuple):
-    """What one slot went through during an action: the checker judges every move."""
-
-    slot_id: int
-    before: Slot
-    event: Event
-    actor: Actor
-    after: Slot
-
-
-class Action(NamedTuple):
-    """An action of the abstract scheduler: `kind` on request/session `id` (None: the scheduler
-    or the cache), about slot `slot` (a match's or an eviction's cached slot)."""
-
-    kind: str
-    id: int | None = None
-    slot: int | None = None
-
-    def __str__(self) -> str:
-        on = "" if self.slot is None else f"slot {self.slot}"
-        if self.id is None:
-            return self.kind if not on else f"{self.kind}({on})"
-        who = "s" if self.kind == "close" else "r"
-        return f"{self.kind}({who}{self.id}{', ' + on if on else ''})"
-
-
-class Outcome(NamedTuple):
-    """One enabled action and what it led to: the next world, or the error the model raised."""
-
-    action: Action
-    world: World | None
-    moves: tuple  # tuple[Move, ...], in the order they happened
-    error: LifecycleError | None = None
+# - Speculative windows (`Bounds.drafts` > 0, `windows.py`): a launch verifies the DRAFT window
+#   of each request it runs, and runs no request whose window awaits its commit or rollback.
 
 
 _new = tuple.__new__  # a record built from its values, without `_replace`'s keyword parsing
@@ -434,47 +404,6 @@ def _complete(world: World, policy: Policy):
     return t
 
 
-def _speculating(world: World, rid: int) -> bool:
-    """Whether the request holds a window or has verified state not yet committed."""
-    return bool(world.windows) and bool(window_of(world, rid)) or rid in world.behind
-
-
-def _draft(world: World, rid: int, policy: Policy):
-    r = world.requests[rid]
-    if r.phase != RUNNING or not world.drafts or _speculating(world, rid) or not policy.can_draft(world, r):
-        return None
-    t = _Txn(world, policy)
-    ids = t.fire(policy.draft_take(world, r))
-    if ids is None:
-        return None
-    t.fire(policy.draft_events(world, r, ids))
-    t.windows = t.windows | frozenset((rid, i) for i in ids)
-    return t
-
-
-def _commit(world: World, rid: int, policy: Policy):
-    r = world.requests[rid]
-    if r.phase != RUNNING or not window_of(world, rid) or not policy.can_commit(world, r):
-        return None
-    t = _Txn(world, policy)
-    t.fire(policy.commit_events(world, r))
-    copied = any(m.event is Event.COMMIT and m.slot_id == r.handle for m in t.moves)
-    behind = t.behind
-    t.drop_window(rid)
-    t.behind = t.behind if copied else behind  # only a copy into the committed slot brings it up to date
-    return t
-
-
-def _reject(world: World, rid: int, policy: Policy):
-    r = world.requests[rid]
-    if r.phase != RUNNING or not window_of(world, rid):
-        return None
-    t = _Txn(world, policy)
-    t.fire(policy.reject_events(world, r))
-    t.drop_window(rid)
-    return t
-
-
 _BY_PHASE = {  # the actions a request may take in each phase, in a fixed order
     PENDING: (("submit", _submit), ("abort", _abort)),
     WAITING: (("take", _take), ("abort", _abort)),
@@ -482,7 +411,7 @@ _BY_PHASE = {  # the actions a request may take in each phase, in a fixed order
     RUNNING: (("finish", _finish), ("donate", _donate), ("retract", _retract), ("abort", _abort)),
     DONE: (),
 }
-_SPECULATIVE = (("draft", _draft), ("commit", _commit), ("reject", _reject))
+_SPECULATIVE = tuple((kind, partial(fn, txn=_Txn)) for kind, fn in windows.ACTIONS)
 """A running request's actions in speculative decoding (`Bounds.drafts` > 0), after `_BY_PHASE`'s."""
 
 
@@ -543,8 +472,7 @@ def successors(world: World, policy: Policy, overlap: bool) -> Iterator[Outcome]
 
 ACTIONS = {  # every action by name, for callers that drive the model one action at a time
     "submit": _submit, "take": _take, "admit": _admit, "rollback": _rollback, "finish": _finish,
-    "retract": _retract, "abort": _abort, "close": _close, "donate": _donate, "draft": _draft, "commit": _commit,
-    "reject": _reject,
+    "retract": _retract, "abort": _abort, "close": _close, "donate": _donate, **dict(_SPECULATIVE),
 }  # fmt: skip
 
 

@@ -9,10 +9,9 @@ partial state kept as the session's checkpoint) makes only legal moves: the chec
 it (`policy` None); the continuity machine catches it (`machine="continuity"`). The livelock and
 hang bugs (`LIVENESS_MUTANTS`) make only legal moves too: the checker's liveness properties
 catch them (`checker.liveness`); the livelock's runtime variant never lets the scheduler go idle
-(the machine's teardown); the hangs' runtime variants are not written yet (`cls` None). The index bugs (`write_set.py`)
-make only legal moves and break the step's write set: the launch check refuses them, and the
-checker's launch judge (its twin's rows, `policies.py`) catches them. The speculative-decoding
-bugs (`SPECULATIVE_MUTANTS`: `speculative.py`, `windows.py`) run on bounds with windows.
+(the machine's teardown); the hangs' runtime variants are not written yet (`cls` None). The
+index bugs (`write_set.py`) break the step's write set: the launch check refuses them, and the
+checker's launch judge catches them. Speculative decoding's bugs: `window_history.py`.
 """
 
 from __future__ import annotations
@@ -56,24 +55,6 @@ from slotwarden.verification.mutants.policies import (
     AbstractReleaseAwaitsLostNotice,
     AbstractRequeueNearCeiling,
     AbstractTurnAwaitsLostHandoff,
-)
-from slotwarden.verification.mutants.speculative import (
-    AbstractCountBeforeFence,
-    AbstractLookaheadCached,
-    AbstractRollbackInPlace,
-    AbstractStaleWindowRead,
-    AbstractVerifyBeforeAlloc,
-    AbstractVerifyNeverCommits,
-    AbstractWindowOneSlot,
-)
-from slotwarden.verification.mutants.windows import (
-    CountBeforeFence,
-    LookaheadCached,
-    RollbackInPlace,
-    StaleWindowRead,
-    VerifyBeforeAlloc,
-    VerifyNeverCommits,
-    WindowOneSlot,
 )
 from slotwarden.verification.mutants.write_set import (
     MinusOnePad,
@@ -132,8 +113,6 @@ _PADDED = Bounds(slots=3, requests=4, sessions=0, overlap=False)  # three runnin
 _PADDED_OVERLAP = Bounds(slots=4, requests=4, sessions=0, overlap=True)  # four rows in flight, then three
 _CACHE = Bounds(slots=2, requests=3, sessions=0, overlap=False, nodes=1)  # a donor and two readers
 _CACHE_OVERLAP = Bounds(slots=2, requests=2, sessions=0, overlap=True, nodes=1)
-_SPEC = Bounds(slots=3, requests=2, sessions=0, overlap=True, drafts=1)  # a window of two slots, overlapped
-_SPEC_CACHE = Bounds(slots=4, requests=2, sessions=0, overlap=True, nodes=1, drafts=1)
 
 MUTANTS = (
     Mutant(
@@ -453,88 +432,3 @@ LIVENESS_MUTANTS = (
 )
 """The livelock and hang class: every move legal, each caught by the liveness property it names
 (the same bounds pass under the correct policy); the mutant matrix runs them after `MUTANTS`."""
-
-SPECULATIVE_MUTANTS = (
-    Mutant(
-        "lookahead_cached",
-        LookaheadCached,
-        AbstractLookaheadCached,
-        _SPEC_CACHE,
-        "vLLM #48375",
-        "only committed state is published to the prefix cache",
-        {},
-        checker_catch=("legal", "publishes_committed"),
-        runtime_catch=("IllegalMove",),
-    ),
-    Mutant(
-        "stale_window_read",
-        StaleWindowRead,
-        AbstractStaleWindowRead,
-        _SPEC,
-        "vLLM #56531",
-        "the next step reads only the committed state",
-        {},
-        checker_catch=("reads_committed", "reads_current"),
-        runtime_catch=("IllegalStep",),
-    ),
-    Mutant(
-        "verify_never_commits",
-        VerifyNeverCommits,
-        AbstractVerifyNeverCommits,
-        _SPEC,
-        "SGLang #26351",
-        "a commit copies the accepted state into the committed slot",
-        {},
-        checker_catch=("reads_current",),
-        runtime_catch=("AssertionError",),
-        machine="continuity",
-    ),
-    Mutant(
-        "window_one_slot",
-        WindowOneSlot,
-        AbstractWindowOneSlot,
-        _SPEC,
-        "vLLM #41233",
-        "a verify writes only the window slots its request holds",
-        {},
-        checker_catch=("writes_held", "ids_in_pool"),
-        runtime_catch=("IllegalStep",),
-    ),
-    Mutant(
-        "rollback_in_place",
-        RollbackInPlace,
-        AbstractRollbackInPlace,
-        _SPEC,
-        "llama.cpp #26695",
-        "a rollback restores the committed state: the verify never writes it",
-        {},
-        checker_catch=("rollback_restores",),
-        runtime_catch=("AssertionError",),
-        machine="continuity",
-    ),
-    Mutant(
-        "verify_before_alloc",
-        VerifyBeforeAlloc,
-        AbstractVerifyBeforeAlloc,
-        _SPEC,
-        "SGLang #28484",
-        "a verify addresses only window slots already allocated",
-        {},
-        checker_catch=("ids_in_pool",),
-        runtime_catch=("IllegalStep",),
-    ),
-    Mutant(
-        "count_before_fence",
-        CountBeforeFence,
-        AbstractCountBeforeFence,
-        _SPEC,
-        "vLLM #50021",
-        "the accepted count is read only after the fence of the step that produced it",
-        {},
-        checker_catch=("legal", "commit_fenced"),
-        runtime_catch=("IllegalMove",),
-    ),
-)
-"""The speculative-decoding class, on bounds with windows: each caught by the property it names in
-the checker (`speculative.py`) and by the error it names at the runtime (`windows.py`: the
-machines draw speculative requests). The mutant matrix runs them after `LIVENESS_MUTANTS`."""

@@ -9,7 +9,7 @@ from slotwarden.verification.checker.search import check
 from slotwarden.verification.machines.campaign import Budget, run_machine
 from slotwarden.verification.machines.continuity import continuity_machine_for
 from slotwarden.verification.machines.scheduler import FEATURES, machine_for
-from slotwarden.verification.mutants.history import SPECULATIVE_MUTANTS
+from slotwarden.verification.mutants.window_history import SPECULATIVE_MUTANTS
 
 EXPECTED = {  # name: (the checker's property, the runtime's error), one bug of the history each
     "lookahead_cached": ("legal", "IllegalMove"),  # vLLM #48375
