@@ -10,7 +10,7 @@ from slotwarden.model.declaration import Lifecycle
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.pool import Pool, apply
 from slotwarden.model.proofs.move import SUBJECT
-from slotwarden.model.properties import conserved, exclusive, quiescent  # noqa: F401  (contracts)
+from slotwarden.model.properties import WINDOW, conserved, exclusive, quiescent  # noqa: F401  (contracts)
 from slotwarden.model.step import step
 from slotwarden.model.vocabulary import FREE_SLOT, MAX_READERS, NOBODY, Actor, ActorKind, Event, Slot, State  # noqa: F401
 
@@ -69,11 +69,8 @@ def shut_down(slot: Slot, completed: int, lifecycle: Lifecycle) -> Slot:
 
     if lifecycle.spec(slot.state).lent:
         slot = fire(slot, Event.ABORT, Actor.request(slot.borrower))
-    if lifecycle.spec(slot.state).owner is ActorKind.REQUEST:
-        owner = slot.owner
-        slot = fire(slot, Event.ABORT, Actor.request(owner))
-        if lifecycle.spec(slot.state).owner is ActorKind.REQUEST and slot.owner == owner:  # its window goes back
-            slot = fire(slot, Event.ROLLBACK, Actor.request(owner))
+    if lifecycle.spec(slot.state).owner is ActorKind.REQUEST:  # a window's slot goes back by its rollback
+        slot = fire(slot, Event.ROLLBACK if slot.state in WINDOW else Event.ABORT, Actor.request(slot.owner))
     if lifecycle.spec(slot.state).owner is ActorKind.SESSION:
         slot = fire(slot, Event.CLOSE, Actor.session(slot.owner))
     while lifecycle.spec(slot.state).shared and slot.readers > 0:  # each reader lets go of its lock

@@ -43,6 +43,9 @@ class VerifyPlan(NamedTuple):
     per_position: tuple
     first_row: tuple  # per item, its position-0 row
 
+    kind = "verify"  # read beside a `rows.Step`'s kind
+    pads = 0  # a verify step is not padded
+
 
 def plan(items: list) -> VerifyPlan:
     """The rows of a verify step over `items` (request, Window); a request's last generated

@@ -42,6 +42,8 @@ class PoolMachine(RuleBasedStateMachine):
     parked = Bundle("parked")  # (slot, session)
     lent = Bundle("lent")  # (slot, session, request)
     lent_running = Bundle("lent_running")
+    drafted = Bundle("drafted")  # (slot, request): a window slot, not yet verified
+    verifying = Bundle("verifying")
 
     # `path`: the ledger's path for every batch the machine makes (`paths.PATHS`: a slot at a
     # time, the compiled move in runs or slot by slot, numpy); the mixed sizes around the
@@ -131,6 +133,30 @@ class PoolMachine(RuleBasedStateMachine):
     @rule(held=consumes(parked))
     def close(self, held):
         self._fire(Event.CLOSE, (held[0],), Actor.session(held[1]))
+
+    # -- speculative windows: draft, verify (published at the fence), commit or roll back ---------
+    @rule(target=drafted, held=consumes(taken))
+    def draft(self, held):
+        self._fire(Event.DRAFT, (held[0],), Actor.request(held[1]))
+        return held
+
+    @rule(target=verifying, held=consumes(drafted))
+    def verify(self, held):
+        self._fire(Event.VERIFY, (held[0],), Actor.request(held[1]))
+        return held
+
+    @rule(held=consumes(drafted))
+    def give_back_draft(self, held):
+        self._fire(Event.ROLLBACK, (held[0],), Actor.request(held[1]))
+
+    @rule(held=consumes(verifying), event=st.sampled_from([Event.COMMIT, Event.ROLLBACK]))
+    def settle(self, held, event):
+        """Committed (refused before the verify's fence) or rolled back, at any time."""
+        self._fire(event, (held[0],), Actor.request(held[1]))
+
+    @rule(held=running)
+    def commit_into(self, held):
+        self._fire(Event.COMMIT, (held[0],), Actor.request(held[1]))
 
     # -- the prefix cache: insert, publish (at the fence), lock, unlock, evict ---------------------
     @rule(held=consumes(running), node=NODES)

@@ -155,7 +155,7 @@ class RequeueNearCeiling(Scheduler):
     ceiling) is requeued, its output dropped, to be prefilled again: the same each time, forever."""
 
     def _process(self, done) -> None:
-        ran = [req for req, generation, _ in done.rows if generation == req.generation]
+        ran = [row[0] for row in done.rows if row[1] == row[0].generation and done.kind != "verify"]
         super()._process(done)
         for req in ran:
             first = req.phase is Phase.RUNNING and len(req.output) == 1 and all(r is not req for r in self.finishing)

@@ -348,8 +348,33 @@ def test_the_strategies_reach_every_legal_move():
         ("fire", Event.UNLOCK, r2, [2], "list", NOBODY),  # no lock held: refused
         ("fire", Event.EVICT, Actor.cache(7), [2], "list", NOBODY),
         ("fence", None),
+        # speculative windows: drafted, given back, verified, rolled back in flight, committed
+        ("alloc", 4, r1),
+        ("fire", Event.ADMIT, r1, [1], "list", NOBODY),
+        ("fire", Event.DRAFT, r1, [3, 5, 4], "list", NOBODY),
+        ("fire", Event.ROLLBACK, r1, [4], "list", NOBODY),
+        ("fire", Event.VERIFY, r1, [3, 5], "list", NOBODY),
+        ("launch",),
+        ("fire", Event.COMMIT, r1, [1, 3], "list", NOBODY),  # before the fence: refused
+        ("fire", Event.ROLLBACK, r1, [5], "list", NOBODY),
+        ("fence", None),
+        ("fire", Event.COMMIT, r1, [1, 3], "list", NOBODY),
+        ("alloc", 1, r1),  # slot 2, the head of the free list
+        ("fire", Event.DRAFT, r1, [2], "list", NOBODY),
+        ("fire", Event.VERIFY, r1, [2], "list", NOBODY),
+        ("launch",),
+        ("fence", None),
+        ("fire", Event.ROLLBACK, r1, [2], "list", NOBODY),
+        ("fire", Event.PARK, r1, [1], "list", 1),
+        ("fire", Event.LEND, s1, [1], "list", 2),
+        ("fire", Event.ADMIT, r2, [1], "list", NOBODY),
+        ("fire", Event.COMMIT, r2, [1], "list", NOBODY),
+        ("fire", Event.FINISH, r2, [1], "list", NOBODY),
+        ("close", s1),
+        ("launch",),
+        ("fence", None),
     ]
     pool = run(program)
     assert moves(pool) == RULE_MOVES
-    assert pool.ledger.free_list().tolist() == [1, 3, 5, 4, 2]  # fences free in id order
+    assert pool.ledger.free_list().tolist() == [4, 5, 3, 2, 1]  # each slot once, in the order they went back
     assert pool.audit(set(), set()).clean

@@ -90,7 +90,10 @@ def test_the_checker_catches_it(mutant):
     assert 1 <= len(result.violation.trace) <= 11  # a lent turn in the running batch needs two turns
 
 
-RARE: dict = {}  # caught by verify's default run (its seed), but not at every seed within this budget
+RARE: dict = {  # caught by verify's default run (its seed), but not at every seed within this budget
+    "rollback_frees_admitted_turn": "two lent turns and a rollback: seed 0 misses it in 500 examples since the "
+    "machines also draw speculative requests (seeds 1, 2, 3 find it in 232, 51, 62)",
+}
 
 
 def _runtime_case(m):

@@ -7,13 +7,14 @@ import pytest
 from slotwarden.verification.abstract import Policy
 from slotwarden.verification.machines import machine_for
 from slotwarden.verification.machines.campaign import Budget, run_machine
+from slotwarden.verification.mutants.window_history import SPECULATIVE_MUTANTS
 from slotwarden.verification.mutants.history import LIVENESS_MUTANTS, MUTANTS
 from slotwarden.verification.verify import jobs as verify
 
 
 def test_the_matrix_runs_them_after_the_safety_mutants():
     names = [n for stage, n, _ in verify.jobs(verify.LEVELS["quick"], 1.0, 0, None) if stage == "mutants"]
-    assert names == [m.name for m in MUTANTS + LIVENESS_MUTANTS]
+    assert names == [m.name for m in MUTANTS + LIVENESS_MUTANTS + SPECULATIVE_MUTANTS]
     assert all(m.bug.startswith(("vLLM #52520", "vLLM #50754")) and "HISTORY" in m.bug for m in LIVENESS_MUTANTS)
 
 
