@@ -6,10 +6,12 @@ and chunked prefill; the prefix cache on or off, overlap on or off) and returns 
 each session's state. `compare` runs it plainly and with every k in 1..3 and every drafter (the
 n-gram one, a small TinyMamba, the target itself), and lists each run whose tokens or session
 states are not bit-identical to the plain run's, or that verified no window (a run that never
-speculated shows nothing). `verify` runs it as its "speculative = plain" stage.
+speculated shows nothing). `verify` runs it as its "speculative = plain" row (`row`).
 """
 
 from __future__ import annotations
+
+import time
 
 import torch
 
@@ -77,12 +79,13 @@ def compare(ks=(1, 2, 3), configs=CONFIGS) -> tuple[list, dict]:
     return bad, totals
 
 
-def verdict() -> tuple[bool, str, dict]:
-    """`compare` as verify's row: (ok, its line, its detail)."""
+def row() -> tuple[bool, float, str, dict]:
+    """`compare` as verify's row: (ok, seconds, its line, its detail)."""
+    start = time.perf_counter()
     bad, totals = compare()
     text = (
         f"{totals['runs']} runs (k 1..3, {len(DRAFTERS)} drafters, overlap and prefix cache on and off): "
         f"{totals['verified']} windows verified, {totals['accepted']} of {totals['drafted']} drafts accepted; "
         + ("tokens and session states bit-identical to plain decoding" if not bad else "FAILED: " + "; ".join(bad))
     )
-    return not bad, text, {"differ": bad, **totals}
+    return not bad, time.perf_counter() - start, text, {"differ": bad, **totals}

@@ -18,7 +18,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from slotwarden.model.properties import exclusive, handles_match, quiescent
 from slotwarden.model.vocabulary import Actor
 from slotwarden.runtime.scheduler.build import build
-from slotwarden.runtime.scheduler.drafter import ModelDrafter
 from slotwarden.runtime.scheduler.request import Phase, SessionStatus
 from slotwarden.runtime.scheduler.scheduler import Scheduler
 from slotwarden.verification.machines import sampling
@@ -40,12 +39,10 @@ def marks_broken(rule_body):
     return wrapped
 
 
-FEATURES = ("plain", "sessions", "abort", "close", "speculative")
+FEATURES = ("plain", "sessions", "abort", "close")
 """Swarm testing: each example enables a random subset of these kinds of move (with neither
 kind of request enabled, both are). The simplest example, which Hypothesis draws most, has
-both kinds of request and no aborts or closes, so sessions live long enough to lend slots.
-With "speculative", requests draw `spec_k` 0..2 and the scheduler drafts with n-grams or with
-the target model itself (every draft then accepted, up to the budget)."""
+both kinds of request and no aborts or closes, so sessions live long enough to lend slots."""
 
 
 def _scheduler_draws(slots: list, features: tuple = FEATURES) -> dict:
@@ -67,6 +64,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     Each example draws its pool, budgets and the kinds of move it makes (swarm testing)."""
 
     broken = False
+    spec_k = 0  # the drafts each submitted request verifies (`speculative.Speculating` draws it)
 
     scheduler_cls: type = Scheduler
     settings_override: dict = {}
@@ -87,20 +85,15 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.sched._next_sid = SESSION_IDS.start  # request ids count from 0: keep the two kinds apart
         features = set(features)
         self.features = features if {"plain", "sessions"} & features else features | {"plain", "sessions"}
-        if "speculative" in features and budget in (4, 32):  # the budget's draw picks the drafter
-            self.sched.drafter = ModelDrafter(MODEL)
 
     def _has(self, feature: str) -> bool:
         return hasattr(self, "sched") and feature in self.features
 
-    def _spec(self, k: int) -> int:
-        return k if self._has("speculative") else 0
-
     @precondition(lambda self: self._has("plain"))
-    @rule(n=st.integers(1, 6), new=st.integers(1, 4), first=st.integers(0, 63), k=st.integers(0, 2))
+    @rule(n=st.integers(1, 6), new=st.integers(1, 4), first=st.integers(0, 63))
     @marks_broken
-    def submit(self, n, new, first, k):
-        self.sched.submit([(first + i) % 64 for i in range(n)], new, spec_k=self._spec(k))
+    def submit(self, n, new, first):
+        self.sched.submit([(first + i) % 64 for i in range(n)], new, spec_k=self.spec_k)
 
     @precondition(lambda self: self._has("sessions"))
     @rule()
@@ -109,15 +102,15 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.sched.open_session()
 
     @precondition(lambda self: self._has("sessions"))
-    @rule(data=st.data(), n=st.integers(1, 4), new=st.integers(1, 4), k=st.integers(0, 2))
+    @rule(data=st.data(), n=st.integers(1, 4), new=st.integers(1, 4))
     @marks_broken
-    def submit_turn(self, data, n, new, k):
+    def submit_turn(self, data, n, new):
         """The next turn of an open session (a new one if none is open, or now and then)."""
         open_ = [s.sid for s in self.sched.sessions.values() if s.status is SessionStatus.OPEN]
         if not open_ or not data.draw(st.integers(0, 3), label="existing session?"):
             open_ = [self.sched.open_session()]
         sid = data.draw(st.sampled_from(open_), label="session")
-        self.sched.submit([(sid + i) % 64 for i in range(n)], new, session=sid, spec_k=self._spec(k))
+        self.sched.submit([(sid + i) % 64 for i in range(n)], new, session=sid, spec_k=self.spec_k)
 
     @precondition(lambda self: self._has("sessions") and len(self.sched.sessions) > 1)
     @rule(n=st.integers(1, 4), new=st.integers(1, 4))
@@ -237,10 +230,10 @@ class CachedSchedulerMachine(SchedulerMachine):
         sampling.watch(self)  # `sampled`: every group as submitted; its prefills checked at the model
 
     @precondition(lambda self: self._has("plain"))
-    @rule(n=st.integers(1, 6), new=st.integers(1, 4), first=st.integers(0, 63), k=st.integers(0, 2))
+    @rule(n=st.integers(1, 6), new=st.integers(1, 4), first=st.integers(0, 63))
     @marks_broken
-    def submit(self, n, new, first, k):
-        rid = self.sched.submit([(first + i) % 64 for i in range(n)], new, spec_k=self._spec(k))
+    def submit(self, n, new, first):
+        rid = self.sched.submit([(first + i) % 64 for i in range(n)], new, spec_k=self.spec_k)
         self.bases.append(self.sched.requests[rid])
 
     @precondition(lambda self: hasattr(self, "sched") and self.bases)

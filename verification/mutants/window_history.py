@@ -40,6 +40,7 @@ SPECULATIVE_MUTANTS = (
         "only committed state is published to the prefix cache",
         {},
         checker_catch=("legal", "publishes_committed"),
+        machine="speculative",
         runtime_catch=("IllegalMove",),
     ),
     Mutant(
@@ -51,6 +52,7 @@ SPECULATIVE_MUTANTS = (
         "the next step reads only the committed state",
         {},
         checker_catch=("reads_committed", "reads_current"),
+        machine="speculative",
         runtime_catch=("IllegalStep",),
     ),
     Mutant(
@@ -63,7 +65,7 @@ SPECULATIVE_MUTANTS = (
         {},
         checker_catch=("reads_current",),
         runtime_catch=("AssertionError",),
-        machine="continuity",
+        machine="speculative continuity",
     ),
     Mutant(
         "window_one_slot",
@@ -74,6 +76,7 @@ SPECULATIVE_MUTANTS = (
         "a verify writes only the window slots its request holds",
         {},
         checker_catch=("writes_held", "ids_in_pool"),
+        machine="speculative",
         runtime_catch=("IllegalStep",),
     ),
     Mutant(
@@ -86,7 +89,7 @@ SPECULATIVE_MUTANTS = (
         {},
         checker_catch=("rollback_restores",),
         runtime_catch=("AssertionError",),
-        machine="continuity",
+        machine="speculative continuity",
     ),
     Mutant(
         "verify_before_alloc",
@@ -97,6 +100,7 @@ SPECULATIVE_MUTANTS = (
         "a verify addresses only window slots already allocated",
         {},
         checker_catch=("ids_in_pool",),
+        machine="speculative",
         runtime_catch=("IllegalStep",),
     ),
     Mutant(
@@ -108,6 +112,7 @@ SPECULATIVE_MUTANTS = (
         "the accepted count is read only after the fence of the step that produced it",
         {},
         checker_catch=("legal", "commit_fenced"),
+        machine="speculative",
         runtime_catch=("IllegalMove",),
     ),
 )

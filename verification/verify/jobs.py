@@ -34,13 +34,14 @@ from slotwarden.verification.adapters import sglang_job
 from slotwarden.verification.crosshair_proofs import prove, prove_moves
 from slotwarden.verification.differential import check_differential, runtime_has_cache
 from slotwarden.verification.edges.job import EDGE_CHECKS, edge_row
+from slotwarden.verification.machines.speculative import hunter as machine_hunter
+from slotwarden.verification.machines.speculative import speculative_continuity_for, speculative_machine_for
 from slotwarden.verification.machines.allocator import AllocatorMachine
 from slotwarden.verification.machines.bad_input import BadInputMachine, SchedulerBadInputMachine
 from slotwarden.verification.machines.campaign import Budget, CampaignResult, run_machine
 from slotwarden.verification.machines.continuity import (
     CachedContinuityMachine,
     ContinuityMachine,
-    continuity_machine_for,
 )
 from slotwarden.verification.machines.guard import GuardMachine
 from slotwarden.verification.machines.pool import PoolMachine
@@ -165,7 +166,8 @@ def _batch_agreement(_) -> Row:
 def _continuity(budget: Budget, seed, machine: type = ContinuityMachine, name: str = "continuity") -> Row:
     r = run_machine(name, machine, budget, seed)
     text = f"{r.examples} examples, tokens and state bit for bit" + ("" if r.passed else f"; FAILED: {r.error}")
-    what = "state = transcript's reference" + (", prefix cache on" if machine is CachedContinuityMachine else "")
+    what = "state = transcript's reference" + {"continuity+cache": ", prefix cache on"}.get(name, "")
+    what += ", speculative requests" if name == "continuity+speculative" else ""
     return Row("continuity", what, r.passed, r.seconds, text, r._asdict())
 
 
@@ -201,11 +203,6 @@ def seeded_bug_stages(runtime_level: dict, level: dict, seed) -> dict:
 
 
 INTERRUPT_EVENTS = {"quick": 30, "default": 100, "thorough": None}  # line events per configuration and exception
-
-
-def _speculative(_) -> Row:
-    start, (ok, text, detail) = time.perf_counter(), speculative.verdict()
-    return Row("continuity", "speculative = plain", ok, time.perf_counter() - start, text, detail)
 
 
 def _interrupts(per_config, seed) -> Row:
@@ -352,7 +349,7 @@ def _machine(name: str, machine: type, budget: Budget, seed) -> Row:
 def _mutant(mutant, budget: Budget, seed, shrink: bool = True) -> Row:
     start = time.perf_counter()
     c = check_live(mutant.bounds, mutant.policy()) if mutant.policy is not None else None  # safety, then liveness
-    hunter = continuity_machine_for if mutant.machine == "continuity" else machine_for
+    hunter = machine_hunter(mutant.machine)
     if mutant.cls is None:  # only the checker's half is in the catalogue: the runtime's is n/a
         h = CampaignResult(mutant.name, True, 0.0, 0, "", "", "")
     else:
@@ -453,13 +450,19 @@ def jobs(level: dict, proof_timeout: float, seed, only, walks: float | None = No
         ("radix tree", RadixMachine, level["allocator"]),
         ("scheduler", machine_for(Scheduler, overlap=False), level["scheduler"]),
         ("scheduler+overlap", machine_for(Scheduler, overlap=True), level["scheduler"]),
+        ("scheduler+speculative", speculative_machine_for(Scheduler), level["scheduler"]),
     ]
     out += [("hypothesis", n, lambda n=n, m=m, b=b: _machine(n, m, b, seed)) for n, m, b in machines]
     runtime = RUNTIME_LEVELS[next((k for k, v in LEVELS.items() if v == level), "default")]
     out.append(("continuity", "continuity", lambda: _continuity(runtime["continuity"], seed)))
-    cached = lambda: _continuity(runtime["cached"], seed, CachedContinuityMachine, "continuity+cache")  # noqa: E731
-    out.append(("continuity", "continuity+cache", cached))
-    out.append(("continuity", "speculative = plain", lambda: _speculative(None)))
+    for name, machine, budget in (
+        ("continuity+cache", CachedContinuityMachine, runtime["cached"]),
+        ("continuity+speculative", speculative_continuity_for(Scheduler), runtime["continuity"]),
+    ):
+        out.append(("continuity", name, lambda n=name, m=machine, b=budget: _continuity(b, seed, m, n)))
+    out.append(
+        ("continuity", "speculative = plain", lambda: Row("continuity", "speculative = plain", *speculative.row()))
+    )
     events = INTERRUPT_EVENTS[next((k for k, v in LEVELS.items() if v == level), "default")]
     out.append(
         ("contract", "pool-call faults", lambda: fault_row(next(k for k in LEVELS if LEVELS[k] == level), seed, Row))

@@ -6,9 +6,9 @@ import pytest
 
 from slotwarden.verification.abstract import Policy
 from slotwarden.verification.checker.search import check
+from slotwarden.verification.machines.speculative import hunter as machine_hunter
 from slotwarden.verification.machines.campaign import Budget, run_machine
-from slotwarden.verification.machines.continuity import continuity_machine_for
-from slotwarden.verification.machines.scheduler import FEATURES, machine_for
+from slotwarden.verification.machines.scheduler import machine_for
 from slotwarden.verification.mutants.window_history import SPECULATIVE_MUTANTS
 
 EXPECTED = {  # name: (the checker's property, the runtime's error), one bug of the history each
@@ -38,17 +38,14 @@ def test_the_checker_catches_it_and_passes_the_correct_twin(mutant):
 
 @pytest.mark.parametrize("mutant", SPECULATIVE_MUTANTS, ids=lambda m: m.name)
 def test_the_runtime_catches_it_under_hypothesis(mutant):
-    hunter = continuity_machine_for if mutant.machine == "continuity" else machine_for
+    hunter = machine_hunter(mutant.machine)
     result = run_machine(mutant.name, hunter(mutant.cls, **mutant.needs), Budget(300, 25), seed=0, shrink=False)
     assert not result.passed, f"{mutant.name} escaped {result.examples} examples"
     assert result.error.split(":")[0] == EXPECTED[mutant.name][1], result.error
 
 
-def test_without_speculative_requests_the_machines_miss_them(monkeypatch):
-    """The broken variant of the hunt: the machines never draw the "speculative" feature."""
-    from slotwarden.verification.machines import scheduler
-
-    monkeypatch.setattr(scheduler, "FEATURES", tuple(f for f in FEATURES if f != "speculative"))
+def test_without_speculative_requests_the_machines_miss_them():
+    """The broken variant of the hunt: the plain scheduler machine, which submits no `spec_k`."""
     mutant = {m.name: m for m in SPECULATIVE_MUTANTS}["count_before_fence"]
-    machine = type("NoSpeculation", (machine_for(mutant.cls),), {"_spec": lambda self, k: 0})
-    assert run_machine(mutant.name, machine, Budget(60, 25), seed=0, shrink=False).passed
+    assert run_machine(mutant.name, machine_for(mutant.cls), Budget(60, 25), seed=0, shrink=False).passed
+    assert not run_machine(mutant.name, machine_hunter("speculative")(mutant.cls), Budget(60, 25), seed=0).passed
