@@ -21,6 +21,7 @@ import torch
 
 from slotwarden.kernels.slots import copy_slots, to_device, zero_slots
 from slotwarden.model.errors import BadInput, BadSlotId, IllegalCopy
+from slotwarden.model.properties import VERIFIED_STATE
 from slotwarden.model.vocabulary import NOBODY, PAD_SLOT, Actor, ActorKind, Event, State
 from slotwarden.model.write_set import Fill
 
@@ -32,6 +33,9 @@ from slotwarden.runtime.trace import attach as attach_trace
 from slotwarden.runtime.trace import launched
 
 _READS = (Event.LOCK, Event.UNLOCK)  # moves the pool's lock record must see
+
+
+_UNCOMMITTED = np.array([int(s) for s in VERIFIED_STATE], dtype=np.uint8)  # window positions a verify wrote
 
 
 class StatePool:
@@ -322,6 +326,7 @@ class StatePool:
         BORROWER relations), or a published cached slot on which request `actor` holds a lock.
         Another request's or session's slot is not readable: its state is theirs."""
         readable = np.isin(ids, self.ledger.held_by(actor))
+        readable &= ~np.isin(self.ledger.cols.state[ids], _UNCOMMITTED)  # only committed state is copied
         if not readable.all() and actor.kind is ActorKind.REQUEST:
             cached = ~readable & (self.ledger.cols.state[ids] == int(State.CACHED))
             for i in np.flatnonzero(cached).tolist():  # the lock record is per slot (a set of requests)
@@ -334,6 +339,8 @@ class StatePool:
     def _why_unreadable(self, slot: int, rec, actor: Actor, what: str) -> str:
         """Why `actor` may not read `slot` (whose record is `rec`), in the declaration's words."""
         spec = self.ledger.lifecycle.spec(rec.state)
+        if int(rec.state) in _UNCOMMITTED:
+            return f"slot {slot} is {rec.state.name}: a verified window position, not committed state, cannot be {what}"
         if spec.shared:
             return f"{actor} holds no lock on cached slot {slot}: it cannot be {what}"
         if spec.owner is None or rec.owner == NOBODY:

@@ -6,7 +6,7 @@ goes through the declared lifecycle (a commit before the verify's fence is refus
 import pytest
 import torch
 
-from slotwarden.model.errors import IllegalMove
+from slotwarden.model.errors import IllegalCopy, IllegalMove
 from slotwarden.model.vocabulary import Actor, Event, State
 from slotwarden.runtime.scheduler.drafter import NgramDrafter
 from slotwarden.runtime.scheduler.errors import BadRequest
@@ -112,3 +112,22 @@ def test_spec_k_is_refused_outside_its_range_and_with_sampling():
     with pytest.raises(BadRequest, match="temperature 0"):
         sched.submit([1], 2, spec_k=1, temperature=0.5)
     assert sched.submitted == 0
+
+
+def test_a_verified_window_position_is_never_copied_only_committed():
+    """Only committed state is copied: the request holds its window, yet `copy` and `fork` refuse
+    a VERIFYING or VERIFIED source (before this check, a request could copy uncommitted state)."""
+    sched = make_scheduler(6)
+    sched.drafter = SELF
+    rid = sched.submit([1, 2, 3], 6, spec_k=2)
+    sched.step()
+    req = sched.requests[rid]
+    batch, _ = sched.batches.build()
+    sched.landed.append(sched._launch(batch))
+    actor = Actor.request(rid)
+    with pytest.raises(IllegalCopy, match="not committed state"):
+        sched.pool.copy([req.window.slots[0]], [req.slot], actor)
+    with pytest.raises(IllegalCopy, match="not committed state"):
+        sched.pool.fork(req.window.slots[0], actor)
+    sched.run()
+    assert sched.idle and sched.check_audit().problems == ()
