@@ -122,6 +122,8 @@ class BatchBuilder:
         self.admit_all(fits)
         if items:
             return Batch("prefill", items), retracted
+        if not self.moves.speculating:  # no live request speculates: the plain decode step
+            return Batch("decode", [(r, 1) for r in self.running if not r.prefilling and r.remaining() > 0]), retracted
         ready = [r for r in self.running if not r.prefilling and r.remaining() > 0]
         plain_waits = self.verified_last and any(not r.spec_k for r in ready)
         verify, starved = open_windows(ready, self.moves, plain_waits)

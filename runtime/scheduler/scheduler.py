@@ -78,6 +78,7 @@ class Scheduler(Launching, Moves, Windows):
         self.landed: deque[InFlight] = deque()  # finished steps whose results are not all processed
         self.verified: deque[InFlight] = deque()  # verify steps whose windows are not all committed
         self.drafter = NgramDrafter()  # what speculative requests propose (drafter.py)
+        self.speculating = 0  # live requests with `spec_k` > 0 (none: every decode step is plain)
         self.finishing: deque[Request] = deque()  # requests at their budget whose slot is not yet released
         self.outbox: list[Result] = []  # results of ended requests, not yet returned to the user
         self._next_rid = 0
@@ -176,6 +177,7 @@ class Scheduler(Launching, Moves, Windows):
             rid = self._next_rid
             self._next_rid += 1
         req = Request(rid, prompt, max_new_tokens, sid, temperature=temperature, seed=seed, spec_k=spec_k)
+        self.speculating += bool(spec_k)
         self.requests[rid] = req
         if sid is None:
             req.input = list(prompt)
@@ -408,7 +410,8 @@ class Scheduler(Launching, Moves, Windows):
         req.generation += 1
         if req in self.running:
             self.running.remove(req)
-        self.requests.pop(req.rid, None)
+        if self.requests.pop(req.rid, None) is not None and req.spec_k:
+            self.speculating -= 1
         if req.shared:  # a group's prompt request: its siblings' results are what the user asked for
             req.siblings = []
             return

@@ -38,6 +38,7 @@ _play, _same = speculative.play, speculative.same
 @pytest.mark.parametrize("cache", [False, True], ids=["plain", "cache"])
 def test_every_k_and_drafter_is_bit_identical_to_plain_decoding(overlap, cache):
     assert _play(0, overlap=overlap, cache=cache)[2].counters.retractions  # the workload retracts
+    assert _play(2, overlap=overlap, cache=cache)[2].speculating == 0  # every speculative request left
     bad, totals = speculative.compare(configs=((overlap, cache),))
     assert bad == [] and totals["runs"] == 9
     assert totals["verified"] and totals["accepted"] and totals["aborts"] == 9
