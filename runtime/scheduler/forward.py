@@ -70,7 +70,7 @@ class Forward:
         request, (request, generation, its token's row in that tensor or None). No host sync."""
         step = self.plan(batch)
         if batch.kind == "verify":  # the rows to commit once fenced: (request, generation, window, first row)
-            self.written = True
+            self.written = True  # the windows' slots from here on
             tokens = speculative.run(step, self.model, self.pool)
             return tokens, [(req, req.generation, win, row) for (req, win), row in zip(step.items, step.first_row)]
         items = step.items

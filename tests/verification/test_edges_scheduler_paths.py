@@ -86,7 +86,7 @@ VARIANTS = {  # mutant -> (owner, function, old, new, words of a problem)
         "if not isinstance(out, dict):",
         "a SIGINT during step() raised AttributeError",
     ),
-    "forward.py TrueWithFalse:1 (a decode step never written)": (
+    "forward.py TrueWithFalse:2, :1 before the verify branch (a decode step never written)": (
         Forward,
         "run",
         "self.written = True\n",  # the decode branch's (the prefill's has a comment)
