@@ -124,7 +124,7 @@ _ALL = (
         "fence_respected",
         4,
         "a released slot becomes FREE only at the fence of the step it waits for; "
-        "a slot in the running batch is never freed at once",
+        "a slot a step in flight may use (the running batch's, a window being verified) is never freed at once",
         Kind.MOVE,
         fence_respected,
         ("fence_respected",),

@@ -24,7 +24,7 @@ from slotwarden.model import pool as model_pool
 from slotwarden.model.declaration import relation_of
 from slotwarden.model.errors import LifecycleError
 from slotwarden.model.lifecycle import LIFECYCLE
-from slotwarden.model.properties import conserved, exclusive, locks_match
+from slotwarden.model.properties import VERIFIED_STATE, conserved, exclusive, locks_match
 from slotwarden.model.step import step as model_step
 from slotwarden.model.vocabulary import NOBODY, Actor, ActorKind, Event, Group, Relation, State
 from slotwarden.verification.machines import paths
@@ -383,7 +383,10 @@ class PoolMachine(RuleBasedStateMachine):
     def _readable(self, slot: int, actor: Actor) -> bool:
         """Whether `actor` may read `slot`: a slot it holds (the declaration's OWNER or BORROWER
         relation), or (for a pool that reads the cache) a published cached slot on which that
-        request holds a lock. Another request's or session's slot is never readable."""
+        request holds a lock. Another request's or session's slot is never readable, nor a window
+        position a verify wrote (only committed state is copied)."""
+        if self.model.slots[slot - 1].state in VERIFIED_STATE:
+            return False
         if self._holds(actor, slot):
             return True
         return (

@@ -143,8 +143,6 @@ _WINDOW = {
     "LENT_RUNNING --COMMIT [BORROWER]: also from LENT": _NO_OP,
     "VERIFIED --COMMIT [OWNER]: also from TAKEN": _LATER,
     "VERIFYING --ROLLBACK [OWNER]: fence from KEEP": _OWN_STEP,
-    "VERIFYING --ROLLBACK [OWNER]: also from RUNNING": "a running slot released to wait for its fence under "
-    "another event's name: what its FINISH does",
 }
 """Speculative windows' equivalent mutants."""
 
@@ -194,6 +192,9 @@ KILLED_AT_RUNTIME: dict[str, str] = {
     "LENT_RUNNING --FINISH [BORROWER]: also from LENT": "lent_rollback_frees",
     # a rollback of a turn in the running batch goes through, and is caught only at its finish
     "LENT --ROLLBACK [BORROWER]: also from LENT_RUNNING": "rollback_frees_admitted_turn",
+    # a rollback of a request in the running batch (PR 16067) goes through once ROLLBACK releases a
+    # RUNNING slot like a window's
+    "VERIFYING --ROLLBACK [OWNER]: also from RUNNING": "rollback_frees_admitted",
 }
 """Mutants the model's checks do not kill but a history mutant's runtime half does: the history
 mutant whose failing example gives another verdict under it. Its row checks the claim."""
