@@ -170,7 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
         "runtime's on random workloads (differential); the Hypothesis machines run the pool, a guarded engine "
         "allocator and the scheduler (overlap off and on); the "
         "runtime's own transition path agrees with the model; every finished request's tokens and state equal a "
-        "replay of its transcript, with the prefix cache off and on; every seeded runtime fault is caught; and "
+        "replay of its transcript, with the prefix cache off and on and with speculative requests, and speculative "
+        "decoding gives plain decoding's tokens and states; every seeded runtime fault is caught; and "
         "every bug of the history, injected as a mutant, is caught for the expected reason. Exits 0 only if every "
         "proof is CONFIRMED, every "
         "check holds and every fault and mutant is caught.",
@@ -276,7 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="side-by-side timings (pool: against SGLang's allocator; scheduler: host overhead per step; "
         "trace: check-trace's speed and memory; checker: the exhaustive checker's states per CPU-second)",
         description="Time the checked pool against real peers (pool) or the scheduler's host overhead per step "
-        "(scheduler, then a shared-prefix workload with the prefix cache off and on), in one run on one device, and "
+        "(scheduler, then a shared-prefix workload with the prefix cache off and on, then plain against speculative "
+        "decoding for each drafter), in one run on one device, and "
         "report ratios; or (trace) write clean synthetic traces of 10^5 and 10^6 events (--quick: 10^4 and 10^5) "
         "and report check-trace's events/s and its peak memory (tracemalloc) for each, side by side; or (checker) "
         "run the exhaustive checker and the reference it was made from on each default bounds (--quick: the tests' "
