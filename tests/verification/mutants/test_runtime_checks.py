@@ -12,7 +12,7 @@ from slotwarden.verification.machines.campaign import Budget, run_machine
 from slotwarden.verification.machines.scheduler import machine_for
 from slotwarden.verification.mutants import equivalent, runtime_checks
 from slotwarden.verification.mutants.declaration import mutants
-from slotwarden.verification.mutants.runtime import LentRollbackFrees, RollbackFreesAdmittedTurn
+from slotwarden.verification.mutants.runtime import LentRollbackFrees, RollbackFreesAdmitted, RollbackFreesAdmittedTurn
 
 FINISH_FROM_LENT = "LENT_RUNNING --FINISH [BORROWER]: also from LENT"
 ROLLBACK_FROM_RUNNING = "LENT --ROLLBACK [BORROWER]: also from LENT_RUNNING"
@@ -30,6 +30,7 @@ def witnesses():
     for name, cls in (
         ("lent_rollback_frees", LentRollbackFrees),
         ("rollback_frees_admitted_turn", RollbackFreesAdmittedTurn),
+        ("rollback_frees_admitted", RollbackFreesAdmitted),
     ):
         machine = machine_for(cls)
         found = run_machine(name, machine, Budget(500, 40), 0, shrink=False)
