@@ -13,11 +13,17 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
 from slotwarden.runtime.scheduler.drafter import ModelDrafter
-from slotwarden.verification.machines.continuity import CachedContinuityMachine, ContinuityMachine, recording
+from slotwarden.verification.machines.continuity import (
+    CachedContinuityMachine,
+    ContinuityMachine,
+    continuity_machine_for,
+    recording,
+)
 from slotwarden.verification.machines.scheduler import (
     CachedSchedulerMachine,
     SchedulerMachine,
     _scheduler_draws,
+    machine_for,
     marks_broken,
 )
 from slotwarden.verification.machines.shared import MODEL
@@ -75,9 +81,6 @@ def speculative_continuity_for(scheduler_cls: type, **settings) -> type:
 def hunter(machine: str):
     """The machine factory for `Mutant.machine`: "scheduler", "continuity", "speculative" or
     "speculative continuity"."""
-    from slotwarden.verification.machines.continuity import continuity_machine_for
-    from slotwarden.verification.machines.scheduler import machine_for
-
     return {
         "scheduler": machine_for,
         "continuity": continuity_machine_for,
